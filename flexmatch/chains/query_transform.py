@@ -1,0 +1,42 @@
+"""Query transformations: user text → texts in matching-text form."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from flexmatch.chains.base import Chain, register
+from flexmatch.chains.output import parse_list
+
+
+class QueryTransform(Chain):
+    async def run(self, query: str) -> list[str]:
+        raise NotImplementedError
+
+
+class RewriteParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keep_original: bool = True
+
+
+@register("query_transform", "llm_question")
+class LLMQuestion(QueryTransform):
+    """An LLM rewrites the query as the question(s) it asks; the original is kept too."""
+
+    Params = RewriteParams
+    uses_llm = True
+    prompt_variables = frozenset({"query", "params"})
+
+    async def run(self, query: str) -> list[str]:
+        questions = parse_list(await self.complete(self.render(query=query)), self.spec.output)
+        variants = ([query] if self.params.keep_original else []) + questions
+        unique = list(dict.fromkeys(v for v in variants if v.strip()))
+        return unique or [query]
+
+
+@register("query_transform", "identity")
+class Identity(QueryTransform):
+    """The query as typed."""
+
+    async def run(self, query: str) -> list[str]:
+        return [query]

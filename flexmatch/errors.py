@@ -1,0 +1,65 @@
+"""One exception tree for everything FlexMatch raises on purpose.
+
+FlexMatchError
+├── ConfigError        a config or chain file is wrong (names the file and field)
+├── ChainError         a chain failed at run time (names the chain and the input)
+│   └── PromptError    a prompt template failed to load or render
+├── ParseError         a document could not be read (names the file)
+│   ├── UnsupportedFormatError
+│   ├── EmptyDocumentError
+│   └── EncryptedDocumentError
+├── LLMError           an LLM call failed after its retries
+├── EmbeddingError     the embedding model could not be loaded or used
+└── StoreError         the vector store refused an operation
+    └── ModelMismatchError  the store was built with another embedding model
+"""
+
+from __future__ import annotations
+
+
+class FlexMatchError(Exception):
+    """Root of every error FlexMatch raises on purpose; the message is user-facing."""
+
+
+class ConfigError(FlexMatchError):
+    """A configuration or chain definition is invalid."""
+
+
+class ChainError(FlexMatchError):
+    """A chain failed while running."""
+
+
+class PromptError(ChainError):
+    """A prompt template could not be loaded or rendered."""
+
+
+class ParseError(FlexMatchError):
+    """A document could not be parsed; the message names the file."""
+
+
+class UnsupportedFormatError(ParseError):
+    """No parser handles this kind of file."""
+
+
+class EmptyDocumentError(ParseError):
+    """The document parsed but holds no text."""
+
+
+class EncryptedDocumentError(ParseError):
+    """The document is encrypted or password protected."""
+
+
+class LLMError(FlexMatchError):
+    """An LLM call failed after all retries."""
+
+
+class EmbeddingError(FlexMatchError):
+    """The embedding model could not be loaded or called."""
+
+
+class StoreError(FlexMatchError):
+    """The vector store refused an operation."""
+
+
+class ModelMismatchError(StoreError):
+    """The knowledge base was indexed with a different embedding model."""

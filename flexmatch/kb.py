@@ -1,0 +1,264 @@
+"""``KnowledgeBase``: the public Python API, async first with sync wrappers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from flexmatch import resources
+from flexmatch.chains.base import ChainContext, build_chain
+from flexmatch.chains.formatters import ResultFormatter
+from flexmatch.config import CONFIG_FILE, KBConfig, load_config
+from flexmatch.embeddings import Embedder, make_embedder
+from flexmatch.errors import ConfigError
+from flexmatch.llm import LLM
+from flexmatch.llm_cache import LLMCache
+from flexmatch.loaders import discover, load
+from flexmatch.models import Document, FailedDocument, IngestReport, SearchResult, Usage
+from flexmatch.pipeline import Indexer, ProgressCallback, QueryChains, SourceChains, search
+from flexmatch.stores import Filters, VectorStore, open_store
+
+DEFAULT_TENANT = "default"
+STATE_DIR = ".flexmatch"
+
+
+class KnowledgeBase:
+    """A folder with a ``flexmatch.yaml``, its chains and prompts, and a Qdrant store."""
+
+    def __init__(
+        self,
+        path: Path,
+        config: KBConfig,
+        *,
+        env: dict[str, str] | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.path = path
+        self.config = config
+        self.context = ChainContext(kb_dir=path, llm=self._make_llm(), env=env)
+        self.embedder = embedder or make_embedder(config.models)
+        self._store: VectorStore | None = None
+        self._source_chains: dict[str, SourceChains] = {}
+        self._query_chains: QueryChains | None = None
+        self._formatter: ResultFormatter | None = None
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | Path = ".",
+        *,
+        config: KBConfig | None = None,
+        env: dict[str, str] | None = None,
+        embedder: Embedder | None = None,
+    ) -> KnowledgeBase:
+        """Open the knowledge base in ``path`` (its ``flexmatch.yaml``, or all defaults)."""
+        folder = Path(path).expanduser().resolve()
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{folder}: a knowledge base is a folder, not a file")
+        return cls(folder, config or load_config(folder, env), env=env, embedder=embedder)
+
+    @staticmethod
+    def init(path: str | Path, template: str = "default") -> Path:
+        """Create a knowledge-base folder from a built-in config template."""
+        folder = Path(path).expanduser().resolve()
+        target = folder / CONFIG_FILE
+        if target.exists():
+            raise ConfigError(f"{target} already exists; not overwriting it")
+        source = resources.find("configs", template, None, suffixes=("", ".yaml", ".yml"))
+        template_text = source.read_text(encoding="utf-8")
+        folder.mkdir(parents=True, exist_ok=True)
+        for sub in ("chains", "prompts"):
+            (folder / sub).mkdir(exist_ok=True)
+        target.write_text(template_text, encoding="utf-8")
+        load_config(folder)  # a template that does not validate is a bug: say so now
+        return target
+
+    def _make_llm(self) -> LLM | None:
+        models = self.config.models
+        if not models.llm:
+            return None
+        return LLM(
+            models.llm,
+            api_base=models.llm_api_base,
+            api_key=models.llm_api_key,
+            concurrency=models.llm_concurrency,
+            timeout=models.llm_timeout,
+            max_retries=models.llm_max_retries,
+            retry_base_delay=models.llm_retry_delay,
+            cache=LLMCache(self.path / STATE_DIR / "llm-cache.sqlite"),
+        )
+
+    @property
+    def llm(self) -> LLM | None:
+        return self.context.llm
+
+    @property
+    def notices(self) -> list[str]:
+        """Things the user should know once, e.g. which chains fell back for lack of an LLM."""
+        return list(dict.fromkeys(self.context.notices))
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            self._store = open_store(self.config.store, self.path)
+        return self._store
+
+    def source_chains(self, source: str) -> SourceChains:
+        if source not in self.config.sources:
+            known = ", ".join(sorted(self.config.sources))
+            raise ConfigError(
+                f"{self.path / CONFIG_FILE}: no source named '{source}' (sources: {known})"
+            )
+        if source not in self._source_chains:
+            self._source_chains[source] = SourceChains.build(
+                self.config.sources[source], self.context
+            )
+        return self._source_chains[source]
+
+    def query_chains(self) -> QueryChains:
+        if self._query_chains is None:
+            self._query_chains = QueryChains.build(self.config.query, self.context)
+        return self._query_chains
+
+    def formatter(self, name: str | None = None) -> ResultFormatter:
+        if name is not None:
+            from flexmatch.config import ChainRef
+
+            return build_chain(ChainRef(chain=name), "result_formatter", self.context)  # type: ignore[return-value]
+        if self._formatter is None:
+            self._formatter = build_chain(  # type: ignore[assignment]
+                self.config.query.formatter, "result_formatter", self.context
+            )
+        assert self._formatter is not None
+        return self._formatter
+
+    # -- ingest ------------------------------------------------------------------------
+    async def aingest(
+        self,
+        paths: Iterable[str | Path],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Load, chunk, enrich, embed and store every document under ``paths``."""
+        source = source or self.config.default_source
+        chains = self.source_chains(source)
+        tasks, missing = discover([Path(p).expanduser() for p in paths])
+        report = IngestReport(failed=list(missing))
+        started = time.perf_counter()
+        self.store.prepare(self.embedder.name, self.embedder.dimension)
+        indexer = Indexer(self.store, self.embedder, tenant)
+        usage_before = self._usage_snapshot()
+        pending: set[asyncio.Task[None]] = set()
+        for task in tasks:
+            for item in load(task, source):
+                if isinstance(item, FailedDocument):
+                    report.failed.append(item)
+                    self._report(progress, report)
+                    continue
+                pending.add(
+                    asyncio.create_task(self._index(indexer, item, chains, report, progress))
+                )
+                if len(pending) >= 8:
+                    _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        if pending:
+            await asyncio.gather(*pending)
+        report.usage = self._usage_since(usage_before)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    async def ingest_documents(
+        self, documents: Iterable[Document], *, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """Ingest already-built documents (records, corpora built in code)."""
+        report = IngestReport()
+        self.store.prepare(self.embedder.name, self.embedder.dimension)
+        indexer = Indexer(self.store, self.embedder, tenant)
+        await asyncio.gather(
+            *(indexer.index(d, self.source_chains(d.source), report) for d in documents)
+        )
+        return report
+
+    async def _index(
+        self,
+        indexer: Indexer,
+        document: Document,
+        chains: SourceChains,
+        report: IngestReport,
+        progress: ProgressCallback | None,
+    ) -> None:
+        await indexer.index(document, chains, report)
+        if self.llm is not None:
+            report.usage = self.llm.usage.model_copy()
+        self._report(progress, report)
+
+    @staticmethod
+    def _report(progress: ProgressCallback | None, report: IngestReport) -> None:
+        if progress is not None:
+            progress(report)
+
+    def _usage_snapshot(self) -> Usage:
+        return self.llm.usage.model_copy() if self.llm else Usage()
+
+    def _usage_since(self, before: Usage) -> Usage:
+        now = self._usage_snapshot()
+        return Usage(
+            calls=now.calls - before.calls,
+            cached_calls=now.cached_calls - before.cached_calls,
+            prompt_tokens=now.prompt_tokens - before.prompt_tokens,
+            completion_tokens=now.completion_tokens - before.completion_tokens,
+            cost_usd=round(now.cost_usd - before.cost_usd, 6),
+        )
+
+    def ingest(self, paths: Iterable[str | Path], **kwargs: Any) -> IngestReport:
+        return asyncio.run(self.aingest(paths, **kwargs))
+
+    # -- query -------------------------------------------------------------------------
+    async def aquery(
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        top_k: int | None = None,
+        filters: Filters | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> list[SearchResult]:
+        """The chunks that best answer ``text``, best first."""
+        if not text.strip():
+            raise ConfigError("the query is empty")
+        return await search(
+            text,
+            chains=self.query_chains(),
+            embedder=self.embedder,
+            store=self.store,
+            tenant=tenant,
+            top_k=top_k or self.config.query.top_k,
+            top_n=top_n or self.config.query.top_n,
+            filters=filters,
+        )
+
+    def query(self, text: str, **kwargs: Any) -> list[SearchResult]:
+        return asyncio.run(self.aquery(text, **kwargs))
+
+    def format(self, text: str, results: list[SearchResult], formatter: str | None = None) -> str:
+        """What the agent sees: the configured formatter chain (or the one named)."""
+        return self.formatter(formatter).run(text, results)
+
+    # -- housekeeping ------------------------------------------------------------------
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self.llm is not None:
+            self.llm.cache.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

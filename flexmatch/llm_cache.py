@@ -1,0 +1,50 @@
+"""A persistent cache of LLM results, so a re-run pays for nothing twice.
+
+Keyed on the model, the rendered prompt and the call parameters; litellm's own caches
+do not work offline here, and a SQLite file in the knowledge base survives restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+
+def cache_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    blob = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class LLMCache:
+    """Key → (text, usage) in SQLite; ``path=None`` keeps it in memory."""
+
+    def __init__(self, path: Path | None) -> None:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS llm_cache "
+            "(key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL)"
+        )
+        self._db.commit()
+
+    def get(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._db.execute("SELECT text, usage FROM llm_cache WHERE key = ?", (key,)).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
+
+    def put(self, key: str, text: str, usage: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO llm_cache (key, text, usage) VALUES (?, ?, ?)",
+            (key, text, json.dumps(usage)),
+        )
+        self._db.commit()
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()

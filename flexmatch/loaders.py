@@ -1,0 +1,129 @@
+"""Loading: paths → documents. Files and folders (recursive, hidden files and symlinks
+skipped) and JSON Lines corpora (one document per line, its id kept)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flexmatch.errors import FlexMatchError, ParseError
+from flexmatch.models import Document, Element, FailedDocument
+from flexmatch.parsing import parse_file, parse_text
+
+
+def document_id(source: str, uri: str) -> str:
+    """A stable id for a document without one of its own: source + location."""
+    return hashlib.sha256(f"{source}\n{uri}".encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class LoadTask:
+    """One file to load; a JSON Lines file yields many documents."""
+
+    path: Path
+
+    @property
+    def is_corpus(self) -> bool:
+        return self.path.suffix.lower() == ".jsonl"
+
+    def count(self) -> int:
+        if not self.is_corpus:
+            return 1
+        with self.path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+
+
+def discover(paths: list[Path]) -> tuple[list[LoadTask], list[FailedDocument]]:
+    """Every file under ``paths``, in a stable order; missing paths are reported."""
+    tasks: list[LoadTask] = []
+    missing: list[FailedDocument] = []
+    for path in paths:
+        if path.is_symlink():
+            missing.append(
+                FailedDocument(uri=str(path), error=f"{path}: symlinks are not followed")
+            )
+        elif path.is_file():
+            tasks.append(LoadTask(path))
+        elif path.is_dir():
+            tasks.extend(LoadTask(p) for p in _walk(path))
+        else:
+            missing.append(FailedDocument(uri=str(path), error=f"{path}: no such file or folder"))
+    return tasks, missing
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        if entry.is_dir():
+            yield from _walk(entry)
+        elif entry.is_file():
+            yield entry
+
+
+def load(task: LoadTask, source: str) -> Iterator[Document | FailedDocument]:
+    """The documents in one file, or a failure naming it."""
+    if task.is_corpus:
+        yield from _load_corpus(task.path, source)
+        return
+    uri = str(task.path.resolve())
+    try:
+        parsed = parse_file(task.path)
+    except FlexMatchError as exc:
+        yield FailedDocument(uri=uri, error=str(exc))
+        return
+    except Exception as exc:  # a parser bug must not stop a bulk import
+        yield FailedDocument(uri=uri, error=f"{task.path}: {type(exc).__name__}: {exc}")
+        return
+    yield Document(
+        id=document_id(source, uri),
+        uri=uri,
+        source=source,
+        title=parsed.title or task.path.stem,
+        elements=parsed.elements,
+        metadata={**parsed.metadata, "file_name": task.path.name},
+    )
+
+
+def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:
+    """JSON Lines: ``_id`` or ``id``, ``title``, ``text``; other fields become metadata."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record: Any = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ParseError(f"{where}: expected a JSON object")
+                yield _record_document(record, where, source)
+            except json.JSONDecodeError as exc:
+                yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
+            except FlexMatchError as exc:
+                yield FailedDocument(uri=where, error=str(exc))
+
+
+def _record_document(record: dict[str, Any], where: str, source: str) -> Document:
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ParseError(f"{where}: field 'text' is missing or empty")
+    title = str(record.get("title") or "")
+    given = record.get("_id", record.get("id"))
+    uri = f"{where.rsplit(':', 1)[0]}#{given}" if given is not None else where
+    parsed = parse_text(text, title=title)
+    elements = parsed.elements
+    if title:
+        elements = [Element(kind="title", text=title), *elements]
+    metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
+    return Document(
+        id=str(given) if given is not None else document_id(source, uri),
+        uri=uri,
+        source=source,
+        title=title,
+        elements=elements,
+        metadata=metadata,
+    )

@@ -1,0 +1,170 @@
+"""The embedded default store: the Qdrant engine in-process (qdrant-edge), on disk.
+
+Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
+and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
+survives a kill -9.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flexmatch.errors import ModelMismatchError, StoreError
+from flexmatch.stores.base import (
+    DENSE,
+    INDEXED_FIELDS,
+    LEXICAL,
+    SCHEMA_VERSION,
+    Filters,
+    Hit,
+    StoredPoint,
+    lexical_embedder,
+    mismatch_message,
+)
+
+META_FILE = "flexmatch-store.json"
+
+
+def _edge() -> Any:
+    import qdrant_edge
+
+    return qdrant_edge
+
+
+class EdgeStore:
+    """Points in a folder; one process at a time (a second open fails cleanly)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._shard: Any = None
+        self._bm25: Any = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def exists(self) -> bool:
+        return (self.path / META_FILE).is_file()
+
+    def _meta(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.path / META_FILE).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.path / META_FILE}: unreadable store metadata: {exc}") from exc
+
+    def _open(self) -> Any:
+        if self._shard is None:
+            if not self.exists():
+                raise StoreError(f"no store at {self.path} yet: ingest something first")
+            try:
+                self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
+            except Exception as exc:
+                if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+                    raise StoreError(
+                        f"the store at {self.path} is in use by another FlexMatch process"
+                    ) from exc
+                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        return self._shard
+
+    def prepare(self, embedding_model: str, dimension: int) -> None:
+        if self.exists():
+            meta = self._meta()
+            if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
+                raise ModelMismatchError(
+                    mismatch_message(f"the store at {self.path}", meta, embedding_model, dimension)
+                )
+            self._open()
+            return
+        edge = _edge()
+        config = edge.EdgeConfig(
+            vectors={DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)},
+            sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
+        )
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._shard = edge.EdgeShard.create(str(self.path / "shard"), config)
+            for field in INDEXED_FIELDS:
+                self._shard.update(
+                    edge.UpdateOperation.create_field_index(field, edge.PayloadSchemaType.Keyword)
+                )
+        except Exception as exc:
+            raise StoreError(f"cannot create a store at {self.path}: {exc}") from exc
+        meta = {
+            "embedding_model": embedding_model,
+            "dimension": dimension,
+            "schema": SCHEMA_VERSION,
+        }
+        (self.path / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+
+    def close(self) -> None:
+        if self._shard is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None
+
+    # -- data ------------------------------------------------------------------------
+    def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
+        edge = _edge()
+
+        def condition(key: str, value: Any) -> Any:
+            match = edge.MatchAny(value) if isinstance(value, list) else edge.MatchValue(value)
+            return edge.FieldCondition(key=key, match=match)
+
+        must = [condition("tenant", tenant)]
+        must += [condition(k, v) for k, v in (filters or {}).items()]
+        negated = [condition(k, v) for k, v in (must_not or {}).items()]
+        return edge.Filter(must=must, must_not=negated or None)
+
+    def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
+        if not points:
+            return
+        edge = _edge()
+        if self._bm25 is None:
+            self._bm25 = lexical_embedder()
+        shard = self._open()
+        batch = [
+            edge.Point(
+                point.id,
+                {DENSE: point.vector, LEXICAL: self._bm25.embed_document(point.text)},
+                {**point.payload, "tenant": tenant},
+            )
+            for point in points
+        ]
+        try:
+            shard.update(edge.UpdateOperation.upsert_points(batch))
+        except Exception as exc:
+            raise StoreError(f"writing {len(batch)} points to {self.path} failed: {exc}") from exc
+
+    def delete_document(
+        self, tenant: str, document_id: str, *, keep_version: str | None = None
+    ) -> None:
+        if not self.exists():
+            return
+        edge = _edge()
+        keep = {"version": keep_version} if keep_version else None
+        selector = self._filter(tenant, {"document_id": document_id}, must_not=keep)
+        self._open().update(edge.UpdateOperation.delete_points_by_filter(selector))
+
+    def search(
+        self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        edge = _edge()
+        request = edge.QueryRequest(
+            limit=limit,
+            query=edge.Query.Nearest(vector, using=DENSE),
+            filter=self._filter(tenant, filters),
+            with_payload=True,
+        )
+        return [
+            Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
+            for p in self._open().query(request)
+        ]
+
+    def count(self, tenant: str, filters: Filters | None = None) -> int:
+        if not self.exists():
+            return 0
+        edge = _edge()
+        return int(
+            self._open().count(edge.CountRequest(exact=True, filter=self._filter(tenant, filters)))
+        )

@@ -1,0 +1,700 @@
+"""A real, local, deterministic fake LLM server for tests.
+
+Tests exercise the real litellm and cohere client code against this server over HTTP on
+127.0.0.1 instead of patching clients. Standard library only.
+
+Endpoints
+---------
+- ``POST /v1/chat/completions`` (also ``/chat/completions``): OpenAI shape, SSE when
+  ``"stream": true``.
+- ``POST /v1/embeddings`` (also ``/embeddings``): OpenAI shape, hashed bag-of-words vectors.
+- ``POST /v2/rerank``: Cohere v2 shape, token-overlap scores in [0, 1].
+- ``GET /v1/models`` (also ``/models``): a small model list.
+- anything else: 404 with an OpenAI-style error body.
+
+Usage::
+
+    with FakeLLMServer() as server:
+        litellm.completion(model="openai/fake", api_base=server.base_url, api_key="x", ...)
+        cohere.ClientV2(api_key="x", base_url=server.root_url).rerank(...)
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import math
+import re
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "MALFORMED_CONTENT",
+    "FakeLLMServer",
+    "RecordedRequest",
+    "default_responder",
+    "embed_text",
+    "overlap_score",
+]
+
+MALFORMED_CONTENT = (
+    'Sure! here are some questions: 1. What is it? 2. Why? ... {"questions": ["broken'
+)
+
+_MODELS = ["fake", "fake-embed", "rerank-v3.5"]
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+_COUNT_RE = re.compile(r"(\d+)\s+questions", re.IGNORECASE)
+_CANDIDATE_RE = re.compile(r"^\s*\[(\d+)\]\s*(.*)$")
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "which",
+        "who",
+        "will",
+        "with",
+        "does",
+        "do",
+        "how",
+    ]
+)
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", "bad_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "forbidden"),
+    404: ("invalid_request_error", "not_found"),
+    408: ("timeout_error", "timeout"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("server_error", "internal_error"),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "gateway_timeout"),
+}
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _tokens(text: str) -> list[str]:
+    """Lowercase word tokens."""
+    return _TOKEN_RE.findall(text.lower())
+
+
+def _content_tokens(text: str) -> set[str]:
+    """Token set without stopwords (falls back to all tokens if only stopwords remain)."""
+    toks = set(_tokens(text))
+    content = toks - _STOPWORDS
+    return content or toks
+
+
+def overlap_score(query: str, document: str) -> float:
+    """Set-overlap similarity (Ochiai: |q&d| / sqrt(|q|*|d|)) of content tokens, in [0, 1]."""
+    q = _content_tokens(query)
+    d = _content_tokens(document)
+    if not q or not d:
+        return 0.0
+    return len(q & d) / math.sqrt(len(q) * len(d))
+
+
+def embed_text(text: str, dim: int = 64) -> list[float]:
+    """Deterministic L2-normalised hashed bag of lowercase word tokens.
+
+    Each token is hashed (blake2b) to a bucket and a sign. Texts sharing words get similar
+    vectors. Empty text maps to the unit vector e0 so cosine similarity stays defined.
+    """
+    vec = [0.0] * dim
+    for tok in _tokens(text):
+        digest = hashlib.blake2b(tok.encode("utf-8"), digest_size=8).digest()
+        bucket = int.from_bytes(digest[:4], "little") % dim
+        sign = 1.0 if digest[4] & 1 else -1.0
+        vec[bucket] += sign
+    norm = math.sqrt(sum(v * v for v in vec))
+    if norm == 0.0:
+        vec[0] = 1.0
+        return vec
+    return [v / norm for v in vec]
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return ""
+
+
+def _prompt_text(messages: list[dict]) -> str:
+    return "\n".join(_message_text(m) for m in messages)
+
+
+def _tag(prompt: str, name: str) -> str | None:
+    """Content of the last ``<name>...</name>`` block that holds no nested opening tag."""
+    pattern = re.compile(rf"<{name}>((?:(?!<{name}>).)*?)</{name}>", re.DOTALL | re.IGNORECASE)
+    matches = pattern.findall(prompt)
+    if not matches:
+        return None
+    return matches[-1].strip()
+
+
+def _sentences(text: str) -> list[str]:
+    out = []
+    for piece in _SENTENCE_SPLIT_RE.split(text):
+        piece = piece.strip().lstrip("#*->").strip()
+        if piece and _tokens(piece):
+            out.append(piece)
+    return out
+
+
+# --------------------------------------------------------------------------- responder
+
+
+def _rerank_answer(prompt: str) -> str:
+    query = _tag(prompt, "query") or ""
+    block = _tag(prompt, "candidates") or ""
+    scores = []
+    for line in block.splitlines():
+        m = _CANDIDATE_RE.match(line)
+        if not m:
+            continue
+        score = round(10.0 * overlap_score(query, m.group(2)), 2)
+        scores.append({"index": int(m.group(1)), "score": score})
+    return json.dumps({"scores": scores})
+
+
+def _context_answer(prompt: str) -> str:
+    document = _tag(prompt, "document") or ""
+    title = next((ln.strip() for ln in document.splitlines() if ln.strip()), "")[:80]
+    sentences = _sentences(_tag(prompt, "chunk") or "")
+    first = sentences[0] if sentences else ""
+    return f'This section of "{title}" covers: {first}'
+
+
+def _questions_answer(prompt: str) -> str:
+    m = _COUNT_RE.search(prompt)
+    count = int(m.group(1)) if m else 3
+    questions = []
+    for sentence in _sentences(_tag(prompt, "chunk") or "")[:count]:
+        words = " ".join(sentence.split()[:8]).lower().rstrip(".,;:!?-\"')( ")
+        questions.append(f"What does the text say about {words}?")
+    return json.dumps({"questions": questions})
+
+
+def _rewrite_answer(prompt: str) -> str:
+    query = (_tag(prompt, "query") or "").strip().rstrip(".?!,;: ").strip()
+    if query:
+        query = query[0].upper() + query[1:]
+    return json.dumps({"questions": [f"{query}?"]})
+
+
+def default_responder(messages: list[dict]) -> str:
+    """Deterministic assistant content derived from the prompt (see module docstring)."""
+    prompt = _prompt_text(messages)
+    if "<candidates>" in prompt:
+        return _rerank_answer(prompt)
+    if "<document>" in prompt:
+        return _context_answer(prompt)
+    if "<chunk>" in prompt:
+        return _questions_answer(prompt)
+    if "<query>" in prompt:
+        return _rewrite_answer(prompt)
+    return "OK"
+
+
+# --------------------------------------------------------------------------- server
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server saw (including injected failures)."""
+
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+    status: int = 0
+    timestamp: float = field(default_factory=time.time)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = False
+
+    def __init__(self, address, handler, fake: FakeLLMServer):
+        self.fake = fake
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        with self._conns_lock:
+            self._conns.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._conns_lock:
+            self._conns.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        """Stay quiet about clients that went away; report anything else briefly."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)) or not self.fake.running:
+            return
+        super().handle_error(request, client_address)
+
+    def close_connections(self) -> None:
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server_version = "FlexMatchFakeLLM/1.0"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    # ---- plumbing
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            data = bytearray()
+            while True:
+                size_line = self.rfile.readline(65537)
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline(65537)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _send(
+        self,
+        status: int,
+        payload: bytes,
+        content_type: str = "application/json",
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for key, value in (extra_headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _send_json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj).encode("utf-8"), extra_headers=extra)
+
+    def _send_error_json(self, status: int, message: str | None = None) -> None:
+        etype, code = _ERROR_TYPES.get(
+            status, ("server_error" if status >= 500 else "invalid_request_error", str(status))
+        )
+        body = {
+            "error": {
+                "message": message or f"Injected fake error {status}",
+                "type": etype,
+                "param": None,
+                "code": code,
+            },
+            "message": message or f"Injected fake error {status}",
+        }
+        extra = {"Retry-After": "0"} if status == 429 else None
+        self._send_json(status, body, extra)
+
+    # ---- dispatch
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        fake = self.server.fake
+        raw = self._read_body() if self.command == "POST" else b""
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        body: Any = None
+        bad_json = False
+        if raw:
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                bad_json = True
+                body = raw.decode("utf-8", "replace")
+
+        route = self._route(path)
+        injected = fake._next_failure() if route is not None else None
+        if route is None:
+            status = 404
+        elif injected is not None:
+            status = injected
+        elif self.command == "POST" and (bad_json or not isinstance(body, dict)):
+            status = 400
+        else:
+            status = 200
+        fake._record(
+            RecordedRequest(
+                method=self.command,
+                path=path,
+                body=body,
+                headers={k.lower(): v for k, v in self.headers.items()},
+                status=status,
+            )
+        )
+
+        if fake.latency > 0:
+            time.sleep(fake.latency)
+
+        if route is None:
+            self._send_error_json(404, f"Unknown path: {self.command} {path}")
+            return
+        if injected is not None:
+            self._send_error_json(injected)
+            return
+        if status == 400:
+            self._send_error_json(400, "Request body must be a JSON object")
+            return
+        try:
+            route(body if isinstance(body, dict) else {})
+        except (BrokenPipeError, ConnectionResetError):
+            raise
+        except Exception as exc:  # pragma: no cover - defensive: answer, never hang
+            self._send_error_json(500, f"Fake server error: {exc!r}")
+
+    def _route(self, path: str) -> Callable[[dict], None] | None:
+        if self.command == "POST":
+            if path in ("/v1/chat/completions", "/chat/completions"):
+                return self._chat
+            if path in ("/v1/embeddings", "/embeddings"):
+                return self._embeddings
+            if path in ("/v2/rerank", "/v1/rerank", "/rerank"):
+                return self._rerank
+        elif self.command == "GET" and path in ("/v1/models", "/models"):
+            return self._models
+        return None
+
+    # ---- endpoints
+
+    def _chat(self, body: dict) -> None:
+        fake = self.server.fake
+        messages = body.get("messages") or []
+        if not isinstance(messages, list):
+            messages = []
+        if fake.malformed:
+            content = MALFORMED_CONTENT
+        else:
+            responder = fake.responder or default_responder
+            content = str(responder(messages))
+        model = str(body.get("model") or "fake")
+        prompt_tokens = sum(_word_count(_message_text(m)) for m in messages)
+        completion_tokens = _word_count(content)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        created = int(time.time())
+        if body.get("stream"):
+            payload = self._sse(cid, created, model, content, usage, body)
+            self._send(200, payload, "text/event-stream", {"Cache-Control": "no-cache"})
+            return
+        self._send_json(
+            200,
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage,
+            },
+        )
+
+    @staticmethod
+    def _sse(cid: str, created: int, model: str, content: str, usage: dict, body: dict) -> bytes:
+        def chunk(delta: dict, finish: str | None) -> dict:
+            return {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            }
+
+        events: list[dict] = [chunk({"role": "assistant", "content": ""}, None)]
+        pieces = re.findall(r"\S+\s*|\s+", content)
+        for piece in pieces:
+            events.append(chunk({"content": piece}, None))
+        events.append(chunk({}, "stop"))
+        stream_options = body.get("stream_options")
+        if isinstance(stream_options, dict) and stream_options.get("include_usage"):
+            last = chunk({}, None)
+            last["choices"] = []
+            last["usage"] = usage
+            events.append(last)
+        out = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return out.encode("utf-8")
+
+    def _embeddings(self, body: dict) -> None:
+        fake = self.server.fake
+        raw_input = body.get("input", "")
+        if isinstance(raw_input, str):
+            texts = [raw_input]
+        elif (
+            raw_input and isinstance(raw_input, list) and all(isinstance(t, int) for t in raw_input)
+        ):
+            texts = [" ".join(str(t) for t in raw_input)]  # a single token array
+        elif isinstance(raw_input, list):
+            texts = [t if isinstance(t, str) else " ".join(map(str, t)) for t in raw_input]
+        else:
+            texts = [str(raw_input)]
+        dims = body.get("dimensions")
+        dim = int(dims) if isinstance(dims, int) and dims > 0 else fake.embedding_dim
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(texts):
+            vec = embed_text(text, dim)
+            emb: Any = vec
+            if as_base64:
+                emb = base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode("ascii")
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(_word_count(t) for t in texts)
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": str(body.get("model") or "fake-embed"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+    def _rerank(self, body: dict) -> None:
+        query = str(body.get("query") or "")
+        docs = body.get("documents") or []
+        texts = []
+        for doc in docs:
+            if isinstance(doc, dict):
+                texts.append(str(doc.get("text", " ".join(str(v) for v in doc.values()))))
+            else:
+                texts.append(str(doc))
+        results = [
+            {"index": i, "relevance_score": round(overlap_score(query, t), 6)}
+            for i, t in enumerate(texts)
+        ]
+        results.sort(key=lambda r: (-r["relevance_score"], r["index"]))
+        top_n = body.get("top_n")
+        if isinstance(top_n, int) and top_n >= 0:
+            results = results[:top_n]
+        self._send_json(
+            200,
+            {
+                "id": str(uuid.uuid4()),
+                "results": results,
+                "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}},
+            },
+        )
+
+    def _models(self, body: dict) -> None:
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "flexmatch"}
+                    for m in _MODELS
+                ],
+            },
+        )
+
+
+class FakeLLMServer:
+    """A deterministic OpenAI/Cohere-compatible HTTP server on 127.0.0.1 for tests.
+
+    Attributes you may set between requests:
+
+    - ``latency``: seconds to sleep before answering each request.
+    - ``fail_next``: status codes answered to the next requests, one consumed per request
+      (a 429 carries ``Retry-After: 0``; all failures carry an OpenAI-style error body).
+    - ``malformed``: chat completions answer with non-JSON, off-task content.
+    - ``responder``: ``messages -> content`` override for chat completions.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, embedding_dim: int = 64):
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("FakeLLMServer only binds to the loopback interface")
+        self.host = "127.0.0.1" if host == "localhost" else host
+        self.port = port
+        self.embedding_dim = embedding_dim
+        self.latency: float = 0.0
+        self.fail_next: list[int] = []
+        self.malformed: bool = False
+        self.responder: Callable[[list[dict]], str] | None = None
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle
+
+    def start(self) -> FakeLLMServer:
+        if self._httpd is not None:
+            return self
+        server_cls = _HTTPServer
+        if ":" in self.host:
+            server_cls = type("_HTTPServer6", (_HTTPServer,), {"address_family": socket.AF_INET6})
+        self._httpd = server_cls((self.host, self.port), _Handler, self)
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"FakeLLMServer:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._httpd = None
+        self._thread = None
+        httpd.shutdown()
+        httpd.close_connections()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    # ---- urls
+
+    @property
+    def root_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("FakeLLMServer is not started; call start() first")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    # ---- bookkeeping
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+    def _next_failure(self) -> int | None:
+        with self._lock:
+            if self.fail_next:
+                return int(self.fail_next.pop(0))
+        return None
+
+    def calls(self, path_suffix: str = "/chat/completions") -> int:
+        """How many requests (including injected failures) hit a path ending in the suffix."""
+        with self._lock:
+            return sum(1 for r in self.requests if r.path.endswith(path_suffix))
+
+    def successful_calls(self, path_suffix: str = "/chat/completions") -> int:
+        """How many requests to a path ending in the suffix were answered with 2xx."""
+        with self._lock:
+            return sum(
+                1 for r in self.requests if r.path.endswith(path_suffix) and 200 <= r.status < 300
+            )
+
+    def requests_to(self, path_suffix: str = "/chat/completions") -> list[RecordedRequest]:
+        """A snapshot of the recorded requests to paths ending in the suffix."""
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith(path_suffix)]
+
+    def reset(self) -> None:
+        """Clear recorded requests and restore every knob to its default."""
+        with self._lock:
+            self.requests.clear()
+            self.fail_next = []
+        self.latency = 0.0
+        self.malformed = False
+        self.responder = None

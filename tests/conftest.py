@@ -1,0 +1,62 @@
+"""Shared fixtures: the real local embedding model (loaded once), a real fake LLM
+server on 127.0.0.1, and the shared data folders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from flexmatch.embeddings import LocalEmbedder
+from flexmatch.testing import FakeLLMServer
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def docs_dir() -> Path:
+    return SHARED_DATA / "docs"
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    model = LocalEmbedder()
+    assert model.dimension == 384
+    return model
+
+
+@pytest.fixture(scope="session")
+def _llm_server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_server(_llm_server: FakeLLMServer) -> FakeLLMServer:
+    _llm_server.reset()
+    return _llm_server
+
+
+def write_config(kb_dir: Path, text: str) -> Path:
+    kb_dir.mkdir(parents=True, exist_ok=True)
+    path = kb_dir / "flexmatch.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def llm_config(server: FakeLLMServer, extra: str = "") -> str:
+    """A knowledge-base config that sends every LLM chain to the fake server."""
+    return (
+        "models:\n"
+        "  llm: openai/fake-model\n"
+        f"  llm_api_base: {server.base_url}\n"
+        "  llm_api_key: test-key\n"
+        "  llm_retry_delay: 0.01\n"
+        "  llm_max_retries: 3\n" + extra
+    )

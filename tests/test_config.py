@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flexmatch.config import KBConfig, load_config
+from flexmatch.errors import ConfigError
+from tests.conftest import write_config
+
+
+def test_missing_file_means_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path)
+    assert config == KBConfig()
+    assert config.query.top_n == 5 and config.query.top_k == 50
+    assert config.sources["default"].matching_text.chain == "questions"
+
+
+def test_env_interpolation_with_defaults(tmp_path: Path) -> None:
+    write_config(tmp_path, "models:\n  llm: ${MY_LLM}\n  llm_api_base: ${NOPE:-http://x/v1}\n")
+    config = load_config(tmp_path, env={"MY_LLM": "openai/gpt-4o-mini"})
+    assert config.models.llm == "openai/gpt-4o-mini"
+    assert config.models.llm_api_base == "http://x/v1"
+
+
+def test_empty_env_value_means_no_llm(tmp_path: Path) -> None:
+    write_config(tmp_path, "models:\n  llm: ${FLEXMATCH_LLM:-}\n")
+    assert load_config(tmp_path, env={}).models.llm is None
+
+
+def test_unset_env_variable_is_named(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "models:\n  llm: ${MISSING_VAR}\n")
+    with pytest.raises(ConfigError, match=r"flexmatch\.yaml.*MISSING_VAR"):
+        load_config(tmp_path, env={})
+    assert path.exists()
+
+
+def test_unknown_field_names_file_and_field(tmp_path: Path) -> None:
+    write_config(tmp_path, "query:\n  top_nn: 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, env={})
+    assert "flexmatch.yaml" in str(info.value)
+    assert "query.top_nn" in str(info.value) and "unknown field" in str(info.value)
+
+
+def test_wrong_type_names_field(tmp_path: Path) -> None:
+    write_config(tmp_path, "query:\n  top_n: many\n")
+    with pytest.raises(ConfigError, match=r"query\.top_n"):
+        load_config(tmp_path, env={})
+
+
+def test_bad_yaml_is_a_config_error(tmp_path: Path) -> None:
+    write_config(tmp_path, "query: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path, env={})
+
+
+def test_default_source_must_exist(tmp_path: Path) -> None:
+    write_config(tmp_path, "default_source: web\n")
+    with pytest.raises(ConfigError, match="default_source 'web'"):
+        load_config(tmp_path, env={})
+
+
+def test_chain_refs_accept_name_or_mapping(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        "sources:\n  notes:\n    chunker: {chain: window, params: {max_tokens: 100}}\n"
+        "    matching_text: sentences\ndefault_source: notes\n",
+    )
+    source = load_config(tmp_path, env={}).sources["notes"]
+    assert source.chunker.chain == "window" and source.chunker.params == {"max_tokens": 100}
+    assert source.matching_text.chain == "sentences"
+
+
+def test_builtin_config_template_validates(tmp_path: Path) -> None:
+    from flexmatch.kb import KnowledgeBase
+
+    KnowledgeBase.init(tmp_path / "kb")
+    config = load_config(tmp_path / "kb", env={})
+    assert config.models.llm is None and config.store.url is None
+    with pytest.raises(ConfigError, match="already exists"):
+        KnowledgeBase.init(tmp_path / "kb")
