@@ -54,6 +54,9 @@ class VectorStore(Protocol):
 
     def count(self, tenant: str, filters: Filters | None = None) -> int: ...
 
+    def scroll(self, tenant: str, filters: Filters | None = None, limit: int = 10_000) -> list[Hit]:
+        """Stored points (score 0) in a stable order, without a query vector."""
+
     def exists(self) -> bool:
         """Whether anything has been stored yet."""
 

@@ -168,3 +168,13 @@ class EdgeStore:
         return int(
             self._open().count(edge.CountRequest(exact=True, filter=self._filter(tenant, filters)))
         )
+
+    def scroll(self, tenant: str, filters: Filters | None = None, limit: int = 10_000) -> list[Hit]:
+        if not self.exists():
+            return []
+        edge = _edge()
+        request = edge.ScrollRequest(
+            limit=limit, filter=self._filter(tenant, filters), with_payload=True
+        )
+        records, _ = self._open().scroll(request)
+        return [Hit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]

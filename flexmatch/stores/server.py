@@ -152,3 +152,14 @@ class ServerStore:
                 self.collection, count_filter=self._filter(tenant, filters), exact=True
             ).count
         )
+
+    def scroll(self, tenant: str, filters: Filters | None = None, limit: int = 10_000) -> list[Hit]:
+        if not self.exists():
+            return []
+        records, _ = self._client.scroll(
+            self.collection,
+            scroll_filter=self._filter(tenant, filters),
+            limit=limit,
+            with_payload=True,
+        )
+        return [Hit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]

@@ -1,0 +1,205 @@
+"""The Python API end to end: real parsers, the real local embedding model, the embedded
+store, and LLM chains through litellm against the fake server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.embeddings import LocalEmbedder
+from flexmatch.errors import ConfigError, ModelMismatchError
+from flexmatch.testing import FakeLLMServer
+from tests.conftest import llm_config, write_config
+
+GUIDE = """# Orchard handbook
+
+The orchard grows apples and pears on the north hill.
+
+## Harvest
+
+Apples are picked by hand in late September. Pears are picked two weeks later.
+
+## Storage
+
+Fruit is kept in a cold store at two degrees Celsius. The cold store holds forty tonnes.
+"""
+
+
+@pytest.fixture
+def guide(tmp_path: Path) -> Path:
+    path = tmp_path / "docs" / "orchard.md"
+    path.parent.mkdir()
+    path.write_text(GUIDE, encoding="utf-8")
+    return path
+
+
+def _stored(kb: KnowledgeBase) -> list[dict]:
+    return [hit.payload for hit in kb.store.scroll("default")]
+
+
+def test_offline_defaults_ingest_and_answer(
+    tmp_path: Path, embedder: LocalEmbedder, docs_dir: Path
+) -> None:
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([docs_dir / "fake-html-cp1252.html", docs_dir / "stanley-cups.xlsx"])
+        assert report.documents == 2 and not report.failed and report.usage.calls == 0
+        assert (
+            "no LLM configured: matching_text uses 'sentences' instead of 'questions'" in kb.notices
+        )
+        results = kb.query("How many Stanley Cups have the Maple Leafs won?")
+    assert results[0].uri.endswith("stanley-cups.xlsx")
+    assert len(results) <= 5 and results[0].qualifying_text.startswith("From stanley-cups")
+    assert results[0].matched_text and results[0].score > 0.4
+
+
+def test_llm_chains_store_the_servers_questions_and_context(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        report = kb.ingest([guide])
+        assert report.documents == 1 and kb.notices == []
+        payloads = _stored(kb)
+    questions = {p["matched_text"] for p in payloads if p["match_kind"] == "question"}
+    assert "What does the text say about apples are picked by hand in late september?" in questions
+    contexts = {p["qualifying_text"] for p in payloads}
+    assert (
+        'This section of "Title: Orchard handbook" covers: Section: Orchard handbook › Harvest'
+        in contexts
+    )
+    calls = llm_server.calls()
+    assert calls == report.usage.calls == 2 * report.chunks
+    assert report.usage.prompt_tokens > 0
+
+
+def test_reingest_pays_nothing_twice(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        kb.ingest([guide])
+        points = len(_stored(kb))
+    seen = llm_server.calls()
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:  # a new process, same cache
+        report = kb.ingest([guide])
+        assert len(_stored(kb)) == points  # replaced, not duplicated
+    assert llm_server.calls() == seen
+    assert report.usage.calls == 0 and report.usage.cached_calls == seen
+
+
+def test_changed_document_replaces_its_chunks(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder
+) -> None:
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([guide])
+        guide.write_text("# Orchard handbook\n\nThe orchard now grows only cherries.\n")
+        kb.ingest([guide])
+        contents = {p["content"] for p in _stored(kb)}
+    assert contents == {"The orchard now grows only cherries."}
+
+
+def test_malformed_llm_output_is_handled(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    llm_server.malformed = True
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        report = kb.ingest([guide])
+        payloads = _stored(kb)
+    assert report.documents == 1 and not report.failed
+    for payload in payloads:  # nothing of the garbage is stored as a question
+        assert payload["match_kind"] in ("content", "question")
+        assert "{broken" not in payload["matched_text"]
+        assert len(payload["matched_text"]) <= 300 or payload["match_kind"] == "content"
+
+
+def test_llm_failure_is_reported_per_document(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    llm_server.fail_next = [500] * 50
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server).replace("llm_max_retries: 3", "llm_max_retries: 1"))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        report = kb.ingest([guide])
+    assert report.documents == 0 and len(report.failed) == 1
+    assert "failed after retries" in report.failed[0].error
+
+
+def test_query_rewrite_and_llm_rerank(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server, "query:\n  reranker: llm-rerank\n"))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        kb.ingest([guide])
+        llm_server.reset()
+        results = kb.query("cold store temperature", top_n=2)
+    prompts = [json.dumps(r.body) for r in llm_server.requests_to("/chat/completions")]
+    assert any("<query>" in p and "<candidates>" not in p for p in prompts)  # the rewrite
+    assert any("<candidates>" in p for p in prompts)  # the rerank
+    assert "cold store" in results[0].content and len(results) == 2
+    assert 0.0 <= results[0].score <= 1.0
+
+
+def test_cohere_reranker_against_local_server(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(
+        kb_dir,
+        "query:\n  reranker:\n    chain: cohere\n"
+        f"    params: {{api_key: test, base_url: '{llm_server.root_url}'}}\n",
+    )
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        kb.ingest([guide])
+        results = kb.query("Which fruit is picked by hand in September?", top_n=3)
+    assert llm_server.calls("/v2/rerank") == 1
+    assert "picked by hand" in results[0].content
+    assert results[0].score >= results[-1].score
+
+
+def test_litellm_embedding_model_and_mismatch(
+    tmp_path: Path, guide: Path, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    base = f"  embedding_api_base: {llm_server.base_url}\n  embedding_api_key: k\n"
+    write_config(kb_dir, f"models:\n  embedding: openai/fake-embed\n{base}")
+    with KnowledgeBase.open(kb_dir, env={}) as kb:
+        kb.ingest([guide])
+        assert kb.query("cold store")[0].content.startswith("Fruit is kept in a cold store")
+    assert llm_server.calls("/embeddings") >= 2
+    write_config(kb_dir, f"models:\n  embedding: openai/other-embed\n{base}")
+    with (
+        KnowledgeBase.open(kb_dir, env={}) as kb,
+        pytest.raises(ModelMismatchError, match="fake-embed"),
+    ):
+        kb.ingest([guide])
+
+
+def test_unknown_source_is_named(tmp_path: Path, guide: Path, embedder: LocalEmbedder) -> None:
+    kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder)
+    with kb, pytest.raises(ConfigError, match="no source named 'web'"):
+        kb.ingest([guide], source="web")
+
+
+def test_jsonl_corpus_keeps_ids_and_metadata(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "a1", "title": "Alpha", "text": "Alpha particles are helium nuclei.", "year": 1899},
+        {"id": "b2", "title": "Beta", "text": "Beta particles are electrons."},
+        {"_id": "c3", "title": "Empty", "text": ""},
+    ]
+    corpus.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([corpus])
+        results = kb.query("What are alpha particles?")
+    assert report.documents == 2 and len(report.failed) == 2
+    assert "field 'text' is missing or empty" in report.failed[0].error
+    assert "not valid JSON" in report.failed[1].error
+    assert results[0].document_id == "a1" and results[0].metadata == {"year": 1899}
