@@ -75,15 +75,38 @@ class LocalEmbedder:
         if not texts:
             return []
         model = self._load()
+        vectors: list[list[float]] = [[] for _ in texts]
         with self._lock:
-            vectors = model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return [row.tolist() for row in vectors]
+            for group in _length_groups(texts, self.batch_size):
+                encoded = model.encode(
+                    [texts[i] for i in group],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                for index, row in zip(group, encoded, strict=True):
+                    vectors[index] = row.tolist()
+        return vectors
+
+
+def _length_groups(texts: list[str], batch_size: int) -> list[list[int]]:
+    """Indices of ``texts`` in groups of similar length.
+
+    A batch is padded to its longest text, so one chunk-length text among short
+    questions would make every question cost as much as the chunk.
+    """
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    groups: list[list[int]] = []
+    for index in order:
+        if groups:
+            group = groups[-1]
+            shortest = len(texts[group[0]])
+            if len(group) < batch_size and len(texts[index]) <= 2 * shortest + 40:
+                group.append(index)
+                continue
+        groups.append([index])
+    return groups
 
 
 class LiteLLMEmbedder:

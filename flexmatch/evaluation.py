@@ -1,0 +1,116 @@
+"""Retrieval evaluation on labelled data in BEIR layout: nDCG@10, recall@k, MRR@10.
+
+A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``
+(query-id, corpus-id, score; scores above 1 are graded relevance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from flexmatch.errors import ConfigError
+from flexmatch.kb import KnowledgeBase
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    corpus: Path
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+    @classmethod
+    def load(cls, folder: Path, split: str = "test") -> BeirDataset:
+        corpus, queries_path = folder / "corpus.jsonl", folder / "queries.jsonl"
+        qrels_path = folder / "qrels" / f"{split}.tsv"
+        for path in (corpus, queries_path, qrels_path):
+            if not path.is_file():
+                raise ConfigError(f"{folder}: not a BEIR data set ({path.name} is missing)")
+        qrels: dict[str, dict[str, int]] = {}
+        for number, line in enumerate(qrels_path.read_text(encoding="utf-8").splitlines()):
+            parts = line.split("\t")
+            if (number == 0 and parts[0] == "query-id") or not line.strip():
+                continue
+            if len(parts) != 3:
+                raise ConfigError(f"{qrels_path}:{number + 1}: expected 3 tab-separated fields")
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+        queries = {}
+        for line in queries_path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                if row["_id"] in qrels:
+                    queries[row["_id"]] = row["text"]
+        return cls(corpus=corpus, queries=queries, qrels=qrels)
+
+
+def ndcg_at_k(ranking: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    """Normalised discounted cumulative gain with graded relevance (gain = grade)."""
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranking[:k]))
+    ideal = sorted((g for g in relevant.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at_k(ranking: list[str], relevant: dict[str, int], k: int) -> float:
+    wanted = {doc for doc, grade in relevant.items() if grade > 0}
+    return len(wanted & set(ranking[:k])) / len(wanted) if wanted else 0.0
+
+
+def mrr_at_k(ranking: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    for i, doc in enumerate(ranking[:k]):
+        if relevant.get(doc, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+class Scores(BaseModel):
+    """Averages over the queries, and query latency in milliseconds."""
+
+    queries: int
+    ndcg_at_10: float
+    recall_at_5: float
+    recall_at_10: float
+    mrr_at_10: float
+    latency_median_ms: float
+    latency_p95_ms: float
+
+
+async def evaluate(
+    kb: KnowledgeBase, dataset: BeirDataset, limit: int | None = None, candidates: int = 30
+) -> Scores:
+    """Run every query through the real query path; rank documents by their best chunk."""
+    totals = {"ndcg": 0.0, "r5": 0.0, "r10": 0.0, "mrr": 0.0}
+    latencies: list[float] = []
+    items = list(dataset.queries.items())[:limit]
+    for query_id, text in items:
+        started = time.perf_counter()
+        results = await kb.aquery(text, top_n=candidates)
+        latencies.append((time.perf_counter() - started) * 1000)
+        ranking = list(dict.fromkeys(r.document_id for r in results))
+        relevant = dataset.qrels[query_id]
+        totals["ndcg"] += ndcg_at_k(ranking, relevant)
+        totals["r5"] += recall_at_k(ranking, relevant, 5)
+        totals["r10"] += recall_at_k(ranking, relevant, 10)
+        totals["mrr"] += mrr_at_k(ranking, relevant)
+    n = max(1, len(items))
+    ordered = sorted(latencies) or [0.0]
+    return Scores(
+        queries=len(items),
+        ndcg_at_10=round(totals["ndcg"] / n, 4),
+        recall_at_5=round(totals["r5"] / n, 4),
+        recall_at_10=round(totals["r10"] / n, 4),
+        mrr_at_10=round(totals["mrr"] / n, 4),
+        latency_median_ms=round(statistics.median(ordered), 1),
+        latency_p95_ms=round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+    )
+
+
+def evaluate_sync(kb: KnowledgeBase, dataset: BeirDataset, limit: int | None = None) -> Scores:
+    return asyncio.run(evaluate(kb, dataset, limit))
