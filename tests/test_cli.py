@@ -129,3 +129,27 @@ def test_config_error_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "flexmatch.yaml: field 'query.top_n'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_llm_configured_by_environment_uses_llm_chains(tmp_path: Path, llm_server) -> None:
+    docs = REPO.parent / "shared" / "data" / "docs"
+    kb = tmp_path / "kb"
+    env = {
+        "FLEXMATCH_LLM": "openai/fake-model",
+        "FLEXMATCH_LLM_API_BASE": llm_server.base_url,
+        "FLEXMATCH_LLM_API_KEY": "test-key",
+    }
+    assert run("init", str(kb)).returncode == 0
+    result = run("ingest", "--kb", str(kb), "--json", str(docs / "pdf_fake-memo.pdf"), env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["documents"] == 1 and report["usage"]["calls"] == 2  # questions + context
+    assert report["usage"]["prompt_tokens"] > 0
+    result = run("query", "--kb", str(kb), "--json", "blankets delivered", env=env)
+    first = json.loads(result.stdout)["results"][0]
+    assert first["qualifying_text"].startswith('This section of "Title: fake-memo"')
+    assert first["uri"].endswith("pdf_fake-memo.pdf")
+    rewrites = [
+        r for r in llm_server.requests_to("/chat/completions") if "<query>" in json.dumps(r.body)
+    ]
+    assert len(rewrites) == 1

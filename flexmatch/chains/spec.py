@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,14 +18,7 @@ ChainKind = Literal[
     "reranker",
     "result_formatter",
 ]
-CHAIN_KINDS: tuple[ChainKind, ...] = (
-    "chunker",
-    "matching_text",
-    "qualifying_text",
-    "query_transform",
-    "reranker",
-    "result_formatter",
-)
+CHAIN_KINDS: tuple[ChainKind, ...] = get_args(ChainKind)
 
 
 class OutputRules(BaseModel):

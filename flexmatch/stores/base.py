@@ -63,6 +63,14 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+def scoped_conditions(
+    tenant: str, filters: Filters | None, must_not: Filters | None = None
+) -> tuple[list[tuple[str, FilterValue]], list[tuple[str, FilterValue]]]:
+    """(must, must_not) field conditions, the tenant always first among the musts."""
+    must: list[tuple[str, FilterValue]] = [("tenant", tenant), *(filters or {}).items()]
+    return must, list((must_not or {}).items())
+
+
 def lexical_embedder() -> Any:
     """BM25 term weights for the sparse vector (Qdrant applies IDF at query time)."""
     from qdrant_edge import Bm25

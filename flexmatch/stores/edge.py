@@ -22,6 +22,7 @@ from flexmatch.stores.base import (
     StoredPoint,
     lexical_embedder,
     mismatch_message,
+    scoped_conditions,
 )
 
 META_FILE = "flexmatch-store.json"
@@ -109,10 +110,11 @@ class EdgeStore:
             match = edge.MatchAny(value) if isinstance(value, list) else edge.MatchValue(value)
             return edge.FieldCondition(key=key, match=match)
 
-        must = [condition("tenant", tenant)]
-        must += [condition(k, v) for k, v in (filters or {}).items()]
-        negated = [condition(k, v) for k, v in (must_not or {}).items()]
-        return edge.Filter(must=must, must_not=negated or None)
+        must, negated = scoped_conditions(tenant, filters, must_not)
+        return edge.Filter(
+            must=[condition(k, v) for k, v in must],
+            must_not=[condition(k, v) for k, v in negated] or None,
+        )
 
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
         if not points:

@@ -18,6 +18,7 @@ from flexmatch.stores.base import (
     StoredPoint,
     lexical_embedder,
     mismatch_message,
+    scoped_conditions,
 )
 
 
@@ -91,10 +92,11 @@ class ServerStore:
             match = m.MatchAny(any=value) if isinstance(value, list) else m.MatchValue(value=value)
             return m.FieldCondition(key=key, match=match)
 
-        must = [condition("tenant", tenant)]
-        must += [condition(k, v) for k, v in (filters or {}).items()]
-        negated = [condition(k, v) for k, v in (must_not or {}).items()]
-        return m.Filter(must=must, must_not=negated or None)
+        must, negated = scoped_conditions(tenant, filters, must_not)
+        return m.Filter(
+            must=[condition(k, v) for k, v in must],
+            must_not=[condition(k, v) for k, v in negated] or None,
+        )
 
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
         if not points:

@@ -124,3 +124,25 @@ def _dummy_llm():  # an LLM object that is never called in these tests
     from flexmatch.llm import LLM
 
     return LLM("openai/unused", api_base="http://127.0.0.1:9/v1")
+
+
+def test_entry_point_plugins_register_like_builtins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real installed distribution (dist-info on sys.path) with a flexmatch.chains entry point."""
+    from flexmatch.chains import base
+
+    (tmp_path / "fm_plugin_demo.py").write_text(
+        "from flexmatch.chains.base import Chain, register\n"
+        "@register('query_transform', 'plugin_echo')\n"
+        "class Echo(Chain):\n"
+        "    async def run(self, query):\n"
+        "        return [query, query]\n"
+    )
+    info = tmp_path / "fm_plugin_demo-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fm-plugin-demo\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[flexmatch.chains]\necho = fm_plugin_demo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(base, "_plugins_loaded", False)
+    assert "plugin_echo" in registered()["query_transform"]
