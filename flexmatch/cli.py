@@ -17,8 +17,7 @@ from rich.table import Table
 from flexmatch.chains.base import registered
 from flexmatch.chains.formatters import tool_result
 from flexmatch.errors import FlexMatchError
-from flexmatch.kb import KnowledgeBase
-from flexmatch.loaders import discover
+from flexmatch.kb import DEFAULT_TENANT, KnowledgeBase
 from flexmatch.models import IngestReport, SearchResult
 
 app = typer.Typer(
@@ -27,6 +26,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+docs_app = typer.Typer(help="List, show and remove documents.", no_args_is_help=True)
+app.add_typer(docs_app, name="docs")
 console = Console()
 errors = Console(stderr=True)
 
@@ -39,10 +40,8 @@ KbOption = Annotated[
         file_okay=False,
     ),
 ]
-
-
-def _open(kb: Path) -> KnowledgeBase:
-    return KnowledgeBase.open(kb)
+TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant scope.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _say_notices(kb: KnowledgeBase) -> None:
@@ -62,15 +61,21 @@ def init(
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files, folders or .jsonl corpora.")],
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(help="Files, folders, .jsonl corpora or http(s) URLs.", show_default=False),
+    ] = None,
     kb: KbOption = Path("."),
     source: Annotated[str | None, typer.Option(help="Source (from flexmatch.yaml).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: JsonOption = False,
 ) -> None:
-    """Load, chunk, enrich, embed and store documents."""
-    with _open(kb) as base:
-        tasks, _ = discover(paths)
-        total = sum(task.count() for task in tasks)
+    """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
+    with KnowledgeBase.open(kb) as base:
+        reader = base.reader(source)
+        urls, tasks, failed = reader.plan(inputs or [])
+        if not urls and not tasks and not failed:
+            raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
         columns = (
             TextColumn("[bold]ingest"),
             BarColumn(),
@@ -79,37 +84,47 @@ def ingest(
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
-            task_id = bar.add_task("ingest", total=total, detail="")
+            task_id = bar.add_task("ingest", total=reader.total(urls, tasks), detail="")
 
             def progress(report: IngestReport) -> None:
-                done = report.documents + len(report.failed)
                 detail = (
                     f"{report.chunks} chunks · {report.usage.calls} LLM calls"
                     f" · {len(report.failed)} failed"
                 )
-                bar.update(task_id, completed=done, detail=detail)
+                bar.update(task_id, completed=report.processed, detail=detail)
 
-            report = base.ingest(paths, source=source, progress=progress)
+            report = base.run_sync(
+                base.aingest_planned(reader, urls, tasks, failed, tenant=tenant, progress=progress)
+            )
         if not as_json:
             _say_notices(base)
     if as_json:
         console.print_json(report.model_dump_json())
     else:
         _print_report(report)
-    if report.failed and report.documents == 0:
+    if report.failed and report.processed == len(report.failed):
         raise typer.Exit(1)
 
 
 def _print_report(report: IngestReport) -> None:
     usage = report.usage
     console.print(
-        f"Ingested [bold]{report.documents}[/] documents → {report.chunks} chunks, "
+        f"Ingested [bold]{report.documents}[/] documents ({report.added} new, "
+        f"{report.changed} changed; {report.unchanged} unchanged, "
+        f"{len(report.duplicates)} duplicates skipped) → {report.chunks} chunks, "
         f"{report.matching_texts} matching texts in {report.seconds:.1f}s"
     )
+    if report.near_duplicate_chunks or report.repaired:
+        console.print(
+            f"{report.near_duplicate_chunks} near-duplicate chunks skipped; "
+            f"{report.repaired} interrupted documents repaired"
+        )
     console.print(
         f"LLM: {usage.calls} calls ({usage.cached_calls} from cache), "
         f"{usage.prompt_tokens + usage.completion_tokens} tokens, ${usage.cost_usd:.4f}"
     )
+    for skipped in report.duplicates:
+        errors.print(f"[yellow]skipped:[/] {escape(skipped.uri)}: {escape(skipped.reason)}")
     for failure in report.failed:
         errors.print(f"[red]failed:[/] {escape(failure.error)}")
 
@@ -119,14 +134,15 @@ def query(
     text: Annotated[str, typer.Argument(help="What to look for.")],
     kb: KbOption = Path("."),
     top_n: Annotated[int | None, typer.Option("--top-n", min=1, max=100)] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON tool result.")] = False,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the agent's facts block.")
     ] = False,
 ) -> None:
     """Answer a query with the chunks that best match it."""
-    with _open(kb) as base:
-        results = base.query(text, top_n=top_n)
+    with KnowledgeBase.open(kb) as base:
+        results = base.query(text, top_n=top_n, tenant=tenant)
         if as_json:
             console.print_json(json.dumps(tool_result(text, results), ensure_ascii=False))
         elif markdown:
@@ -148,9 +164,8 @@ def _print_results(text: str, results: list[SearchResult]) -> None:
             f"[dim]matched:[/] {escape(r.matched_text[:300])}\n"
             f"[dim]context:[/] {escape(r.qualifying_text)}\n\n{escape(content)}"
         )
-        console.print(
-            Panel(body, title=f"{rank}. {escape(where)}  ({r.score:.3f})", title_align="left")
-        )
+        title = f"{rank}. {escape(where)}  ({r.score:.3f})"
+        console.print(Panel(body, title=title, title_align="left"))
 
 
 @app.command()
@@ -162,7 +177,7 @@ def chains(kb: KbOption = Path(".")) -> None:
     for kind, names in registered().items():
         table.add_row(kind, ", ".join(names))
     console.print(table)
-    with _open(kb) as base:
+    with KnowledgeBase.open(kb) as base:
         used = Table(title="Chains in use")
         for column in ("where", "kind", "chain", "file"):
             used.add_column(column)
@@ -174,6 +189,96 @@ def chains(kb: KbOption = Path(".")) -> None:
             used.add_row("query", chain.kind, chain.spec.name, chain.spec.path)
         console.print(used)
         _say_notices(base)
+
+
+@docs_app.command("list")
+def docs_list(
+    kb: KbOption = Path("."),
+    source: Annotated[str | None, typer.Option(help="Only this source.")] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: JsonOption = False,
+) -> None:
+    """The documents in the knowledge base."""
+    with KnowledgeBase.open(kb) as base:
+        records = base.list_documents(source=source, tenant=tenant)
+    if as_json:
+        console.print_json(json.dumps([r.model_dump() for r in records], ensure_ascii=False))
+        return
+    table = Table(title=f"Documents ({len(records)}) in tenant '{tenant}'")
+    for column in ("id", "source", "title", "status", "chunks", "uri"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        table.add_row(r.id, r.source, r.title, r.status, str(r.chunks), r.uri)
+    console.print(table)
+
+
+@docs_app.command("show")
+def docs_show(
+    document_id: Annotated[str, typer.Argument(help="Document id (see docs list).")],
+    kb: KbOption = Path("."),
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: JsonOption = False,
+) -> None:
+    """A document's metadata, and its chunks with matching and qualifying texts."""
+    with KnowledgeBase.open(kb) as base:
+        detail = base.get_document(document_id, tenant=tenant)
+    if as_json:
+        console.print_json(detail.model_dump_json())
+        return
+    record = detail.document
+    console.print(f"[bold]{escape(record.title or record.id)}[/]  ({escape(record.uri)})")
+    console.print(
+        f"id {escape(record.id)} · source {escape(record.source)} · {record.status} · "
+        f"{record.chunks} chunks · {record.matching_texts} matching texts · {record.updated_at}"
+    )
+    if record.error:
+        console.print(f"[red]error:[/] {escape(record.error)}")
+    for chunk in detail.chunks:
+        texts = "\n".join(f"  • [{m.kind}] {escape(m.text[:200])}" for m in chunk.matching_texts)
+        body = f"[dim]context:[/] {escape(chunk.qualifying_text)}\n\n{escape(chunk.content)}"
+        heading = " › ".join(chunk.heading_path)
+        console.print(
+            Panel(
+                f"{body}\n\n[dim]matching texts:[/]\n{texts}",
+                title=f"chunk {chunk.index} {escape(heading)}",
+                title_align="left",
+            )
+        )
+
+
+@docs_app.command("remove")
+def docs_remove(
+    document_id: Annotated[str, typer.Argument(help="Document id (see docs list).")],
+    kb: KbOption = Path("."),
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """Remove a document and everything derived from it."""
+    with KnowledgeBase.open(kb) as base:
+        base.remove_document(document_id, tenant=tenant)
+    console.print(f"Removed {escape(document_id)}")
+
+
+@app.command()
+def stats(
+    kb: KbOption = Path("."), tenant: TenantOption = DEFAULT_TENANT, as_json: JsonOption = False
+) -> None:
+    """Documents, chunks and matching texts per source; incomplete documents; store size."""
+    with KnowledgeBase.open(kb) as base:
+        result = base.stats(tenant=tenant)
+    if as_json:
+        console.print_json(result.model_dump_json())
+        return
+    table = Table(title=f"Tenant '{tenant}'")
+    for column in ("source", "documents", "chunks", "matching texts"):
+        table.add_column(column)
+    for name, counts in sorted(result.sources.items()):
+        table.add_row(name, str(counts.documents), str(counts.chunks), str(counts.matching_texts))
+    table.add_row(
+        "[bold]all", str(result.documents), str(result.chunks), str(result.matching_texts)
+    )
+    console.print(table)
+    size = "n/a (server)" if result.store_bytes is None else f"{result.store_bytes / 1e6:.1f} MB"
+    console.print(f"incomplete documents: {result.incomplete_documents} · store size: {size}")
 
 
 def main() -> None:

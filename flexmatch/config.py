@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -25,6 +25,7 @@ class StoreConfig(_Strict):
     url: str | None = None
     api_key: str | None = None
     collection: str = "flexmatch"
+    lock_timeout: float = Field(30.0, ge=0, le=3600)  # seconds to wait for another process
 
     @field_validator("url", "api_key", mode="before")
     @classmethod
@@ -73,8 +74,24 @@ class ChainRef(_Strict):
 
 
 class SourceConfig(_Strict):
-    """The chains one data source is ingested with."""
+    """One data source: what kind of input it reads, and the chains it is ingested with.
 
+    ``files``: files and folders (``include``/``exclude`` globs on folder walks).
+    ``web``: pages by URL (``urls``, safety rules, ``allow_hosts`` to exempt named hosts).
+    ``records``: JSON objects, JSON Lines, or a JSON key/value file, each rendered to text
+    by the ``template`` prompt file.
+    """
+
+    type: Literal["files", "web", "records"] = "files"
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    urls: list[str] = Field(default_factory=list)
+    allow_hosts: list[str] = Field(default_factory=list)
+    timeout: float = Field(15.0, gt=0, le=300)
+    max_redirects: int = Field(5, ge=0, le=20)
+    template: str = "record"
+    id_field: str = "id"
+    title_field: str = "title"
     chunker: ChainRef = ChainRef(chain="structure")
     matching_text: ChainRef = ChainRef(chain="questions")
     qualifying_text: ChainRef = ChainRef(chain="context")
@@ -91,6 +108,17 @@ class QueryConfig(_Strict):
     formatter: ChainRef = ChainRef(chain="markdown")
 
 
+HARD_MAX_DOCUMENT_BYTES = 15_000_000  # no config can lift this
+
+
+class IngestConfig(_Strict):
+    """Limits and deduplication for every ingest."""
+
+    max_document_bytes: int = Field(10_000_000, ge=1, le=HARD_MAX_DOCUMENT_BYTES)
+    near_duplicate_threshold: float | None = Field(0.99, gt=0, le=1)
+    document_concurrency: int = Field(4, ge=1, le=64)
+
+
 class KBConfig(_Strict):
     """One knowledge base: its store, models, sources and query settings."""
 
@@ -98,6 +126,7 @@ class KBConfig(_Strict):
     models: ModelsConfig = ModelsConfig()
     sources: dict[str, SourceConfig] = Field(default_factory=lambda: {"default": SourceConfig()})
     default_source: str = "default"
+    ingest: IngestConfig = IngestConfig()
     query: QueryConfig = QueryConfig()
 
     @model_validator(mode="after")

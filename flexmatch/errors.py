@@ -7,9 +7,12 @@ FlexMatchError
 ├── ParseError         a document could not be read (names the file)
 │   ├── UnsupportedFormatError
 │   ├── EmptyDocumentError
-│   └── EncryptedDocumentError
+│   ├── EncryptedDocumentError
+│   └── DocumentTooLargeError
 ├── LLMError           an LLM call failed after its retries
 ├── EmbeddingError     the embedding model could not be loaded or used
+├── DocumentNotFoundError  no such document in this tenant
+├── WebImportError     a URL was refused or could not be fetched
 └── StoreError         the vector store refused an operation
     └── ModelMismatchError  the store was built with another embedding model
 """
@@ -49,12 +52,24 @@ class EncryptedDocumentError(ParseError):
     """The document is encrypted or password protected."""
 
 
+class DocumentTooLargeError(ParseError):
+    """The document is over the configured (or the hard) byte cap."""
+
+
 class LLMError(FlexMatchError):
     """An LLM call failed after all retries."""
 
 
 class EmbeddingError(FlexMatchError):
     """The embedding model could not be loaded or called."""
+
+
+class DocumentNotFoundError(FlexMatchError):
+    """No document with that id in this tenant (whether or not another tenant has one)."""
+
+
+class WebImportError(FlexMatchError):
+    """A URL was refused by the safety rules or could not be fetched."""
 
 
 class StoreError(FlexMatchError):

@@ -4,24 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from flexmatch import resources
 from flexmatch.chains.base import ChainContext, build_chain
 from flexmatch.chains.formatters import ResultFormatter
 from flexmatch.config import CONFIG_FILE, KBConfig, load_config
+from flexmatch.documents import DocumentRegistry
 from flexmatch.embeddings import Embedder, make_embedder
-from flexmatch.errors import ConfigError
+from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.llm import LLM
 from flexmatch.llm_cache import LLMCache
-from flexmatch.loaders import discover, load
-from flexmatch.models import Document, FailedDocument, IngestReport, SearchResult, Usage
+from flexmatch.loaders import LoadTask
+from flexmatch.models import (
+    Document,
+    DocumentDetail,
+    DocumentRecord,
+    FailedDocument,
+    IngestReport,
+    SearchResult,
+    Stats,
+    Usage,
+)
 from flexmatch.pipeline import Indexer, ProgressCallback, QueryChains, SourceChains, search
+from flexmatch.sources import SourceReader
 from flexmatch.stores import Filters, VectorStore, open_store
 
 DEFAULT_TENANT = "default"
+T = TypeVar("T")
 STATE_DIR = ".flexmatch"
 
 
@@ -137,70 +149,84 @@ class KnowledgeBase:
         return self._formatter
 
     # -- ingest ------------------------------------------------------------------------
+    def reader(self, source: str | None = None) -> SourceReader:
+        name = source or self.config.default_source
+        self.source_chains(name)  # validates the name and the chains up front
+        return SourceReader(name, self.config.sources[name], self.path, self.config.ingest)
+
     async def aingest(
         self,
-        paths: Iterable[str | Path],
+        inputs: Iterable[str | Path] = (),
         *,
         source: str | None = None,
         tenant: str = DEFAULT_TENANT,
         progress: ProgressCallback | None = None,
     ) -> IngestReport:
-        """Load, chunk, enrich, embed and store every document under ``paths``."""
-        source = source or self.config.default_source
-        chains = self.source_chains(source)
-        tasks, missing = discover([Path(p).expanduser() for p in paths])
-        report = IngestReport(failed=list(missing))
+        """Load, chunk, enrich, embed and store every document in ``inputs`` (files,
+        folders, JSON Lines corpora, http(s) URLs; records files for a records source)."""
+        reader = self.reader(source)
+        urls, tasks, failed = reader.plan(inputs)
+        return await self.aingest_planned(
+            reader, urls, tasks, failed, tenant=tenant, progress=progress
+        )
+
+    async def aingest_planned(
+        self,
+        reader: SourceReader,
+        urls: list[str],
+        tasks: list[LoadTask],
+        failed: list[FailedDocument],
+        *,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest what ``reader.plan`` found (the CLI plans first to size its progress bar)."""
+        return await self._run(reader.read(urls, tasks, failed), tenant, progress)
+
+    async def aadd_records(
+        self,
+        records: Iterable[Any],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> IngestReport:
+        """Ingest structured records (JSON-like objects) through a records source's template."""
+        return await self._run(self.reader(source).records(records), tenant, None)
+
+    async def _run(
+        self,
+        items: Iterable[Document | FailedDocument],
+        tenant: str,
+        progress: ProgressCallback | None,
+    ) -> IngestReport:
+        report = IngestReport()
         started = time.perf_counter()
-        self.store.prepare(self.embedder.name, self.embedder.dimension)
-        indexer = Indexer(self.store, self.embedder, tenant)
         usage_before = self._usage_snapshot()
+        self.store.prepare(self.embedder.name, self.embedder.dimension)
+        indexer = Indexer(self.store, self.embedder, tenant, self.config.ingest, report)
+        report.repaired = indexer.registry.repair(tenant)
+
+        async def index(document: Document) -> None:
+            await indexer.index(document, self.source_chains(document.source))
+            report.usage = self._usage_since(usage_before)
+            if progress is not None:
+                progress(report)
+
         pending: set[asyncio.Task[None]] = set()
-        for task in tasks:
-            for item in load(task, source):
-                if isinstance(item, FailedDocument):
-                    report.failed.append(item)
-                    self._report(progress, report)
-                    continue
-                pending.add(
-                    asyncio.create_task(self._index(indexer, item, chains, report, progress))
-                )
-                if len(pending) >= 8:
-                    _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for item in items:
+            if isinstance(item, FailedDocument):
+                report.failed.append(item)
+                if progress is not None:
+                    progress(report)
+                continue
+            pending.add(asyncio.create_task(index(item)))
+            if len(pending) >= 2 * self.config.ingest.document_concurrency:
+                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         if pending:
             await asyncio.gather(*pending)
         report.usage = self._usage_since(usage_before)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
-
-    async def ingest_documents(
-        self, documents: Iterable[Document], *, tenant: str = DEFAULT_TENANT
-    ) -> IngestReport:
-        """Ingest already-built documents (records, corpora built in code)."""
-        report = IngestReport()
-        self.store.prepare(self.embedder.name, self.embedder.dimension)
-        indexer = Indexer(self.store, self.embedder, tenant)
-        await asyncio.gather(
-            *(indexer.index(d, self.source_chains(d.source), report) for d in documents)
-        )
-        return report
-
-    async def _index(
-        self,
-        indexer: Indexer,
-        document: Document,
-        chains: SourceChains,
-        report: IngestReport,
-        progress: ProgressCallback | None,
-    ) -> None:
-        await indexer.index(document, chains, report)
-        if self.llm is not None:
-            report.usage = self.llm.usage.model_copy()
-        self._report(progress, report)
-
-    @staticmethod
-    def _report(progress: ProgressCallback | None, report: IngestReport) -> None:
-        if progress is not None:
-            progress(report)
 
     def _usage_snapshot(self) -> Usage:
         return self.llm.usage.model_copy() if self.llm else Usage()
@@ -215,8 +241,40 @@ class KnowledgeBase:
             cost_usd=round(now.cost_usd - before.cost_usd, 6),
         )
 
-    def ingest(self, paths: Iterable[str | Path], **kwargs: Any) -> IngestReport:
-        return asyncio.run(self.aingest(paths, **kwargs))
+    def ingest(self, inputs: Iterable[str | Path] = (), **kwargs: Any) -> IngestReport:
+        return asyncio.run(self.aingest(inputs, **kwargs))
+
+    @staticmethod
+    def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
+        """Run one of the async methods from synchronous code."""
+        return asyncio.run(awaitable)
+
+    def add_records(self, records: Iterable[Any], **kwargs: Any) -> IngestReport:
+        return asyncio.run(self.aadd_records(records, **kwargs))
+
+    # -- documents -----------------------------------------------------------------------
+    @property
+    def registry(self) -> DocumentRegistry:
+        return DocumentRegistry(self.store)
+
+    def list_documents(
+        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> list[DocumentRecord]:
+        return self.registry.list(tenant, source)
+
+    def get_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> DocumentDetail:
+        """A document with its chunks, matching texts and qualifying texts."""
+        detail = self.registry.detail(tenant, document_id)
+        if detail is None:
+            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
+        return detail
+
+    def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
+        if not self.registry.remove(tenant, document_id):
+            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
+
+    def stats(self, *, tenant: str = DEFAULT_TENANT) -> Stats:
+        return self.registry.stats(tenant)
 
     # -- query -------------------------------------------------------------------------
     async def aquery(

@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,14 @@ class LoadTask:
             return sum(1 for line in handle if line.strip())
 
 
-def discover(paths: list[Path]) -> tuple[list[LoadTask], list[FailedDocument]]:
-    """Every file under ``paths``, in a stable order; missing paths are reported."""
+def discover(
+    paths: list[Path], include: list[str] | None = None, exclude: list[str] | None = None
+) -> tuple[list[LoadTask], list[FailedDocument]]:
+    """Every file under ``paths``, in a stable order; missing paths are reported.
+
+    ``include``/``exclude`` globs filter what a folder walk finds (matched against the
+    path relative to the folder, and against the file name); named files are always taken.
+    """
     tasks: list[LoadTask] = []
     missing: list[FailedDocument] = []
     for path in paths:
@@ -49,10 +56,27 @@ def discover(paths: list[Path]) -> tuple[list[LoadTask], list[FailedDocument]]:
         elif path.is_file():
             tasks.append(LoadTask(path))
         elif path.is_dir():
-            tasks.extend(LoadTask(p) for p in _walk(path))
+            tasks.extend(
+                LoadTask(p)
+                for p in _walk(path)
+                if _selected(p.relative_to(path), include or [], exclude or [])
+            )
         else:
             missing.append(FailedDocument(uri=str(path), error=f"{path}: no such file or folder"))
     return tasks, missing
+
+
+def _selected(relative: Path, include: list[str], exclude: list[str]) -> bool:
+    def matches(pattern: str) -> bool:
+        return (
+            relative.match(pattern)
+            or fnmatch(relative.name, pattern)
+            or fnmatch(relative.as_posix(), pattern)
+        )
+
+    if include and not any(matches(p) for p in include):
+        return False
+    return not any(matches(p) for p in exclude)
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -65,12 +89,17 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield entry
 
 
-def load(task: LoadTask, source: str) -> Iterator[Document | FailedDocument]:
+def load(task: LoadTask, source: str, max_bytes: int) -> Iterator[Document | FailedDocument]:
     """The documents in one file, or a failure naming it."""
     if task.is_corpus:
         yield from _load_corpus(task.path, source)
         return
     uri = str(task.path.resolve())
+    size = task.path.stat().st_size
+    if size > max_bytes:
+        error = f"{task.path}: the file is {size:,} bytes, over the {max_bytes:,}-byte cap"
+        yield FailedDocument(uri=uri, error=f"{error} (ingest.max_document_bytes)")
+        return
     try:
         parsed = parse_file(task.path)
     except FlexMatchError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 ElementKind = Literal["title", "heading", "paragraph", "list_item", "table", "code"]
 
@@ -106,6 +106,14 @@ class FailedDocument(BaseModel):
     error: str
 
 
+class SkippedDocument(BaseModel):
+    """A document that was not stored because an identical one already is."""
+
+    uri: str
+    document_id: str
+    reason: str
+
+
 class Usage(BaseModel):
     """LLM usage summed over a run."""
 
@@ -117,11 +125,88 @@ class Usage(BaseModel):
 
 
 class IngestReport(BaseModel):
-    """What an ingest did: counts, failures and what it cost."""
+    """What an ingest did: counts, skips, failures and what it cost."""
 
-    documents: int = 0
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
     chunks: int = 0
     matching_texts: int = 0
+    near_duplicate_chunks: int = 0
+    repaired: int = 0
+    duplicates: list[SkippedDocument] = Field(default_factory=list)
     failed: list[FailedDocument] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def documents(self) -> int:
+        """Documents written by this run (added or changed)."""
+        return self.added + self.changed
+
+    @property
+    def processed(self) -> int:
+        return self.documents + self.unchanged + len(self.duplicates) + len(self.failed)
+
+
+DocumentStatus = Literal["pending", "complete", "failed", "removing"]
+
+
+class DocumentRecord(BaseModel):
+    """A document's entry in the knowledge base: identity, state and counts.
+
+    ``version`` is the committed version readers see; ``pending_version`` is set while a
+    new version is written (and until the old one is cleaned up), so an interrupted run
+    can be repaired.
+    """
+
+    id: str
+    source: str
+    uri: str
+    title: str = ""
+    content_hash: str
+    version: str | None = None
+    pending_version: str | None = None
+    status: DocumentStatus = "pending"
+    chunks: int = 0
+    matching_texts: int = 0
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    updated_at: str = ""
+
+
+class ChunkView(BaseModel):
+    """A stored chunk with everything that was derived from it."""
+
+    id: str
+    index: int
+    heading_path: list[str]
+    content: str
+    qualifying_text: str
+    matching_texts: list[MatchingText]
+
+
+class DocumentDetail(BaseModel):
+    """``docs show``: a document's record and its chunks."""
+
+    document: DocumentRecord
+    chunks: list[ChunkView]
+
+
+class SourceStats(BaseModel):
+    documents: int = 0
+    chunks: int = 0
+    matching_texts: int = 0
+
+
+class Stats(BaseModel):
+    """``stats``: what one tenant holds."""
+
+    tenant: str
+    documents: int
+    incomplete_documents: int
+    chunks: int
+    matching_texts: int
+    sources: dict[str, SourceStats]
+    store_bytes: int | None

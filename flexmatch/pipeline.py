@@ -13,16 +13,28 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from flexmatch.chains.base import ChainContext, build_chain
 from flexmatch.chains.chunkers import Chunker
 from flexmatch.chains.matching import MatchingTextChain
 from flexmatch.chains.qualifying import QualifyingTextChain
 from flexmatch.chains.query_transform import QueryTransform
 from flexmatch.chains.rerankers import Reranker
-from flexmatch.config import QueryConfig, SourceConfig
+from flexmatch.config import IngestConfig, QueryConfig, SourceConfig
+from flexmatch.documents import MATCH, DocumentRegistry
 from flexmatch.embeddings import Embedder
-from flexmatch.errors import FlexMatchError
-from flexmatch.models import Chunk, Document, FailedDocument, IngestReport, SearchResult
+from flexmatch.errors import DocumentTooLargeError, FlexMatchError
+from flexmatch.models import (
+    Chunk,
+    Document,
+    DocumentRecord,
+    FailedDocument,
+    IngestReport,
+    MatchingText,
+    SearchResult,
+    SkippedDocument,
+)
 from flexmatch.stores import Filters, StoredPoint, VectorStore
 
 POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
@@ -68,15 +80,100 @@ class QueryChains:
 
 
 class Indexer:
-    """Ingest path: one document at a time, its chunks enriched concurrently."""
+    """Ingest path for one run: each document chunked, enriched, embedded and committed.
+
+    Unchanged documents cost nothing; exact duplicates and near-duplicate chunks are
+    skipped; a failure is recorded on the document and the run goes on.
+    """
 
     def __init__(
-        self, store: VectorStore, embedder: Embedder, tenant: str, document_concurrency: int = 4
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        tenant: str,
+        settings: IngestConfig,
+        report: IngestReport,
     ) -> None:
         self.store = store
+        self.registry = DocumentRegistry(store)
         self.embedder = embedder
         self.tenant = tenant
-        self._documents = asyncio.Semaphore(document_concurrency)
+        self.settings = settings
+        self.report = report
+        self._slots = asyncio.Semaphore(settings.document_concurrency)
+        self._hashes_in_run: dict[str, Document] = {}
+        self._accepted: list[np.ndarray] = []  # content vectors stored by this run
+
+    async def index(self, document: Document, chains: SourceChains) -> None:
+        async with self._slots:
+            try:
+                await self._index(document, chains)
+            except FlexMatchError as exc:
+                self.report.failed.append(FailedDocument(uri=document.uri, error=str(exc)))
+
+    async def _index(self, document: Document, chains: SourceChains) -> None:
+        check_size(document, self.settings.max_document_bytes)
+        version = hashlib.sha256(
+            f"{document.content_hash}\n{chains.fingerprint()}".encode()
+        ).hexdigest()[:24]
+        record = self.registry.get(self.tenant, document.id)
+        if record and record.status == "complete" and record.version == version:
+            if record.pending_version is not None:
+                self.registry.cleanup(self.tenant, record)
+            self.report.unchanged += 1
+            return
+        duplicate = self._duplicate_of(document)
+        if duplicate is not None:
+            self.report.duplicates.append(duplicate)
+            return
+        self._hashes_in_run[document.content_hash] = document
+        base = record or DocumentRecord(
+            id=document.id,
+            source=document.source,
+            uri=document.uri,
+            content_hash=document.content_hash,
+        )
+        base = base.model_copy(
+            update={
+                "source": document.source,
+                "uri": document.uri,
+                "title": document.title,
+                "content_hash": document.content_hash,
+                "metadata": document.metadata,
+            }
+        )
+        pending = self.registry.begin(self.tenant, base, version)
+        try:
+            chunks = await self.enrich(document, chains)
+            points = await asyncio.to_thread(self.points, document, chunks, version)
+            self.store.upsert(self.tenant, points)
+        except FlexMatchError as exc:
+            self.registry.fail(self.tenant, pending, str(exc))
+            raise
+        stored_chunks = len({p.payload["chunk_id"] for p in points})
+        self.registry.commit(self.tenant, pending, stored_chunks, len(points))
+        if record is not None and record.version is not None:
+            self.report.changed += 1
+        else:
+            self.report.added += 1
+        self.report.chunks += stored_chunks
+        self.report.matching_texts += len(points)
+
+    def _duplicate_of(self, document: Document) -> SkippedDocument | None:
+        """An identical text already stored (or taken by this run) under another id."""
+        same = [
+            r
+            for r in self.registry.with_content(self.tenant, document.content_hash)
+            if r.id != document.id
+        ]
+        if same:
+            reason = f"same content as document {same[0].id} ({same[0].uri})"
+            return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
+        earlier = self._hashes_in_run.get(document.content_hash)
+        if earlier is not None and earlier.id != document.id:
+            reason = f"same content as document {earlier.id} ({earlier.uri}) in this run"
+            return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
+        return None
 
     async def enrich(self, document: Document, chains: SourceChains) -> list[Chunk]:
         sections = chains.chunker.run(document)
@@ -100,53 +197,74 @@ class Indexer:
         return list(await asyncio.gather(*(one(i) for i in range(len(sections)))))
 
     def points(self, document: Document, chunks: list[Chunk], version: str) -> list[StoredPoint]:
+        """Embed every matching text; drop chunks that nearly duplicate a stored one."""
         texts = [(chunk, m) for chunk in chunks for m in chunk.matching_texts]
         vectors = self.embedder.embed([m.text for _, m in texts])
+        by_chunk: dict[str, list[tuple[MatchingText, list[float]]]] = {}
+        for (chunk, matching), vector in zip(texts, vectors, strict=True):
+            by_chunk.setdefault(chunk.id, []).append((matching, vector))
         points = []
-        for position, ((chunk, matching), vector) in enumerate(zip(texts, vectors, strict=True)):
-            key = f"{self.tenant}\n{chunk.id}\n{version}\n{position}"
-            points.append(
-                StoredPoint(
-                    id=str(uuid.uuid5(POINT_NAMESPACE, key)),
-                    vector=vector,
-                    text=matching.text,
-                    payload={
-                        "document_id": document.id,
-                        "chunk_id": chunk.id,
-                        "chunk_index": chunk.index,
-                        "source": document.source,
-                        "version": version,
-                        "uri": document.uri,
-                        "title": document.title,
-                        "heading_path": chunk.heading_path,
-                        "content": chunk.text,
-                        "qualifying_text": chunk.qualifying_text,
-                        "matched_text": matching.text,
-                        "match_kind": matching.kind,
-                        "metadata": document.metadata,
-                    },
+        for chunk in chunks:
+            pairs = by_chunk.get(chunk.id, [])
+            if not pairs or self._near_duplicate(document, pairs):
+                continue
+            for position, (matching, vector) in enumerate(pairs):
+                key = f"{self.tenant}\n{chunk.id}\n{version}\n{position}"
+                points.append(
+                    StoredPoint(
+                        id=str(uuid.uuid5(POINT_NAMESPACE, key)),
+                        vector=vector,
+                        text=matching.text,
+                        payload={
+                            "record": MATCH,
+                            "document_id": document.id,
+                            "chunk_id": chunk.id,
+                            "chunk_index": chunk.index,
+                            "source": document.source,
+                            "version": version,
+                            "uri": document.uri,
+                            "title": document.title,
+                            "heading_path": chunk.heading_path,
+                            "content": chunk.text,
+                            "qualifying_text": chunk.qualifying_text,
+                            "matched_text": matching.text,
+                            "match_kind": matching.kind,
+                            "metadata": document.metadata,
+                        },
+                    )
                 )
-            )
         return points
 
-    async def index(self, document: Document, chains: SourceChains, report: IngestReport) -> None:
-        """Write a document's new points, then drop its old ones: never none, never a mix
-        of versions left behind once it returns."""
-        async with self._documents:
-            try:
-                chunks = await self.enrich(document, chains)
-                version = hashlib.sha256(
-                    f"{document.content_hash}\n{chains.fingerprint()}".encode()
-                ).hexdigest()[:24]
-                points = await asyncio.to_thread(self.points, document, chunks, version)
-                self.store.upsert(self.tenant, points)
-                self.store.delete_document(self.tenant, document.id, keep_version=version)
-            except FlexMatchError as exc:
-                report.failed.append(FailedDocument(uri=document.uri, error=str(exc)))
-                return
-            report.documents += 1
-            report.chunks += len(chunks)
-            report.matching_texts += len(points)
+    def _near_duplicate(
+        self, document: Document, pairs: list[tuple[MatchingText, list[float]]]
+    ) -> bool:
+        """Whether this chunk's content text is (nearly) one already stored or accepted."""
+        threshold = self.settings.near_duplicate_threshold
+        content = next((v for m, v in pairs if m.kind == "content"), pairs[0][1])
+        vector = np.asarray(content, dtype=np.float32)
+        if threshold is not None:
+            if self._accepted and float(np.max(np.stack(self._accepted) @ vector)) >= threshold:
+                self.report.near_duplicate_chunks += 1
+                return True
+            contents = {"record": MATCH, "match_kind": "content"}
+            hits = self.store.search(self.tenant, content, 5, contents)
+            others = [h for h in hits if h.payload.get("document_id") != document.id]
+            others = [h for h in self.registry.visible(self.tenant, others) if h.score >= threshold]
+            if others:
+                self.report.near_duplicate_chunks += 1
+                return True
+        self._accepted.append(vector)
+        return False
+
+
+def check_size(document: Document, limit: int) -> None:
+    """Refuse a document whose extracted text is over the byte cap."""
+    size = len(document.text.encode("utf-8"))
+    if size > limit:
+        raise DocumentTooLargeError(
+            f"{document.uri}: extracted text is {size:,} bytes, over the {limit:,}-byte cap "
+            "(ingest.max_document_bytes)"
+        )
 
 
 def collapse(hits_per_variant: list[list[tuple[float, dict]]]) -> list[SearchResult]:
@@ -187,10 +305,12 @@ async def search(
     """The query path, start to end."""
     variants = await chains.transform.run(text)
     vectors = await asyncio.to_thread(embedder.embed, variants)
-    hits = [
-        [(h.score, h.payload) for h in store.search(tenant, vector, top_k, filters)]
-        for vector in vectors
-    ]
+    registry = DocumentRegistry(store)
+    scoped = {**(filters or {}), "record": MATCH}
+    hits = []
+    for vector in vectors:
+        found = registry.visible(tenant, store.search(tenant, vector, top_k, scoped))
+        hits.append([(h.score, h.payload) for h in found])
     candidates = collapse(hits)
     reranked = await chains.reranker.run(text, candidates)
     return reranked[:top_n]

@@ -37,7 +37,7 @@ def guide(tmp_path: Path) -> Path:
 
 
 def _stored(kb: KnowledgeBase) -> list[dict]:
-    return [hit.payload for hit in kb.store.scroll("default")]
+    return [hit.payload for hit in kb.store.scroll("default", {"record": "match"})]
 
 
 def test_offline_defaults_ingest_and_answer(
@@ -85,11 +85,32 @@ def test_reingest_pays_nothing_twice(
         kb.ingest([guide])
         points = len(_stored(kb))
     seen = llm_server.calls()
-    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:  # a new process, same cache
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:  # a new process
         report = kb.ingest([guide])
-        assert len(_stored(kb)) == points  # replaced, not duplicated
-    assert llm_server.calls() == seen
-    assert report.usage.calls == 0 and report.usage.cached_calls == seen
+        assert len(_stored(kb)) == points
+    assert llm_server.calls() == seen  # unchanged: no LLM call, not even a cache lookup
+    assert report.unchanged == 1 and report.documents == 0
+    assert report.usage.calls == 0 and report.usage.cached_calls == 0
+
+
+def test_changing_one_chain_repays_only_that_chain(
+    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        first = kb.ingest([guide])
+    questions_only = (
+        "sources:\n  default:\n    matching_text: {chain: questions, params: {count: 2}}\n"
+    )
+    write_config(kb_dir, llm_config(llm_server, questions_only))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        second = kb.ingest([guide])
+        kinds = [p["match_kind"] for p in _stored(kb)]
+    assert second.changed == 1  # new chain settings: re-indexed
+    assert second.usage.calls == first.chunks  # the new question prompts
+    assert second.usage.cached_calls == first.chunks  # the context prompts, unchanged
+    assert kinds.count("question") <= 2 * first.chunks
 
 
 def test_changed_document_replaces_its_chunks(

@@ -17,7 +17,7 @@ def open_store(config: StoreConfig, kb_dir: Path) -> VectorStore:
     from flexmatch.stores.edge import EdgeStore
 
     path = Path(config.path)
-    return EdgeStore(path if path.is_absolute() else kb_dir / path)
+    return EdgeStore(path if path.is_absolute() else kb_dir / path, config.lock_timeout)
 
 
 __all__ = ["Filters", "Hit", "StoredPoint", "VectorStore", "open_store"]

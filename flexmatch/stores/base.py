@@ -1,7 +1,9 @@
-"""The store interface: one point per matching text, always scoped to a tenant.
+"""The store interface: a thin, tenant-scoped layer over a Qdrant collection.
 
-Every method takes the tenant as a required argument, and the implementations add it
-to every filter they send, so no caller can forget it.
+Every method takes the tenant as a required argument and the implementations add it to
+every filter they send, and check it on every point they return, so no caller can
+forget it. Higher-level rules (documents, versions, dedup) live in ``flexmatch.documents``
+and use only these operations, so both stores behave the same.
 """
 
 from __future__ import annotations
@@ -15,25 +17,33 @@ Filters = dict[str, FilterValue]
 
 DENSE = "dense"
 LEXICAL = "lexical"
-INDEXED_FIELDS = ("tenant", "document_id", "chunk_id", "source", "version")
-STORE_META_KEYS = ("embedding_model", "dimension", "schema")
-SCHEMA_VERSION = 1
+INDEXED_FIELDS = (
+    "tenant",
+    "record",
+    "document_id",
+    "chunk_id",
+    "source",
+    "version",
+    "content_hash",
+    "match_kind",
+)
+SCHEMA_VERSION = 2
 
 
 class StoredPoint(BaseModel):
-    """A matching text ready to write: its vector, the text for lexical search, and payload."""
+    """A point to write. Matching texts have a vector and text; document records have none."""
 
     id: str
-    vector: list[float]
-    text: str
+    vector: list[float] | None = None
+    text: str = ""
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
 class Hit(BaseModel):
-    """A point returned by a search, with its similarity score."""
+    """A point read back (score 0 when it was not found by similarity)."""
 
     id: str
-    score: float
+    score: float = 0.0
     payload: dict[str, Any]
 
 
@@ -41,24 +51,28 @@ class VectorStore(Protocol):
     def prepare(self, embedding_model: str, dimension: int) -> None:
         """Create the collection, or check it was built with this embedding model."""
 
+    def exists(self) -> bool:
+        """Whether the collection has been created."""
+
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None: ...
 
-    def delete_document(
-        self, tenant: str, document_id: str, *, keep_version: str | None = None
-    ) -> None:
-        """Remove a document's points (all but ``keep_version``'s, when given)."""
+    def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None: ...
 
     def search(
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
     ) -> list[Hit]: ...
 
+    def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
+        """Points by id; a point of another tenant is never returned."""
+
+    def scroll(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[Hit]: ...
+
     def count(self, tenant: str, filters: Filters | None = None) -> int: ...
 
-    def scroll(self, tenant: str, filters: Filters | None = None, limit: int = 10_000) -> list[Hit]:
-        """Stored points (score 0) in a stable order, without a query vector."""
-
-    def exists(self) -> bool:
-        """Whether anything has been stored yet."""
+    def size_bytes(self) -> int | None:
+        """Bytes on disk, where the store knows it."""
 
     def close(self) -> None: ...
 
@@ -69,6 +83,11 @@ def scoped_conditions(
     """(must, must_not) field conditions, the tenant always first among the musts."""
     must: list[tuple[str, FilterValue]] = [("tenant", tenant), *(filters or {}).items()]
     return must, list((must_not or {}).items())
+
+
+def in_tenant(tenant: str, hits: list[Hit]) -> list[Hit]:
+    """Belt and braces: drop anything that is not the caller's tenant's."""
+    return [hit for hit in hits if hit.payload.get("tenant") == tenant]
 
 
 def lexical_embedder() -> Any:

@@ -2,12 +2,14 @@
 
 Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
 and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
-survives a kill -9.
+survives a kill -9. One process at a time: a second one waits for the lock, then fails
+with a clear message.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from flexmatch.stores.base import (
     Filters,
     Hit,
     StoredPoint,
+    in_tenant,
     lexical_embedder,
     mismatch_message,
     scoped_conditions,
@@ -35,10 +38,11 @@ def _edge() -> Any:
 
 
 class EdgeStore:
-    """Points in a folder; one process at a time (a second open fails cleanly)."""
+    """Points in a folder, written through Qdrant's write-ahead log."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock_timeout: float = 0.0) -> None:
         self.path = path
+        self.lock_timeout = lock_timeout
         self._shard: Any = None
         self._bm25: Any = None
 
@@ -56,14 +60,22 @@ class EdgeStore:
         if self._shard is None:
             if not self.exists():
                 raise StoreError(f"no store at {self.path} yet: ingest something first")
-            try:
-                self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
-            except Exception as exc:
-                if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
-                    raise StoreError(
-                        f"the store at {self.path} is in use by another FlexMatch process"
-                    ) from exc
-                raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
+                    break
+                except Exception as exc:
+                    locked = "WouldBlock" in str(exc) or "lock" in str(exc).lower()
+                    if locked and time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    if locked:
+                        raise StoreError(
+                            f"the store at {self.path} is in use by another FlexMatch process "
+                            f"(waited {self.lock_timeout:.0f}s); try again when it is done"
+                        ) from exc
+                    raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
         return self._shard
 
     def prepare(self, embedding_model: str, dimension: int) -> None:
@@ -72,6 +84,11 @@ class EdgeStore:
             if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
                 raise ModelMismatchError(
                     mismatch_message(f"the store at {self.path}", meta, embedding_model, dimension)
+                )
+            if meta.get("schema") != SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store at {self.path} has schema {meta.get('schema')}, this FlexMatch "
+                    f"writes schema {SCHEMA_VERSION}; re-ingest into a new knowledge base"
                 )
             self._open()
             return
@@ -87,6 +104,7 @@ class EdgeStore:
                 self._shard.update(
                     edge.UpdateOperation.create_field_index(field, edge.PayloadSchemaType.Keyword)
                 )
+            self._shard.flush()
         except Exception as exc:
             raise StoreError(f"cannot create a store at {self.path}: {exc}") from exc
         meta = {
@@ -102,6 +120,11 @@ class EdgeStore:
             self._shard.close()
             self._shard = None
 
+    def size_bytes(self) -> int | None:
+        if not self.path.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
     # -- data ------------------------------------------------------------------------
     def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
         edge = _edge()
@@ -116,35 +139,33 @@ class EdgeStore:
             must_not=[condition(k, v) for k, v in negated] or None,
         )
 
+    def _update(self, operation: Any, what: str) -> None:
+        try:
+            self._open().update(operation)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{what} in the store at {self.path} failed: {exc}") from exc
+
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
         if not points:
             return
         edge = _edge()
         if self._bm25 is None:
             self._bm25 = lexical_embedder()
-        shard = self._open()
-        batch = [
-            edge.Point(
-                point.id,
-                {DENSE: point.vector, LEXICAL: self._bm25.embed_document(point.text)},
-                {**point.payload, "tenant": tenant},
-            )
-            for point in points
-        ]
-        try:
-            shard.update(edge.UpdateOperation.upsert_points(batch))
-        except Exception as exc:
-            raise StoreError(f"writing {len(batch)} points to {self.path} failed: {exc}") from exc
+        batch = []
+        for point in points:
+            vectors: dict[str, Any] = {}
+            if point.vector is not None:
+                vectors = {DENSE: point.vector, LEXICAL: self._bm25.embed_document(point.text)}
+            batch.append(edge.Point(point.id, vectors, {**point.payload, "tenant": tenant}))
+        self._update(edge.UpdateOperation.upsert_points(batch), f"writing {len(batch)} points")
 
-    def delete_document(
-        self, tenant: str, document_id: str, *, keep_version: str | None = None
-    ) -> None:
+    def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None:
         if not self.exists():
             return
-        edge = _edge()
-        keep = {"version": keep_version} if keep_version else None
-        selector = self._filter(tenant, {"document_id": document_id}, must_not=keep)
-        self._open().update(edge.UpdateOperation.delete_points_by_filter(selector))
+        selector = self._filter(tenant, filters, must_not)
+        self._update(_edge().UpdateOperation.delete_points_by_filter(selector), "deleting points")
 
     def search(
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
@@ -158,25 +179,31 @@ class EdgeStore:
             filter=self._filter(tenant, filters),
             with_payload=True,
         )
-        return [
-            Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
-            for p in self._open().query(request)
-        ]
+        points = self._open().query(request)
+        return in_tenant(
+            tenant,
+            [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points],
+        )
+
+    def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
+        if not self.exists() or not ids:
+            return []
+        records = self._open().retrieve(ids, True, False)
+        return in_tenant(tenant, [Hit(id=str(r.id), payload=dict(r.payload)) for r in records])
+
+    def scroll(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        request = _edge().ScrollRequest(
+            limit=limit, filter=self._filter(tenant, filters), with_payload=True
+        )
+        records, _ = self._open().scroll(request)
+        return in_tenant(tenant, [Hit(id=str(r.id), payload=dict(r.payload)) for r in records])
 
     def count(self, tenant: str, filters: Filters | None = None) -> int:
         if not self.exists():
             return 0
-        edge = _edge()
-        return int(
-            self._open().count(edge.CountRequest(exact=True, filter=self._filter(tenant, filters)))
-        )
-
-    def scroll(self, tenant: str, filters: Filters | None = None, limit: int = 10_000) -> list[Hit]:
-        if not self.exists():
-            return []
-        edge = _edge()
-        request = edge.ScrollRequest(
-            limit=limit, filter=self._filter(tenant, filters), with_payload=True
-        )
-        records, _ = self._open().scroll(request)
-        return [Hit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
+        request = _edge().CountRequest(exact=True, filter=self._filter(tenant, filters))
+        return int(self._open().count(request))

@@ -16,10 +16,17 @@ from flexmatch.stores.base import (
     Filters,
     Hit,
     StoredPoint,
+    in_tenant,
     lexical_embedder,
     mismatch_message,
     scoped_conditions,
 )
+
+
+def _models() -> Any:
+    from qdrant_client import models
+
+    return models
 
 
 class ServerStore:
@@ -39,32 +46,27 @@ class ServerStore:
             raise StoreError(f"cannot connect to Qdrant at {url}: {exc}") from exc
         self._bm25: Any = None
 
-    def _models(self) -> Any:
-        from qdrant_client import models
-
-        return models
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._client, method)(*args, **kwargs)
+        except Exception as exc:
+            raise StoreError(f"{what} on Qdrant at {self.url} failed: {exc}") from exc
 
     def exists(self) -> bool:
-        try:
-            return bool(self._client.collection_exists(self.collection))
-        except Exception as exc:
-            raise StoreError(f"Qdrant at {self.url} is not reachable: {exc}") from exc
+        return bool(self._call("checking the collection", "collection_exists", self.collection))
 
     def prepare(self, embedding_model: str, dimension: int) -> None:
-        m = self._models()
+        m = _models()
         if self.exists():
-            meta = self._client.get_collection(self.collection).config.metadata or {}
+            info = self._call("reading the collection", "get_collection", self.collection)
+            meta = info.config.metadata or {}
             if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
-                raise ModelMismatchError(
-                    mismatch_message(
-                        f"collection '{self.collection}' at {self.url}",
-                        meta,
-                        embedding_model,
-                        dimension,
-                    )
-                )
+                where = f"collection '{self.collection}' at {self.url}"
+                raise ModelMismatchError(mismatch_message(where, meta, embedding_model, dimension))
             return
-        self._client.create_collection(
+        self._call(
+            "creating the collection",
+            "create_collection",
             self.collection,
             vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
             sparse_vectors_config={LEXICAL: m.SparseVectorParams(modifier=m.Modifier.IDF)},
@@ -80,13 +82,22 @@ class ServerStore:
                 if field == "tenant"
                 else m.PayloadSchemaType.KEYWORD
             )
-            self._client.create_payload_index(self.collection, field, field_schema=schema)
+            self._call(
+                "indexing a field",
+                "create_payload_index",
+                self.collection,
+                field,
+                field_schema=schema,
+            )
 
     def close(self) -> None:
         self._client.close()
 
+    def size_bytes(self) -> int | None:
+        return None  # the server owns its disk
+
     def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
-        m = self._models()
+        m = _models()
 
         def condition(key: str, value: Any) -> Any:
             match = m.MatchAny(any=value) if isinstance(value, list) else m.MatchValue(value=value)
@@ -101,39 +112,42 @@ class ServerStore:
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
         if not points:
             return
-        m = self._models()
+        m = _models()
         if self._bm25 is None:
             self._bm25 = lexical_embedder()
         structs = []
         for point in points:
-            sparse = self._bm25.embed_document(point.text)
-            vector = {
-                DENSE: point.vector,
-                LEXICAL: m.SparseVector(indices=list(sparse.indices), values=list(sparse.values)),
-            }
+            vector: dict[str, Any] = {}
+            if point.vector is not None:
+                sparse = self._bm25.embed_document(point.text)
+                vector = {
+                    DENSE: point.vector,
+                    LEXICAL: m.SparseVector(
+                        indices=list(sparse.indices), values=list(sparse.values)
+                    ),
+                }
             payload = {**point.payload, "tenant": tenant}
             structs.append(m.PointStruct(id=point.id, vector=vector, payload=payload))
-        try:
-            self._client.upsert(self.collection, points=structs, wait=True)
-        except Exception as exc:
-            raise StoreError(f"writing {len(structs)} points to {self.url} failed: {exc}") from exc
+        self._call(
+            f"writing {len(structs)} points", "upsert", self.collection, points=structs, wait=True
+        )
 
-    def delete_document(
-        self, tenant: str, document_id: str, *, keep_version: str | None = None
-    ) -> None:
+    def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None:
         if not self.exists():
             return
-        m = self._models()
-        keep = {"version": keep_version} if keep_version else None
-        selector = self._filter(tenant, {"document_id": document_id}, must_not=keep)
-        self._client.delete(self.collection, points_selector=m.FilterSelector(filter=selector))
+        selector = _models().FilterSelector(filter=self._filter(tenant, filters, must_not))
+        self._call(
+            "deleting points", "delete", self.collection, points_selector=selector, wait=True
+        )
 
     def search(
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
     ) -> list[Hit]:
         if not self.exists():
             return []
-        response = self._client.query_points(
+        response = self._call(
+            "searching",
+            "query_points",
             self.collection,
             query=vector,
             using=DENSE,
@@ -141,27 +155,45 @@ class ServerStore:
             query_filter=self._filter(tenant, filters),
             with_payload=True,
         )
-        return [
+        hits = [
             Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
             for p in response.points
         ]
+        return in_tenant(tenant, hits)
 
-    def count(self, tenant: str, filters: Filters | None = None) -> int:
-        if not self.exists():
-            return 0
-        return int(
-            self._client.count(
-                self.collection, count_filter=self._filter(tenant, filters), exact=True
-            ).count
+    def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
+        if not self.exists() or not ids:
+            return []
+        records = self._call("reading points", "retrieve", self.collection, ids, with_payload=True)
+        return in_tenant(
+            tenant, [Hit(id=str(r.id), payload=dict(r.payload or {})) for r in records]
         )
 
-    def scroll(self, tenant: str, filters: Filters | None = None, limit: int = 10_000) -> list[Hit]:
+    def scroll(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[Hit]:
         if not self.exists():
             return []
-        records, _ = self._client.scroll(
+        records, _ = self._call(
+            "listing points",
+            "scroll",
             self.collection,
             scroll_filter=self._filter(tenant, filters),
             limit=limit,
             with_payload=True,
         )
-        return [Hit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records]
+        return in_tenant(
+            tenant, [Hit(id=str(r.id), payload=dict(r.payload or {})) for r in records]
+        )
+
+    def count(self, tenant: str, filters: Filters | None = None) -> int:
+        if not self.exists():
+            return 0
+        result = self._call(
+            "counting points",
+            "count",
+            self.collection,
+            count_filter=self._filter(tenant, filters),
+            exact=True,
+        )
+        return int(result.count)

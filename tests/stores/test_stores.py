@@ -90,7 +90,7 @@ def test_replace_keeps_only_the_new_version(store: VectorStore) -> None:
         [_point(1, _unit(1, 0, 0, 0), "doc", "old"), _point(2, _unit(0, 1, 0, 0), "doc", "old")],
     )
     store.upsert("t", [_point(3, _unit(0, 0, 1, 0), "doc", "new")])
-    store.delete_document("t", "doc", keep_version="new")
+    store.delete("t", {"document_id": "doc"}, must_not={"version": "new"})
     hits = store.search("t", _unit(1, 1, 1, 0), 10)
     assert [h.payload["version"] for h in hits] == ["new"]
 
@@ -98,7 +98,7 @@ def test_replace_keeps_only_the_new_version(store: VectorStore) -> None:
 def test_delete_in_one_tenant_leaves_the_other(store: VectorStore) -> None:
     store.upsert("a", [_point(1, _unit(1, 0, 0, 0), "doc")])
     store.upsert("b", [_point(2, _unit(1, 0, 0, 0), "doc")])
-    store.delete_document("a", "doc")
+    store.delete("a", {"document_id": "doc"})
     assert store.count("a") == 0 and store.count("b") == 1
 
 
@@ -131,3 +131,17 @@ def test_scroll_lists_a_tenants_points(store: VectorStore) -> None:
     store.upsert("b", [_point(3, _unit(1, 0, 0, 0), "d3")])
     assert sorted(h.payload["document_id"] for h in store.scroll("a")) == ["d1", "d2"]
     assert [h.payload["document_id"] for h in store.scroll("a", {"document_id": "d2"})] == ["d2"]
+
+
+def test_retrieve_by_id_never_crosses_tenants(store: VectorStore) -> None:
+    point = _point(7, _unit(1, 0, 0, 0), "doc")
+    store.upsert("a", [point])
+    assert [h.payload["document_id"] for h in store.retrieve("a", [point.id])] == ["doc"]
+    assert store.retrieve("b", [point.id]) == []
+
+
+def test_points_without_vectors_are_never_search_hits(store: VectorStore) -> None:
+    record = StoredPoint(id="00000000-0000-0000-0000-0000000000aa", payload={"record": "document"})
+    store.upsert("t", [record, _point(1, _unit(1, 0, 0, 0), "doc")])
+    assert [h.payload.get("record") for h in store.search("t", _unit(1, 0, 0, 0), 10)] == [None]
+    assert store.count("t", {"record": "document"}) == 1
