@@ -26,6 +26,7 @@ from flexmatch.stores.base import Hit, StoredPoint, VectorStore
 RECORD_NAMESPACE = uuid.UUID("0b5f8f3e-3c1e-4d55-9a57-0e4f0f5c9d21")
 DOCUMENT = "document"  # payload "record" of a document record
 MATCH = "match"  # payload "record" of a matching-text point
+INTERRUPTED = "interrupted before it was complete"
 
 
 def record_id(tenant: str, document_id: str) -> str:
@@ -71,44 +72,35 @@ class DocumentRegistry:
         return [r for r in map(_record, hits) if r.status == "complete"]
 
     # -- the version protocol ------------------------------------------------------------
+    def update(self, tenant: str, record: DocumentRecord, **changes: object) -> DocumentRecord:
+        return self.put(tenant, record.model_copy(update=changes))
+
     def begin(self, tenant: str, record: DocumentRecord, version: str) -> DocumentRecord:
-        return self.put(
-            tenant,
-            record.model_copy(
-                update={
-                    "pending_version": version,
-                    "status": "pending",
-                    "error": None,
-                }
-            ),
-        )
+        return self.update(tenant, record, pending_version=version, status="pending", error=None)
 
     def commit(
         self, tenant: str, record: DocumentRecord, chunks: int, matching_texts: int
     ) -> DocumentRecord:
-        committed = self.put(
+        committed = self.update(
             tenant,
-            record.model_copy(
-                update={
-                    "version": record.pending_version,
-                    "status": "complete",
-                    "chunks": chunks,
-                    "matching_texts": matching_texts,
-                    "error": None,
-                }
-            ),
+            record,
+            version=record.pending_version,
+            status="complete",
+            chunks=chunks,
+            matching_texts=matching_texts,
+            error=None,
         )
         return self.cleanup(tenant, committed)
 
     def fail(self, tenant: str, record: DocumentRecord, error: str) -> DocumentRecord:
         """Keep the committed version visible; leave the pending one for ``repair``."""
-        return self.put(tenant, record.model_copy(update={"status": "failed", "error": error}))
+        return self.update(tenant, record, status="failed", error=error)
 
     def cleanup(self, tenant: str, record: DocumentRecord) -> DocumentRecord:
         """Delete every point of the document that is not its committed version."""
         keep = {"version": record.version} if record.version else None
         self.store.delete(tenant, {"record": MATCH, "document_id": record.id}, must_not=keep)
-        return self.put(tenant, record.model_copy(update={"pending_version": None}))
+        return self.update(tenant, record, pending_version=None)
 
     def repair(self, tenant: str) -> int:
         """Finish what interrupted runs left: stale points removed, removals completed."""
@@ -118,16 +110,12 @@ class DocumentRegistry:
                 self.remove(tenant, record.id)
             elif record.pending_version is not None:
                 record = self.cleanup(tenant, record)
-                if record.status == "pending":  # killed mid-write: it must be ingested again
-                    self.put(
-                        tenant,
-                        record.model_copy(
-                            update={
-                                "status": "failed",
-                                "error": "interrupted before it was complete",
-                            }
-                        ),
-                    )
+                if record.status != "pending":
+                    pass
+                elif record.version is not None:  # killed mid-write; the committed one is whole
+                    self.update(tenant, record, status="complete")
+                else:  # nothing was ever committed: it has to be ingested again
+                    self.update(tenant, record, status="failed", error=INTERRUPTED)
             else:
                 continue
             repaired += 1
@@ -138,7 +126,7 @@ class DocumentRegistry:
         record = self.get(tenant, document_id)
         if record is None:
             return False
-        self.put(tenant, record.model_copy(update={"status": "removing"}))
+        self.update(tenant, record, status="removing")
         self.store.delete(tenant, {"record": MATCH, "document_id": document_id})
         self.store.delete(tenant, {"record": DOCUMENT, "document_id": document_id})
         return True

@@ -13,7 +13,6 @@ from flexmatch.chains.prompt import PromptTemplate, load_prompt
 from flexmatch.config import SourceConfig
 from flexmatch.errors import FlexMatchError, ParseError
 from flexmatch.models import Document, Element, FailedDocument
-from flexmatch.parsing import parse_text
 
 RECORD_VARIABLES = {"record", "key", "source"}
 
@@ -74,7 +73,7 @@ def record_document(
     text = template.render(record=record, key=key, source=source)
     if not text.strip():
         raise ParseError(f"{where}: the record renders to empty text")
-    elements = parse_text(text, title=title).elements
+    elements = [Element(kind="paragraph", text=text.strip())]  # its lines, as rendered
     if title:
         elements = [Element(kind="title", text=title), *elements]
     metadata = {k: v for k, v in fields.items() if isinstance(v, str | int | float | bool)}

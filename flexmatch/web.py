@@ -49,11 +49,11 @@ def refused_address(address: str) -> str | None:
         ip = ip.ipv4_mapped
     for label, flag in (
         ("loopback", ip.is_loopback),
-        ("private", ip.is_private),
         ("link-local", ip.is_link_local),
         ("multicast", ip.is_multicast),
-        ("reserved", ip.is_reserved),
         ("unspecified", ip.is_unspecified),
+        ("reserved", ip.is_reserved),
+        ("private", ip.is_private),
     ):
         if flag:
             return f"{label} address {ip}"

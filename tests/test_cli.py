@@ -153,3 +153,38 @@ def test_llm_configured_by_environment_uses_llm_chains(tmp_path: Path, llm_serve
         r for r in llm_server.requests_to("/chat/completions") if "<query>" in json.dumps(r.body)
     ]
     assert len(rewrites) == 1
+
+
+def test_document_management_commands(
+    cli_kb: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    kb, _ = cli_kb
+    listed = json.loads(run("docs", "list", "--kb", str(kb), "--json").stdout)
+    assert len(listed) == 6 and all(r["status"] == "complete" for r in listed)
+    memo = next(r for r in listed if r["uri"].endswith("pdf_fake-memo.pdf"))
+    shown = json.loads(run("docs", "show", "--kb", str(kb), "--json", memo["id"]).stdout)
+    assert shown["document"]["id"] == memo["id"] and shown["chunks"]
+    assert shown["chunks"][0]["matching_texts"] and shown["chunks"][0]["qualifying_text"]
+    stats = json.loads(run("stats", "--kb", str(kb), "--json").stdout)
+    assert stats["documents"] == 6 and stats["sources"]["default"]["documents"] == 6
+    other = run("docs", "remove", "--kb", str(kb), "--tenant", "someone-else", memo["id"])
+    assert (
+        other.returncode == 2
+        and f"no document '{memo['id']}' in tenant 'someone-else'" in other.stderr
+    )
+    human = run("docs", "list", "--kb", str(kb))
+    assert "pdf_fake-memo.pdf" in human.stdout.replace("\n", "")
+
+
+def test_unchanged_reingest_reports_unchanged(
+    cli_kb: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    kb, _ = cli_kb
+    docs = REPO.parent / "shared" / "data" / "docs"
+    result = run("ingest", "--kb", str(kb), "--json", str(kb.parent / "bulk"))
+    report = json.loads(result.stdout)
+    assert report["unchanged"] == 6 and report["documents"] == 0 and len(report["failed"]) == 4
+    copy = json.loads(
+        run("ingest", "--kb", str(kb), "--json", str(docs / "pdf_fake-memo.pdf")).stdout
+    )
+    assert copy["documents"] == 0 and "same content as document" in copy["duplicates"][0]["reason"]

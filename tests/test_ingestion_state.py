@@ -1,0 +1,265 @@
+"""Ingestion that can be trusted: versions, repair, dedup, caps, failures, tenants, locks."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.documents import DocumentRegistry
+from flexmatch.embeddings import LocalEmbedder
+from flexmatch.errors import ConfigError, DocumentNotFoundError, StoreError
+from flexmatch.stores.base import StoredPoint
+from flexmatch.testing import FakeLLMServer
+from tests.conftest import llm_config, write_config
+
+HARBOUR = "\n\n".join(
+    [
+        "# Harbour",
+        "The harbour opens at six in the morning.",
+        "## Fees",
+        "Mooring costs twelve euros.\n",
+    ]
+)
+ORCHARD = "# Orchard\n\nApples are picked in September.\n\n## Storage\n\nFruit is kept cold.\n"
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _match_points(kb: KnowledgeBase, tenant: str = "default") -> list[dict]:
+    return [h.payload for h in kb.store.scroll(tenant, {"record": "match"})]
+
+
+def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    doc = _write(tmp_path / "docs", "harbour.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([doc])
+        registry = DocumentRegistry(kb.store)
+        (record,) = registry.list("default")
+        old = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
+        # a new version half-written: its points are stored, the record not yet committed
+        pending = registry.begin("default", record, "v-new")
+        point = _match_points(kb)[0]
+        vector = embedder.embed(["The harbour now opens at noon."])[0]
+        kb.store.upsert(
+            "default",
+            [
+                StoredPoint(
+                    id="00000000-0000-0000-0000-00000000beef",
+                    vector=vector,
+                    text="x",
+                    payload={
+                        **point,
+                        "version": "v-new",
+                        "content": "The harbour now opens at noon.",
+                    },
+                )
+            ],
+        )
+        during = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
+        assert during == old  # only the committed version is visible
+        registry.commit("default", pending, 1, 1)
+        after = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
+    assert after == {"The harbour now opens at noon."}
+    assert {p["version"] for p in _match_points(kb)} == {"v-new"}  # old points cleaned up
+
+
+def test_interrupted_write_is_repaired_on_the_next_run(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    doc = _write(tmp_path / "docs", "harbour.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([doc])
+        registry = DocumentRegistry(kb.store)
+        (record,) = registry.list("default")
+        committed = len(_match_points(kb))
+        registry.begin("default", record, "v-crashed")  # then the process died
+        point = _match_points(kb)[0]
+        kb.store.upsert(
+            "default",
+            [
+                StoredPoint(
+                    id="00000000-0000-0000-0000-00000000dead",
+                    vector=[0.1] * 384,
+                    text="x",
+                    payload={**point, "version": "v-crashed"},
+                )
+            ],
+        )
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([doc])
+        (after,) = kb.list_documents()
+        assert report.repaired == 1 and report.unchanged == 1  # unchanged content, repaired state
+        assert len(_match_points(kb)) == committed
+        assert after.status == "complete" and after.pending_version is None
+
+
+def test_exact_duplicates_are_skipped_with_a_reason(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    first = _write(tmp_path / "a", "harbour.md", HARBOUR)
+    copy = _write(tmp_path / "b", "harbour-copy.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([first, copy])
+        again = kb.ingest([copy])
+        assert len(kb.list_documents()) == 1
+    assert report.added == 1 and len(report.duplicates) == 1
+    assert "same content as document" in report.duplicates[0].reason
+    assert again.added == 0 and len(again.duplicates) == 1
+
+
+def test_near_duplicate_chunks_are_stored_once(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    shared = "Every visitor signs the register at the front desk."
+    rules = f"# Visitor rules\n\n## Register\n\n{shared}\n\n"
+    a = _write(tmp_path / "d", "a.md", rules + "## Parking\n\nPark on level two.\n")
+    b = _write(tmp_path / "d", "b.md", rules + "## Food\n\nThe canteen serves lunch.\n")
+    repeated = _write(
+        tmp_path / "d",
+        "memo.md",
+        "# Memo\n\n## Note\n\nBring a helmet.\n\n## Other\n\nNo dogs.\n\n"
+        "## Note\n\nBring a helmet.\n",
+    )
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([a])
+        report = kb.ingest([b, repeated])
+        contents = [p["content"] for p in _match_points(kb) if p["match_kind"] == "content"]
+        memo = next(r for r in kb.list_documents() if r.uri.endswith("memo.md"))
+    assert report.near_duplicate_chunks == 2  # b's register chunk, the memo's repeated note
+    assert contents.count(shared) == 1
+    assert memo.chunks == 2
+
+
+def test_near_duplicate_threshold_can_be_turned_off(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    write_config(tmp_path / "kb", "ingest:\n  near_duplicate_threshold: null\n")
+    a = _write(tmp_path / "d", "a.md", "# A\n\nSame sentence everywhere in this text.\n")
+    b = _write(tmp_path / "d", "b.md", "# B\n\nSame sentence everywhere in this text.\n")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        report = kb.ingest([a, b])
+    assert report.added == 2 and report.near_duplicate_chunks == 0
+
+
+def test_size_caps(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    write_config(tmp_path / "kb", "ingest:\n  max_document_bytes: 200\n")
+    small = _write(tmp_path / "d", "small.md", "# S\n\nShort enough.\n")
+    big = _write(tmp_path / "d", "big.md", "# B\n\n" + "word " * 100)
+    corpus = _write(tmp_path / "d", "c.jsonl", '{"_id": "x", "text": "' + "long " * 100 + '"}\n')
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        report = kb.ingest([small, big, corpus])
+    assert report.added == 1
+    errors = " ".join(f.error for f in report.failed)
+    assert "big.md: the file is 505 bytes, over the 200-byte cap" in errors
+    assert "c.jsonl#x: extracted text is 499 bytes, over the 200-byte cap" in errors
+    write_config(tmp_path / "kb2", "ingest:\n  max_document_bytes: 16000000\n")
+    with pytest.raises(
+        ConfigError, match=r"ingest\.max_document_bytes.*less than or equal to 15000000"
+    ):
+        KnowledgeBase.open(tmp_path / "kb2", env={})
+
+
+def test_llm_failure_leaves_only_that_document_to_retry(
+    tmp_path: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server).replace("llm_max_retries: 3", "llm_max_retries: 1"))
+    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = _write(tmp_path / "d", "orchard.md", ORCHARD)
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        kb.ingest([harbour, orchard])
+    orchard.write_text(ORCHARD + "\nPears follow in October.\n")
+    llm_server.fail_next = [500] * 100
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        failed_run = kb.ingest([harbour, orchard])
+        states = {r.uri.rsplit("/", 1)[-1]: r for r in kb.list_documents()}
+        stats = kb.stats()
+    assert failed_run.unchanged == 1 and len(failed_run.failed) == 1
+    assert (
+        states["orchard.md"].status == "failed"
+        and "failed after retries" in states["orchard.md"].error
+    )
+    assert states["orchard.md"].version is not None  # the old version stays searchable
+    assert stats.incomplete_documents == 1
+    llm_server.reset()
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        retry = kb.ingest([harbour, orchard])
+        assert kb.stats().incomplete_documents == 0
+    assert retry.unchanged == 1 and retry.changed == 1
+    # only the failed document was processed again (its unchanged first chunk from cache)
+    assert llm_server.calls() == retry.usage.calls
+    assert retry.usage.calls + retry.usage.cached_calls == 2 * retry.chunks
+
+
+def test_tenants_are_isolated(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = _write(tmp_path / "d", "orchard.md", ORCHARD)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([harbour], tenant="alice")
+        kb.ingest([orchard], tenant="bob")
+        kb.ingest([harbour], tenant="bob")  # same file, other tenant: its own copy
+        assert {r.uri.rsplit("/", 1)[-1] for r in kb.list_documents(tenant="alice")} == {
+            "harbour.md"
+        }
+        assert all(r.uri.endswith("harbour.md") for r in kb.query("apples", tenant="alice"))
+        (bob_orchard,) = [
+            r for r in kb.list_documents(tenant="bob") if r.uri.endswith("orchard.md")
+        ]
+        with pytest.raises(DocumentNotFoundError, match="in tenant 'alice'"):
+            kb.remove_document(bob_orchard.id, tenant="alice")
+        with pytest.raises(DocumentNotFoundError):
+            kb.get_document(bob_orchard.id, tenant="alice")
+        assert kb.stats(tenant="bob").documents == 2 and kb.stats(tenant="alice").documents == 1
+        kb.remove_document(bob_orchard.id, tenant="bob")
+        assert kb.stats(tenant="bob").documents == 1
+        assert kb.query("apples picked", tenant="bob")[0].uri.endswith("harbour.md")
+        assert kb.stats(tenant="nobody").documents == 0 and kb.query("x", tenant="nobody") == []
+
+
+def test_remove_deletes_every_point(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([harbour])
+        (record,) = kb.list_documents()
+        kb.remove_document(record.id)
+        assert kb.store.count("default") == 0 and kb.list_documents() == []
+        assert kb.ingest([harbour]).added == 1  # and it can come back
+
+
+def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "store:\n  lock_timeout: 0.5\n")
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as first:
+        first.ingest([harbour])
+        with (
+            KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as second,
+            pytest.raises(StoreError, match=r"in use by another FlexMatch process \(waited 0s\)"),
+        ):
+            second.ingest([harbour])
+        assert first.query("harbour")  # the first one is unharmed
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as again:
+        assert again.ingest([harbour]).unchanged == 1
+
+
+def test_document_listing_and_detail(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([harbour])
+        (record,) = kb.list_documents(source="default")
+        detail = kb.get_document(record.id)
+        assert kb.list_documents(source="other") == []
+        stats = kb.stats()
+    assert record.title == "Harbour" and record.status == "complete" and record.chunks == 2
+    assert [c.heading_path for c in detail.chunks] == [["Harbour"], ["Harbour", "Fees"]]
+    assert detail.chunks[1].qualifying_text.startswith("From Harbour › Fees.")
+    kinds = [m.kind for m in detail.chunks[1].matching_texts]
+    assert kinds[-1] == "content" and "sentence" in kinds
+    assert stats.sources["default"].chunks == 2 and stats.store_bytes and stats.store_bytes > 0
+    shutil.rmtree(tmp_path / "kb")
