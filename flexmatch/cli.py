@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from flexmatch import service_cli
 from flexmatch.chains.base import registered
 from flexmatch.chains.formatters import tool_result
 from flexmatch.errors import FlexMatchError
@@ -279,6 +280,9 @@ def stats(
     console.print(table)
     size = "n/a (server)" if result.store_bytes is None else f"{result.store_bytes / 1e6:.1f} MB"
     console.print(f"incomplete documents: {result.incomplete_documents} · store size: {size}")
+
+
+service_cli.register(app)
 
 
 def main() -> None:

@@ -28,7 +28,14 @@ from flexmatch.models import (
     Stats,
     Usage,
 )
-from flexmatch.pipeline import Indexer, ProgressCallback, QueryChains, SourceChains, search
+from flexmatch.pipeline import (
+    Indexer,
+    ProgressCallback,
+    QueryChains,
+    SourceChains,
+    search,
+    similar,
+)
 from flexmatch.sources import SourceReader
 from flexmatch.stores import Filters, VectorStore, open_store
 
@@ -193,6 +200,20 @@ class KnowledgeBase:
         """Ingest structured records (JSON-like objects) through a records source's template."""
         return await self._run(self.reader(source).records(records), tenant, None)
 
+    async def aingest_upload(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> IngestReport:
+        """Ingest one file given as bytes; with ``document_id`` it replaces that document."""
+        item = self.reader(source).upload(filename, data, document_id, metadata)
+        return await self._run([item], tenant, None)
+
     async def _run(
         self,
         items: Iterable[Document | FailedDocument],
@@ -302,6 +323,27 @@ class KnowledgeBase:
 
     def query(self, text: str, **kwargs: Any) -> list[SearchResult]:
         return asyncio.run(self.aquery(text, **kwargs))
+
+    async def asimilar(
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: Filters | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> list[SearchResult]:
+        """The chunks most similar to ``text``: no query rewrite, no reranking."""
+        if not text.strip():
+            raise ConfigError("the text is empty")
+        return await similar(
+            text,
+            embedder=self.embedder,
+            store=self.store,
+            tenant=tenant,
+            top_k=max(top_n * 4, 20),
+            top_n=top_n,
+            filters=filters,
+        )
 
     def format(self, text: str, results: list[SearchResult], formatter: str | None = None) -> str:
         """What the agent sees: the configured formatter chain (or the one named)."""

@@ -113,9 +113,7 @@ class Indexer:
 
     async def _index(self, document: Document, chains: SourceChains) -> None:
         check_size(document, self.settings.max_document_bytes)
-        version = hashlib.sha256(
-            f"{document.content_hash}\n{chains.fingerprint()}".encode()
-        ).hexdigest()[:24]
+        version = document_version(document, chains)
         record = self.registry.get(self.tenant, document.id)
         if record and record.status == "complete" and record.version == version:
             if record.pending_version is not None:
@@ -257,6 +255,15 @@ class Indexer:
         return False
 
 
+def document_version(document: Document, chains: SourceChains) -> str:
+    """Changes with the text, the metadata or the chains, so any of them re-indexes."""
+    metadata = {k: v for k, v in document.metadata.items() if k != "fetched_at"}
+    blob = json.dumps(
+        [document.content_hash, chains.fingerprint(), metadata], sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
 def check_size(document: Document, limit: int) -> None:
     """Refuse a document whose extracted text is over the byte cap."""
     size = len(document.text.encode("utf-8"))
@@ -291,6 +298,23 @@ def collapse(hits_per_variant: list[list[tuple[float, dict]]]) -> list[SearchRes
     return sorted(best.values(), key=lambda r: r.score, reverse=True)
 
 
+def first_stage(
+    vectors: list[list[float]],
+    store: VectorStore,
+    tenant: str,
+    top_k: int,
+    filters: Filters | None,
+) -> list[SearchResult]:
+    """Top-K visible matching texts for each query vector, collapsed to chunks."""
+    registry = DocumentRegistry(store)
+    scoped = {**(filters or {}), "record": MATCH}
+    hits = []
+    for vector in vectors:
+        found = registry.visible(tenant, store.search(tenant, vector, top_k, scoped))
+        hits.append([(h.score, h.payload) for h in found])
+    return collapse(hits)
+
+
 async def search(
     text: str,
     *,
@@ -305,12 +329,21 @@ async def search(
     """The query path, start to end."""
     variants = await chains.transform.run(text)
     vectors = await asyncio.to_thread(embedder.embed, variants)
-    registry = DocumentRegistry(store)
-    scoped = {**(filters or {}), "record": MATCH}
-    hits = []
-    for vector in vectors:
-        found = registry.visible(tenant, store.search(tenant, vector, top_k, scoped))
-        hits.append([(h.score, h.payload) for h in found])
-    candidates = collapse(hits)
+    candidates = first_stage(vectors, store, tenant, top_k, filters)
     reranked = await chains.reranker.run(text, candidates)
     return reranked[:top_n]
+
+
+async def similar(
+    text: str,
+    *,
+    embedder: Embedder,
+    store: VectorStore,
+    tenant: str,
+    top_k: int,
+    top_n: int,
+    filters: Filters | None = None,
+) -> list[SearchResult]:
+    """Nearest chunks to a text, by embedding alone."""
+    vectors = await asyncio.to_thread(embedder.embed, [text])
+    return first_stage(vectors, store, tenant, top_k, filters)[:top_n]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.errors import FlexMatchError
-from flexmatch.loaders import LoadTask, discover, document_id, load
+from flexmatch.loaders import LoadTask, discover, load
+from flexmatch.loaders import document_id as loaders_document_id
 from flexmatch.models import Document, Element, FailedDocument
 from flexmatch.records import entries_in_file, load_template, record_documents
 from flexmatch.web import WebPolicy, fetch, parse_page
@@ -80,12 +82,46 @@ class SourceReader:
         if parsed.title and not any(e.kind == "title" for e in elements):
             elements = [Element(kind="title", text=parsed.title), *elements]
         return Document(
-            id=document_id(self.name, url),
+            id=loaders_document_id(self.name, url),
             uri=url,
             source=self.name,
             title=parsed.title or page.url,
             elements=elements,
             metadata=parsed.metadata,
+        )
+
+    def upload(
+        self,
+        filename: str,
+        data: bytes,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Item:
+        """A file received as bytes (an HTTP upload); its name picks the parser."""
+        name = Path(filename).name or "upload"
+        uri = f"upload:{name}"
+        if len(data) > self.limits.max_document_bytes:
+            return FailedDocument(
+                uri=uri,
+                error=(
+                    f"{name}: the file is {len(data):,} bytes, over the "
+                    f"{self.limits.max_document_bytes:,}-byte cap (ingest.max_document_bytes)"
+                ),
+            )
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            path.write_bytes(data)
+            items = list(load(LoadTask(path), self.name, self.limits.max_document_bytes))
+        if len(items) != 1 or isinstance(items[0], FailedDocument):
+            errors = "; ".join(i.error for i in items if isinstance(i, FailedDocument))
+            return FailedDocument(uri=uri, error=errors.replace(folder + "/", "") or name)
+        document = items[0]
+        return document.model_copy(
+            update={
+                "id": document_id or loaders_document_id(self.name, uri),
+                "uri": uri,
+                "metadata": {**document.metadata, **(metadata or {})},
+            }
         )
 
     def records(self, records: Iterable[Any]) -> Iterator[Item]:

@@ -224,3 +224,43 @@ def test_jsonl_corpus_keeps_ids_and_metadata(tmp_path: Path, embedder: LocalEmbe
     assert "field 'text' is missing or empty" in report.failed[0].error
     assert "not valid JSON" in report.failed[1].error
     assert results[0].document_id == "a1" and results[0].metadata == {"year": 1899}
+
+
+def test_upload_with_a_given_id_replaces_that_document(
+    tmp_path: Path, embedder: LocalEmbedder, docs_dir: Path
+) -> None:
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        first = kb.run_sync(
+            kb.aingest_upload(
+                "memo.pdf",
+                (docs_dir / "pdf_fake-memo.pdf").read_bytes(),
+                document_id="memo",
+                metadata={"team": "ops"},
+            )
+        )
+        assert first.added == 1 and kb.get_document("memo").document.metadata["team"] == "ops"
+        again = kb.run_sync(
+            kb.aingest_upload(
+                "memo.md", b"# Memo\n\nAll blankets were returned.", document_id="memo"
+            )
+        )
+        assert again.changed == 1
+        assert kb.get_document("memo").chunks[0].content == "All blankets were returned."
+        bad = kb.run_sync(kb.aingest_upload("x.bin", b"\x00\x01"))
+        assert (
+            "unsupported file type '.bin'" in bad.failed[0].error
+            and "/tmp" not in bad.failed[0].error
+        )
+        similar = kb.run_sync(kb.asimilar("blankets returned", top_n=1))
+    assert similar[0].document_id == "memo" and similar[0].uri == "upload:memo.md"
+
+
+def test_metadata_change_reindexes(tmp_path: Path, guide: Path, embedder: LocalEmbedder) -> None:
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        data = guide.read_bytes()
+        kb.run_sync(kb.aingest_upload("g.md", data, document_id="g", metadata={"v": 1}))
+        same = kb.run_sync(kb.aingest_upload("g.md", data, document_id="g", metadata={"v": 1}))
+        other = kb.run_sync(kb.aingest_upload("g.md", data, document_id="g", metadata={"v": 2}))
+        results = kb.query("cold store", filters={"document_id": "g"})
+    assert same.unchanged == 1 and other.changed == 1
+    assert results[0].metadata["v"] == 2
