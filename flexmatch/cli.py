@@ -140,20 +140,58 @@ def query(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the agent's facts block.")
     ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each result matched (scores, ranks).")
+    ] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="FIELD=VALUE (repeatable; tags, source, document_id, …)."),
+    ] = None,
 ) -> None:
     """Answer a query with the chunks that best match it."""
     with KnowledgeBase.open(kb) as base:
-        results = base.query(text, top_n=top_n, tenant=tenant)
+        results = base.query(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
         if as_json:
-            console.print_json(json.dumps(tool_result(text, results), ensure_ascii=False))
+            data = tool_result(text, results)
+            if explain:
+                for row, result in zip(data["results"], results, strict=True):
+                    row["explanation"] = result.signals.model_dump()
+            console.print_json(json.dumps(data, ensure_ascii=False))
         elif markdown:
             console.print(base.format(text, results, formatter="markdown"), markup=False)
         else:
             _say_notices(base)
-            _print_results(text, results)
+            _print_results(text, results, explain)
 
 
-def _print_results(text: str, results: list[SearchResult]) -> None:
+def _parse_filters(items: list[str] | None) -> dict[str, str | list[str]] | None:
+    """``--filter tags=a --filter tags=b`` → {"tags": ["a", "b"]} (any of them)."""
+    if not items:
+        return None
+    parsed: dict[str, list[str]] = {}
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise typer.BadParameter(f"'{item}': expected FIELD=VALUE", param_hint="--filter")
+        parsed.setdefault(field.strip(), []).append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in parsed.items()}
+
+
+def _explanation(r: SearchResult) -> str:
+    s = r.signals
+
+    def show(value: float | None, rank: int | None = None) -> str:
+        text = "—" if value is None else f"{value:.3f}"
+        return f"{text} (#{rank})" if rank else text
+
+    return (
+        f"[dim]why:[/] dense {show(s.dense, s.dense_rank)} · question {show(s.question)} · "
+        f"content {show(s.content)} · lexical {show(s.lexical, s.lexical_rank)} · "
+        f"first stage {show(s.first_stage)} · rerank {show(s.rerank)}\n"
+    )
+
+
+def _print_results(text: str, results: list[SearchResult], explain: bool = False) -> None:
     console.print(f"[bold]Query:[/] {escape(text)}")
     if not results:
         console.print("No results: the knowledge base holds nothing that matches.")
@@ -163,7 +201,8 @@ def _print_results(text: str, results: list[SearchResult]) -> None:
         body = (
             f"[dim]source:[/] {escape(r.source)}  [dim]uri:[/] {escape(r.uri)}\n"
             f"[dim]matched:[/] {escape(r.matched_text[:300])}\n"
-            f"[dim]context:[/] {escape(r.qualifying_text)}\n\n{escape(content)}"
+            + (_explanation(r) if explain else "")
+            + f"[dim]context:[/] {escape(r.qualifying_text)}\n\n{escape(content)}"
         )
         title = f"{rank}. {escape(where)}  ({r.score:.3f})"
         console.print(Panel(body, title=title, title_align="left"))
@@ -280,6 +319,77 @@ def stats(
     console.print(table)
     size = "n/a (server)" if result.store_bytes is None else f"{result.store_bytes / 1e6:.1f} MB"
     console.print(f"incomplete documents: {result.incomplete_documents} · store size: {size}")
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Annotated[
+        Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/.")
+    ],
+    setup: Annotated[
+        list[str] | None,
+        typer.Option("--setup", help="Setup file or built-in name (repeatable); default: default."),
+    ] = None,
+    baselines: Annotated[
+        bool, typer.Option("--baselines", help="Add BM25, dense-passage and RRF baselines.")
+    ] = False,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Base flexmatch.yaml the setups apply to.")
+    ] = None,
+    split: Annotated[str, typer.Option(help="qrels split.")] = "test",
+    limit: Annotated[int | None, typer.Option(help="Only the first N queries.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by side."""
+    import asyncio
+    import tempfile
+
+    from flexmatch.config import KBConfig, load_config
+    from flexmatch.evaluation import BASELINES, BeirDataset, evaluate_setups, load_setup
+
+    data = BeirDataset.load(dataset, split)
+    base = load_config(config.parent) if config else KBConfig()
+    names = list(setup or ["default"]) + (list(BASELINES) if baselines else [])
+    setups = [load_setup(name, base) for name in dict.fromkeys(names)]
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=done, total=total)  # type: ignore[arg-type]
+
+        with tempfile.TemporaryDirectory(prefix="flexmatch-eval-") as work:
+            results = asyncio.run(
+                evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
+            )
+    if as_json:
+        rows = [
+            {"setup": name, **scores.model_dump(), "ingest_seconds": report.seconds}
+            for name, (report, scores) in results.items()
+        ]
+        console.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"{dataset.name}: {next(iter(results.values()))[1].queries} queries")
+    for column in ("setup", "nDCG@10", "recall@5", "recall@10", "MRR@10", "median ms", "p95 ms"):
+        table.add_column(column, justify="left" if column == "setup" else "right")
+    for name, (_, s) in results.items():
+        table.add_row(
+            name,
+            f"{s.ndcg_at_10:.4f}",
+            f"{s.recall_at_5:.4f}",
+            f"{s.recall_at_10:.4f}",
+            f"{s.mrr_at_10:.4f}",
+            f"{s.latency_median_ms:.1f}",
+            f"{s.latency_p95_ms:.1f}",
+        )
+    console.print(table)
 
 
 service_cli.register(app)

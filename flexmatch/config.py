@@ -102,6 +102,12 @@ class QueryConfig(_Strict):
     """The query path: transform → embed → top_k → collapse → rerank → top_n → format."""
 
     transform: ChainRef = ChainRef(chain="rewrite")
+    retrieval: Literal["hybrid", "dense", "lexical"] = "hybrid"
+    fusion: Literal["rrf", "dbsf", "weighted"] = "rrf"
+    dense_weight: float = Field(0.7, ge=0)  # weights for dbsf and weighted fusion (and rrf)
+    lexical_weight: float = Field(0.3, ge=0)
+    rrf_k: int = Field(60, ge=1)
+    min_score: float | None = Field(None, ge=-1, le=1)  # dense cosine cut-off, e.g. 0.6
     top_k: int = Field(50, ge=1, le=1000)
     reranker: ChainRef = ChainRef(chain="none")
     top_n: int = Field(5, ge=1, le=100)

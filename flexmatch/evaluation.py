@@ -11,13 +11,20 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
+from flexmatch.config import KBConfig
+from flexmatch.embeddings import Embedder
 from flexmatch.errors import ConfigError
 from flexmatch.kb import KnowledgeBase
+from flexmatch.models import IngestReport
+from flexmatch.resources import builtin_dir
+from flexmatch.yamlio import read_yaml, validate
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,11 @@ class Scores(BaseModel):
 
 
 async def evaluate(
-    kb: KnowledgeBase, dataset: BeirDataset, limit: int | None = None, candidates: int = 30
+    kb: KnowledgeBase,
+    dataset: BeirDataset,
+    limit: int | None = None,
+    candidates: int = 30,
+    on_query: Callable[[], None] | None = None,
 ) -> Scores:
     """Run every query through the real query path; rank documents by their best chunk."""
     totals = {"ndcg": 0.0, "r5": 0.0, "r10": 0.0, "mrr": 0.0}
@@ -99,6 +110,8 @@ async def evaluate(
         totals["r5"] += recall_at_k(ranking, relevant, 5)
         totals["r10"] += recall_at_k(ranking, relevant, 10)
         totals["mrr"] += mrr_at_k(ranking, relevant)
+        if on_query is not None:
+            on_query()
     n = max(1, len(items))
     ordered = sorted(latencies) or [0.0]
     return Scores(
@@ -114,3 +127,82 @@ async def evaluate(
 
 def evaluate_sync(kb: KnowledgeBase, dataset: BeirDataset, limit: int | None = None) -> Scores:
     return asyncio.run(evaluate(kb, dataset, limit))
+
+
+# -- setups ------------------------------------------------------------------------------
+BASELINES = ("bm25", "dense-passages", "rrf-passages")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A named knowledge-base config fragment (chains and query settings) to evaluate."""
+
+    name: str
+    config: KBConfig
+
+    @property
+    def ingest_key(self) -> str:
+        """Setups with the same ingest side share one ingested knowledge base."""
+        data = self.config.model_dump(mode="json", exclude={"query"})
+        return json.dumps(data, sort_keys=True)
+
+
+def deep_merge(base: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in fragment.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_setup(name_or_path: str, base: KBConfig) -> Setup:
+    """A setup by built-in name (configs/setups/NAME.yaml) or by file path."""
+    path = Path(name_or_path).expanduser()
+    if not path.is_file():
+        path = builtin_dir("configs") / "setups" / f"{name_or_path}.yaml"
+        if not path.is_file():
+            known = sorted(p.stem for p in (builtin_dir("configs") / "setups").glob("*.yaml"))
+            raise ConfigError(f"no setup '{name_or_path}' (a file, or one of: {', '.join(known)})")
+    fragment = read_yaml(path)
+    merged = deep_merge(base.model_dump(mode="json"), fragment)
+    return Setup(name=path.stem, config=validate(KBConfig, merged, str(path)))
+
+
+async def evaluate_setups(
+    setups: list[Setup],
+    dataset: BeirDataset,
+    work_dir: Path,
+    *,
+    limit: int | None = None,
+    embedder: Embedder | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, tuple[IngestReport, Scores]]:
+    """Ingest the corpus once per distinct ingest side, then run each setup's queries."""
+    groups: dict[str, list[Setup]] = {}
+    for setup in setups:
+        groups.setdefault(setup.ingest_key, []).append(setup)
+    results: dict[str, tuple[IngestReport, Scores]] = {}
+    total = min(limit or len(dataset.queries), len(dataset.queries))
+    for index, members in enumerate(groups.values()):
+        folder = work_dir / f"kb-{index}"
+        kb = KnowledgeBase.open(folder, config=members[0].config, env={}, embedder=embedder)
+        with kb:
+            embedder = kb.embedder
+            if progress is not None:
+                progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
+            report = await kb.aingest([dataset.corpus])
+            for setup in members:
+                kb.use_query_config(setup.config.query)
+                done = 0
+
+                def tick(name: str = setup.name) -> None:
+                    nonlocal done
+                    done += 1
+                    if progress is not None:
+                        progress(name, done, total)
+
+                scores = await evaluate(kb, dataset, limit, on_query=tick)
+                results[setup.name] = (report, scores)
+    return results

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from flexmatch import resources
 from flexmatch.chains.base import ChainContext, build_chain
 from flexmatch.chains.formatters import ResultFormatter
-from flexmatch.config import CONFIG_FILE, KBConfig, load_config
+from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, load_config
 from flexmatch.documents import DocumentRegistry
 from flexmatch.embeddings import Embedder, make_embedder
 from flexmatch.errors import ConfigError, DocumentNotFoundError
@@ -142,6 +142,13 @@ class KnowledgeBase:
         if self._query_chains is None:
             self._query_chains = QueryChains.build(self.config.query, self.context)
         return self._query_chains
+
+    def use_query_config(self, query: QueryConfig) -> None:
+        """Switch the query settings (and chains) of an open knowledge base, e.g. to compare
+        setups on one ingested corpus."""
+        self.config = self.config.model_copy(update={"query": query})
+        self._query_chains = None
+        self._formatter = None
 
     def formatter(self, name: str | None = None) -> ResultFormatter:
         if name is not None:
@@ -316,6 +323,7 @@ class KnowledgeBase:
             embedder=self.embedder,
             store=self.store,
             tenant=tenant,
+            settings=self.config.query,
             top_k=top_k or self.config.query.top_k,
             top_n=top_n or self.config.query.top_n,
             filters=filters,

@@ -83,6 +83,19 @@ class Chunk(BaseModel):
     matching_texts: list[MatchingText] = Field(default_factory=list)
 
 
+class Signals(BaseModel):
+    """Why a chunk matched: first-stage scores and ranks, and the rerank score."""
+
+    dense: float | None = None  # best cosine over the chunk's matching texts
+    dense_rank: int | None = None
+    question: float | None = None  # best cosine over its questions / sentences
+    content: float | None = None  # cosine with the chunk text itself
+    lexical: float | None = None  # BM25 of the chunk text
+    lexical_rank: int | None = None
+    first_stage: float | None = None  # the fused first-stage score
+    rerank: float | None = None
+
+
 class SearchResult(BaseModel):
     """One chunk answering a query, with the text that matched it."""
 
@@ -97,6 +110,7 @@ class SearchResult(BaseModel):
     matched_text: str
     score: float
     metadata: dict[str, Any] = Field(default_factory=dict)
+    signals: Signals = Field(default_factory=Signals)
 
 
 class FailedDocument(BaseModel):

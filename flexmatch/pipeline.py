@@ -35,6 +35,7 @@ from flexmatch.models import (
     SearchResult,
     SkippedDocument,
 )
+from flexmatch.retrieval import Retriever
 from flexmatch.stores import Filters, StoredPoint, VectorStore
 
 POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
@@ -274,47 +275,6 @@ def check_size(document: Document, limit: int) -> None:
         )
 
 
-def collapse(hits_per_variant: list[list[tuple[float, dict]]]) -> list[SearchResult]:
-    """Many matching texts point to one chunk: keep each chunk's best match, best first."""
-    best: dict[str, SearchResult] = {}
-    for hits in hits_per_variant:
-        for score, payload in hits:
-            chunk_id = str(payload["chunk_id"])
-            if chunk_id in best and best[chunk_id].score >= score:
-                continue
-            best[chunk_id] = SearchResult(
-                chunk_id=chunk_id,
-                document_id=str(payload["document_id"]),
-                uri=str(payload.get("uri", "")),
-                source=str(payload.get("source", "")),
-                title=str(payload.get("title", "")),
-                heading_path=list(payload.get("heading_path") or []),
-                content=str(payload.get("content", "")),
-                qualifying_text=str(payload.get("qualifying_text", "")),
-                matched_text=str(payload.get("matched_text", "")),
-                score=score,
-                metadata=dict(payload.get("metadata") or {}),
-            )
-    return sorted(best.values(), key=lambda r: r.score, reverse=True)
-
-
-def first_stage(
-    vectors: list[list[float]],
-    store: VectorStore,
-    tenant: str,
-    top_k: int,
-    filters: Filters | None,
-) -> list[SearchResult]:
-    """Top-K visible matching texts for each query vector, collapsed to chunks."""
-    registry = DocumentRegistry(store)
-    scoped = {**(filters or {}), "record": MATCH}
-    hits = []
-    for vector in vectors:
-        found = registry.visible(tenant, store.search(tenant, vector, top_k, scoped))
-        hits.append([(h.score, h.payload) for h in found])
-    return collapse(hits)
-
-
 async def search(
     text: str,
     *,
@@ -322,6 +282,7 @@ async def search(
     embedder: Embedder,
     store: VectorStore,
     tenant: str,
+    settings: QueryConfig,
     top_k: int,
     top_n: int,
     filters: Filters | None = None,
@@ -329,7 +290,8 @@ async def search(
     """The query path, start to end."""
     variants = await chains.transform.run(text)
     vectors = await asyncio.to_thread(embedder.embed, variants)
-    candidates = first_stage(vectors, store, tenant, top_k, filters)
+    retriever = Retriever(store, tenant, settings)
+    candidates = retriever.retrieve(variants, vectors, top_k, filters)
     reranked = await chains.reranker.run(text, candidates)
     return reranked[:top_n]
 
@@ -346,4 +308,5 @@ async def similar(
 ) -> list[SearchResult]:
     """Nearest chunks to a text, by embedding alone."""
     vectors = await asyncio.to_thread(embedder.embed, [text])
-    return first_stage(vectors, store, tenant, top_k, filters)[:top_n]
+    retriever = Retriever(store, tenant, QueryConfig(retrieval="dense"))
+    return retriever.retrieve([text], vectors, top_k, filters)[:top_n]

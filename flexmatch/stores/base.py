@@ -62,6 +62,11 @@ class VectorStore(Protocol):
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
     ) -> list[Hit]: ...
 
+    def search_lexical(
+        self, tenant: str, text: str, limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over the stored texts (sparse vectors, IDF applied by Qdrant)."""
+
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         """Points by id; a point of another tenant is never returned."""
 

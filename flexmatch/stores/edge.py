@@ -60,6 +60,12 @@ class EdgeStore:
         if self._shard is None:
             if not self.exists():
                 raise StoreError(f"no store at {self.path} yet: ingest something first")
+            schema = self._meta().get("schema")
+            if schema != SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store at {self.path} has schema {schema}, this FlexMatch reads "
+                    f"schema {SCHEMA_VERSION}; re-ingest into a new knowledge base"
+                )
             deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
@@ -84,11 +90,6 @@ class EdgeStore:
             if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
                 raise ModelMismatchError(
                     mismatch_message(f"the store at {self.path}", meta, embedding_model, dimension)
-                )
-            if meta.get("schema") != SCHEMA_VERSION:
-                raise StoreError(
-                    f"the store at {self.path} has schema {meta.get('schema')}, this FlexMatch "
-                    f"writes schema {SCHEMA_VERSION}; re-ingest into a new knowledge base"
                 )
             self._open()
             return
@@ -184,6 +185,27 @@ class EdgeStore:
             tenant,
             [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points],
         )
+
+    def search_lexical(
+        self, tenant: str, text: str, limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        edge = _edge()
+        if self._bm25 is None:
+            self._bm25 = lexical_embedder()
+        sparse = self._bm25.embed_query(text)
+        if not sparse.indices:
+            return []
+        request = edge.QueryRequest(
+            limit=limit,
+            query=edge.Query.Nearest(sparse, using=LEXICAL),
+            filter=self._filter(tenant, filters),
+            with_payload=True,
+        )
+        points = self._open().query(request)
+        hits = [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points]
+        return in_tenant(tenant, hits)
 
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         if not self.exists() or not ids:

@@ -161,6 +161,33 @@ class ServerStore:
         ]
         return in_tenant(tenant, hits)
 
+    def search_lexical(
+        self, tenant: str, text: str, limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        if self._bm25 is None:
+            self._bm25 = lexical_embedder()
+        sparse = self._bm25.embed_query(text)
+        if not sparse.indices:
+            return []
+        query = _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+        response = self._call(
+            "searching",
+            "query_points",
+            self.collection,
+            query=query,
+            using=LEXICAL,
+            limit=limit,
+            query_filter=self._filter(tenant, filters),
+            with_payload=True,
+        )
+        hits = [
+            Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
+            for p in response.points
+        ]
+        return in_tenant(tenant, hits)
+
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         if not self.exists() or not ids:
             return []

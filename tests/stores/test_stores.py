@@ -145,3 +145,27 @@ def test_points_without_vectors_are_never_search_hits(store: VectorStore) -> Non
     store.upsert("t", [record, _point(1, _unit(1, 0, 0, 0), "doc")])
     assert [h.payload.get("record") for h in store.search("t", _unit(1, 0, 0, 0), 10)] == [None]
     assert store.count("t", {"record": "document"}) == 1
+
+
+def test_lexical_search_ranks_by_bm25(store: VectorStore) -> None:
+    texts = {
+        1: "The harbour master collects mooring fees every morning.",
+        2: "Apples and pears grow in the orchard on the hill.",
+        3: "Fees for the orchard tours are paid at the gate.",
+    }
+    store.upsert(
+        "t",
+        [
+            StoredPoint(
+                id=f"00000000-0000-0000-0000-{i:012d}",
+                vector=_unit(1, 0, 0, 0),
+                text=text,
+                payload={"document_id": f"d{i}"},
+            )
+            for i, text in texts.items()
+        ],
+    )
+    hits = store.search_lexical("t", "mooring fees harbour", 3)
+    assert [h.payload["document_id"] for h in hits][:2] == ["d1", "d3"]
+    assert store.search_lexical("other", "mooring fees", 3) == []
+    assert store.search_lexical("t", "the and of", 3) == []  # only stopwords

@@ -1,0 +1,177 @@
+"""First-stage retrieval: dense and lexical search over matching texts, collapsed to chunks,
+fused, and completed with every signal the reranker and ``--explain`` use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flexmatch import fusion
+from flexmatch.config import QueryConfig
+from flexmatch.documents import MATCH, DocumentRegistry
+from flexmatch.models import SearchResult, Signals
+from flexmatch.stores import Filters, Hit, VectorStore
+
+TOP_LEVEL_FIELDS = {"source", "document_id", "chunk_id", "uri", "title", "match_kind"}
+QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
+
+
+def payload_filters(filters: Filters | None) -> Filters:
+    """User filters → payload fields: known fields as they are, anything else (tags,
+    category, …) is looked up in the document metadata."""
+    mapped: Filters = {}
+    for key, value in (filters or {}).items():
+        mapped[key if key in TOP_LEVEL_FIELDS or "." in key else f"metadata.{key}"] = value
+    return mapped
+
+
+@dataclass
+class _Best:
+    score: float
+    payload: dict[str, Any]
+
+
+def _best_per_chunk(hits: list[Hit], into: dict[str, _Best] | None = None) -> dict[str, _Best]:
+    best = into if into is not None else {}
+    for hit in hits:
+        chunk_id = str(hit.payload["chunk_id"])
+        if chunk_id not in best or best[chunk_id].score < hit.score:
+            best[chunk_id] = _Best(hit.score, hit.payload)
+    return best
+
+
+class Retriever:
+    """Runs the first stage for one query against one tenant."""
+
+    def __init__(self, store: VectorStore, tenant: str, settings: QueryConfig) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.settings = settings
+        self.registry = DocumentRegistry(store)
+
+    def _visible(self, hits: list[Hit]) -> list[Hit]:
+        return self.registry.visible(self.tenant, hits)
+
+    def retrieve(
+        self, texts: list[str], vectors: list[list[float]], top_k: int, filters: Filters | None
+    ) -> list[SearchResult]:
+        scoped = {**payload_filters(filters), "record": MATCH}
+        mode = self.settings.retrieval
+        dense: dict[str, _Best] = {}
+        if mode in ("dense", "hybrid"):
+            for vector in vectors:
+                _best_per_chunk(
+                    self._visible(self.store.search(self.tenant, vector, top_k, scoped)), dense
+                )
+        lexical: dict[str, _Best] = {}
+        if mode in ("lexical", "hybrid"):
+            contents = {**scoped, "match_kind": "content"}
+            query = " ".join(dict.fromkeys(texts))
+            lexical = _best_per_chunk(
+                self._visible(self.store.search_lexical(self.tenant, query, top_k, contents))
+            )
+        fused = self._fuse(
+            {k: b.score for k, b in dense.items()}, {k: b.score for k, b in lexical.items()}
+        )
+        chosen = fusion.ranking(fused)[:top_k]
+        results = [
+            self._result(key, fused[key], dense.get(key), lexical.get(key)) for key in chosen
+        ]
+        self._complete_signals(results, vectors, texts, scoped, dense, lexical)
+        if self.settings.min_score is not None:
+            floor = self.settings.min_score
+            results = [r for r in results if (r.signals.dense or -1.0) >= floor]
+        return results
+
+    def _fuse(self, dense: fusion.Scores, lexical: fusion.Scores) -> fusion.Scores:
+        s = self.settings
+        lists = [scores for scores in (dense, lexical) if scores]
+        if len(lists) < 2:
+            return dict(lists[0]) if lists else {}
+        weights = [s.dense_weight, s.lexical_weight]
+        if s.fusion == "rrf":
+            return fusion.rrf(lists, k=s.rrf_k, weights=weights)
+        if s.fusion == "dbsf":
+            return fusion.dbsf(lists, weights=weights)
+        return fusion.weighted(lists, weights)
+
+    @staticmethod
+    def _result(key: str, score: float, dense: _Best | None, lexical: _Best | None) -> SearchResult:
+        source = dense or lexical
+        assert source is not None
+        p = source.payload
+        return SearchResult(
+            chunk_id=key,
+            document_id=str(p["document_id"]),
+            uri=str(p.get("uri", "")),
+            source=str(p.get("source", "")),
+            title=str(p.get("title", "")),
+            heading_path=list(p.get("heading_path") or []),
+            content=str(p.get("content", "")),
+            qualifying_text=str(p.get("qualifying_text", "")),
+            matched_text=str(p.get("matched_text", "")),
+            score=score,
+            metadata=dict(p.get("metadata") or {}),
+            signals=Signals(first_stage=score),
+        )
+
+    def _complete_signals(
+        self,
+        results: list[SearchResult],
+        vectors: list[list[float]],
+        texts: list[str],
+        scoped: Filters,
+        dense: dict[str, _Best],
+        lexical: dict[str, _Best],
+    ) -> None:
+        """Every candidate gets every signal, not just those of the lists it came from."""
+        if not results:
+            return
+        ids = [r.chunk_id for r in results]
+        within = {**scoped, "chunk_id": ids}
+        limit = len(ids)
+        content: dict[str, _Best] = {}
+        question: dict[str, _Best] = {}
+        for vector in vectors:
+            contents = {**within, "match_kind": "content"}
+            questions = {**within, "match_kind": QUESTION_KINDS}
+            _best_per_chunk(
+                self._visible(self.store.search(self.tenant, vector, limit, contents)), content
+            )
+            _best_per_chunk(
+                self._visible(self.store.search(self.tenant, vector, limit * 20, questions)),
+                question,
+            )
+        bm25 = lexical
+        if not all(key in lexical for key in ids):
+            query = " ".join(dict.fromkeys(texts))
+            found = self.store.search_lexical(
+                self.tenant, query, limit, {**within, "match_kind": "content"}
+            )
+            bm25 = _best_per_chunk(self._visible(found))
+        dense_ranks = _ranks(dense)
+        lexical_ranks = _ranks(lexical)
+        for r in results:
+            key = r.chunk_id
+            scores = [b.score for b in (content.get(key), question.get(key)) if b is not None]
+            best_match = max(
+                (b for b in (content.get(key), question.get(key)) if b is not None),
+                key=lambda b: b.score,
+                default=None,
+            )
+            if best_match is not None:
+                r.matched_text = str(best_match.payload.get("matched_text", r.matched_text))
+            r.signals = Signals(
+                dense=max(scores) if scores else None,
+                dense_rank=dense_ranks.get(key),
+                question=question[key].score if key in question else None,
+                content=content[key].score if key in content else None,
+                lexical=bm25[key].score if key in bm25 else 0.0,
+                lexical_rank=lexical_ranks.get(key),
+                first_stage=r.score,
+            )
+
+
+def _ranks(best: dict[str, _Best]) -> dict[str, int]:
+    order = fusion.ranking({key: b.score for key, b in best.items()})
+    return {key: rank for rank, key in enumerate(order, start=1)}
