@@ -21,16 +21,22 @@ CONTENT_ONLY = {"match_kind": "content"}
 VARIANTS: dict[str, tuple[dict, dict | None]] = {
     "bm25 passages": ({"retrieval": "lexical", "reranker": "none"}, None),
     "dense passages": ({"retrieval": "dense", "reranker": "none"}, CONTENT_ONLY),
-    "rrf passages": ({"retrieval": "hybrid", "dense_weight": 1, "lexical_weight": 1,
-                      "reranker": "none"}, CONTENT_ONLY),
+    "rrf passages": (
+        {"retrieval": "hybrid", "dense_weight": 1, "lexical_weight": 1, "reranker": "none"},
+        CONTENT_ONLY,
+    ),
     "dense sentences+content": ({"retrieval": "dense", "reranker": "none"}, None),
     "hybrid rrf 1/1": ({"dense_weight": 1, "lexical_weight": 1, "reranker": "none"}, None),
     "hybrid rrf .7/.3": ({"reranker": "none"}, None),
-    "hybrid dbsf 1/1": ({"fusion": "dbsf", "dense_weight": 1, "lexical_weight": 1,
-                         "reranker": "none"}, None),
+    "hybrid dbsf 1/1": (
+        {"fusion": "dbsf", "dense_weight": 1, "lexical_weight": 1, "reranker": "none"},
+        None,
+    ),
     "hybrid weighted .7/.3": ({"fusion": "weighted", "reranker": "none"}, None),
-    "hybrid rrf + fusion rerank": ({"dense_weight": 1, "lexical_weight": 1,
-                                    "reranker": "fusion-rerank"}, None),
+    "hybrid rrf + fusion rerank": (
+        {"dense_weight": 1, "lexical_weight": 1, "reranker": "fusion-rerank"},
+        None,
+    ),
 }
 
 
@@ -50,8 +56,11 @@ async def main() -> None:
         if fresh:
             started = time.perf_counter()
             report = await kb.aingest([dataset.corpus])
-            print(f"ingested {report.documents} docs, {report.matching_texts} texts "
-                  f"in {time.perf_counter() - started:.0f}s", flush=True)
+            print(
+                f"ingested {report.documents} docs, {report.matching_texts} texts "
+                f"in {time.perf_counter() - started:.0f}s",
+                flush=True,
+            )
         for name, (query, filters) in VARIANTS.items():
             if args.only and name not in args.only:
                 continue
@@ -68,9 +77,12 @@ async def main() -> None:
             scores = await evaluate(kb, dataset, args.limit)
             if filters:
                 del kb.aquery
-            print(f"{name:32s} nDCG@10 {scores.ndcg_at_10:.4f}  R@5 {scores.recall_at_5:.4f}  "
-                  f"R@10 {scores.recall_at_10:.4f}  MRR {scores.mrr_at_10:.4f}  "
-                  f"{scores.latency_median_ms:.0f} ms", flush=True)
+            print(
+                f"{name:32s} nDCG@10 {scores.ndcg_at_10:.4f}  R@5 {scores.recall_at_5:.4f}  "
+                f"R@10 {scores.recall_at_10:.4f}  MRR {scores.mrr_at_10:.4f}  "
+                f"{scores.latency_median_ms:.0f} ms",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

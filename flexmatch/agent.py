@@ -190,10 +190,9 @@ def _summary(report: IngestReport, what: str) -> dict[str, Any]:
         status, detail = "failed", "; ".join(f.error for f in report.failed)
     elif report.duplicates:
         status, detail = "duplicate", report.duplicates[0].reason
-    elif report.added:
-        status, detail = "added", f"{report.chunks} chunks stored"
-    elif report.changed:
-        status, detail = "changed", f"{report.chunks} chunks stored"
+    elif report.added or report.changed:
+        status = "added" if report.added else "changed"
+        detail = f"stored as {report.chunks} chunk{'' if report.chunks == 1 else 's'}"
     else:
         status, detail = "unchanged", "already stored"
     return {"input": what, "status": status, "detail": detail}

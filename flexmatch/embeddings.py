@@ -46,9 +46,13 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self._model: Any = None
         # torch already uses every core; concurrent encode calls only thrash them
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def _load(self) -> Any:
+        with self._lock:  # two first calls at once must not load the model twice
+            return self._load_unlocked()
+
+    def _load_unlocked(self) -> Any:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

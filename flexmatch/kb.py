@@ -63,6 +63,7 @@ class KnowledgeBase:
         self._source_chains: dict[str, SourceChains] = {}
         self._query_chains: QueryChains | None = None
         self._formatter: ResultFormatter | None = None
+        self._active_runs: dict[str, int] = {}  # ingest runs in progress, per tenant
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -232,7 +233,25 @@ class KnowledgeBase:
         usage_before = self._usage_snapshot()
         self.store.prepare(self.embedder.name, self.embedder.dimension)
         indexer = Indexer(self.store, self.embedder, tenant, self.config.ingest, report)
-        report.repaired = indexer.registry.repair(tenant)
+        if not self._active_runs.get(tenant):  # another run's pending documents are not stale
+            report.repaired = indexer.registry.repair(tenant)
+        self._active_runs[tenant] = self._active_runs.get(tenant, 0) + 1
+        try:
+            await self._index_all(items, indexer, report, progress, usage_before)
+        finally:
+            self._active_runs[tenant] -= 1
+        report.usage = self._usage_since(usage_before)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    async def _index_all(
+        self,
+        items: Iterable[Document | FailedDocument],
+        indexer: Indexer,
+        report: IngestReport,
+        progress: ProgressCallback | None,
+        usage_before: Usage,
+    ) -> None:
 
         async def index(document: Document) -> None:
             await indexer.index(document, self.source_chains(document.source))
@@ -252,9 +271,6 @@ class KnowledgeBase:
                 _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         if pending:
             await asyncio.gather(*pending)
-        report.usage = self._usage_since(usage_before)
-        report.seconds = round(time.perf_counter() - started, 3)
-        return report
 
     def _usage_snapshot(self) -> Usage:
         return self.llm.usage.model_copy() if self.llm else Usage()

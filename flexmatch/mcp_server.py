@@ -71,8 +71,9 @@ def build_server(
             raise failed(exc) from exc
         return json.dumps(result, ensure_ascii=False)
 
+    # async, so they run on the server's loop like every other call on the knowledge base
     @server.tool(annotations=reading)
-    def list_documents(
+    async def list_documents(
         source: Annotated[str | None, Field(description="Only this data source.")] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         offset: Annotated[int, Field(ge=0)] = 0,
@@ -89,7 +90,7 @@ def build_server(
         return json.dumps({"total": len(records), "documents": page}, ensure_ascii=False)
 
     @server.tool(annotations=reading)
-    def get_document(
+    async def get_document(
         document_id: Annotated[str, Field(description="An id from list_documents.")],
     ) -> str:
         """A document with its chunks, the questions each answers, and its context."""

@@ -103,7 +103,7 @@ class Indexer:
         self.report = report
         self._slots = asyncio.Semaphore(settings.document_concurrency)
         self._hashes_in_run: dict[str, Document] = {}
-        self._accepted: list[np.ndarray] = []  # content vectors stored by this run
+        self._accepted = VectorSet()  # content vectors stored by this run
 
     async def index(self, document: Document, chains: SourceChains) -> None:
         async with self._slots:
@@ -242,7 +242,7 @@ class Indexer:
         content = next((v for m, v in pairs if m.kind == "content"), pairs[0][1])
         vector = np.asarray(content, dtype=np.float32)
         if threshold is not None:
-            if self._accepted and float(np.max(np.stack(self._accepted) @ vector)) >= threshold:
+            if self._accepted.max_similarity(vector) >= threshold:
                 self.report.near_duplicate_chunks += 1
                 return True
             contents = {"record": MATCH, "match_kind": "content"}
@@ -252,8 +252,30 @@ class Indexer:
             if others:
                 self.report.near_duplicate_chunks += 1
                 return True
-        self._accepted.append(vector)
+        self._accepted.add(vector)
         return False
+
+
+class VectorSet:
+    """Unit vectors in one growing matrix, for the best cosine against all of them."""
+
+    def __init__(self) -> None:
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._size = 0
+
+    def add(self, vector: np.ndarray) -> None:
+        if self._size == len(self._matrix):
+            grown = np.zeros((max(64, 2 * self._size), len(vector)), dtype=np.float32)
+            if self._size:
+                grown[: self._size] = self._matrix[: self._size]
+            self._matrix = grown
+        self._matrix[self._size] = vector
+        self._size += 1
+
+    def max_similarity(self, vector: np.ndarray) -> float:
+        if self._size == 0:
+            return -1.0
+        return float(np.max(self._matrix[: self._size] @ vector))
 
 
 def document_version(document: Document, chains: SourceChains) -> str:

@@ -263,3 +263,26 @@ def test_document_listing_and_detail(tmp_path: Path, embedder: LocalEmbedder) ->
     assert kinds[-1] == "content" and "sentence" in kinds
     assert stats.sources["default"].chunks == 2 and stats.store_bytes and stats.store_bytes > 0
     shutil.rmtree(tmp_path / "kb")
+
+
+def test_concurrent_runs_in_one_tenant_do_not_repair_each_other(
+    tmp_path: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+) -> None:
+    llm_server.latency = 0.1
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = _write(tmp_path / "d", "orchard.md", ORCHARD)
+
+    async def both(kb: KnowledgeBase) -> list:
+        import asyncio
+
+        first = asyncio.create_task(kb.aingest([harbour]))
+        await asyncio.sleep(0.05)  # the first run's document is mid-write now
+        return await asyncio.gather(first, kb.aingest([orchard]))
+
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        one, two = kb.run_sync(both(kb))
+        records = kb.list_documents()
+    assert one.added == 1 and two.added == 1 and two.repaired == 0
+    assert all(r.status == "complete" and r.chunks == 2 for r in records) and len(records) == 2

@@ -52,7 +52,7 @@ def test_offline_defaults_ingest_and_answer(
         results = kb.query("How many Stanley Cups have the Maple Leafs won?")
     assert results[0].uri.endswith("stanley-cups.xlsx")
     assert len(results) <= 5 and results[0].qualifying_text.startswith("From stanley-cups")
-    assert results[0].matched_text and results[0].score > 0.4
+    assert results[0].matched_text and results[0].signals.dense > 0.4
 
 
 def test_llm_chains_store_the_servers_questions_and_context(

@@ -62,8 +62,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_contains_builtin_files(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for kind in ("chains", "prompts", "configs"):
-        for path in (REPO / kind).iterdir():
-            assert f"flexmatch/_data/{kind}/{path.name}" in names
+        for path in (REPO / kind).rglob("*"):
+            if path.is_file():
+                relative = path.relative_to(REPO / kind).as_posix()
+                assert f"flexmatch/_data/{kind}/{relative}" in names
 
 
 def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:

@@ -16,12 +16,27 @@ from flexmatch.models import SearchResult, Signals
 from tests.test_cli import run
 
 RECORDS = [
-    {"id": "r1", "title": "Harbour fees", "text": "Mooring costs twelve euros per night.",
-     "tags": ["port", "money"], "category": "travel"},
-    {"id": "r2", "title": "Harbour hours", "text": "The harbour office opens at six.",
-     "tags": ["port"], "category": "travel"},
-    {"id": "r3", "title": "Orchard", "text": "The XJ-9000 tractor harvests apples in autumn.",
-     "tags": ["farm"], "category": "farming"},
+    {
+        "id": "r1",
+        "title": "Harbour fees",
+        "text": "Mooring costs twelve euros per night.",
+        "tags": ["port", "money"],
+        "category": "travel",
+    },
+    {
+        "id": "r2",
+        "title": "Harbour hours",
+        "text": "The harbour office opens at six.",
+        "tags": ["port"],
+        "category": "travel",
+    },
+    {
+        "id": "r3",
+        "title": "Orchard",
+        "text": "The XJ-9000 tractor harvests apples in autumn.",
+        "tags": ["farm"],
+        "category": "farming",
+    },
 ]
 
 
@@ -80,16 +95,29 @@ def test_fusion_reranker_uses_all_signals() -> None:
 
     def candidate(key: str, question: float, content: float, lexical: float) -> SearchResult:
         return SearchResult(
-            chunk_id=key, document_id=key, uri="", source="s", title="", heading_path=[],
-            content="", qualifying_text="", matched_text="", score=0.0,
+            chunk_id=key,
+            document_id=key,
+            uri="",
+            source="s",
+            title="",
+            heading_path=[],
+            content="",
+            qualifying_text="",
+            matched_text="",
+            score=0.0,
             signals=Signals(question=question, content=content, lexical=lexical),
         )
 
-    ranked = asyncio.run(reranker.run("q", [
-        candidate("weak", 0.50, 0.40, 1.0),
-        candidate("lexical-only", 0.50, 0.45, 9.0),
-        candidate("strong", 0.80, 0.70, 8.0),
-    ]))
+    ranked = asyncio.run(
+        reranker.run(
+            "q",
+            [
+                candidate("weak", 0.50, 0.40, 1.0),
+                candidate("lexical-only", 0.50, 0.45, 9.0),
+                candidate("strong", 0.80, 0.70, 8.0),
+            ],
+        )
+    )
     assert [r.chunk_id for r in ranked] == ["strong", "lexical-only", "weak"]
     assert ranked[0].score == pytest.approx(0.4 + 0.3 + 0.3 * 7 / 8)
     assert ranked[0].signals.rerank == ranked[0].score
@@ -99,11 +127,19 @@ def test_fusion_reranker_uses_all_signals() -> None:
 def test_eval_command_end_to_end(tmp_path: Path) -> None:
     data = tmp_path / "tiny"
     (data / "qrels").mkdir(parents=True)
-    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": r["id"], "title": r["title"],
-                                                              "text": r["text"]}) for r in RECORDS))
-    queries = [("q1", "What does mooring cost?", "r1"), ("q2", "When does the harbour office open?", "r2"),
-               ("q3", "Which machine harvests apples?", "r3")]
-    (data / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in queries))
+    (data / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"]}) for r in RECORDS
+        )
+    )
+    queries = [
+        ("q1", "What does mooring cost?", "r1"),
+        ("q2", "When does the harbour office open?", "r2"),
+        ("q3", "Which machine harvests apples?", "r3"),
+    ]
+    (data / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in queries)
+    )
     (data / "qrels" / "test.tsv").write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in queries)
     )

@@ -166,7 +166,9 @@ class JobRegistry:
 
     async def _run(self, job: Job, items: list[WorkItem]) -> None:
         try:
-            for item in items:
+            items.reverse()
+            while items:
+                item = items.pop()  # dropped once done: an upload's bytes are freed early
                 async with self.writer.write(job.tenant):
                     if job.status == "queued":
                         job.status, job.started_at = "running", _now()

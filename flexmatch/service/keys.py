@@ -164,9 +164,9 @@ class KeyStore:
             sql = "SELECT id, tenant, permissions, name, created_at, revoked, revoked_at"
             sql += " FROM api_keys"
             rows = (
-                db.execute(sql + " WHERE tenant = ? ORDER BY created_at, id", (tenant,))
+                db.execute(sql + " WHERE tenant = ? ORDER BY rowid", (tenant,))
                 if tenant is not None
-                else db.execute(sql + " ORDER BY created_at, id")
+                else db.execute(sql + " ORDER BY rowid")
             ).fetchall()
         return [_key(row) for row in rows]
 

@@ -1,8 +1,7 @@
 """Writes to a tenant happen one at a time, and each one drops the tenant's cached answers.
 
-One at a time because every ingest run starts by repairing the tenant's interrupted
-documents: a second run in the same tenant would take the first run's in-flight
-document for an interrupted one and delete its new points. Reads never wait.
+One at a time so a tenant's writes apply in the order they were accepted: a PUT that
+arrives after an upload job is never overtaken by it. Reads never wait.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -68,7 +69,7 @@ def _upload_uri(filename: str) -> str:
     return f"upload:{Path(filename).name or 'upload'}"
 
 
-def _locator(state: ServiceState, tenant: str, source: str, uri: str) -> Any:
+def _locator(state: ServiceState, tenant: str, source: str, uri: str) -> Callable[[], str | None]:
     def locate() -> str | None:
         found = [r for r in state.kb.list_documents(source=source, tenant=tenant) if r.uri == uri]
         return max(found, key=lambda r: r.updated_at).id if found else None
@@ -204,13 +205,13 @@ def _detail(state: ServiceState, tenant: str, document_id: str) -> DocumentDetai
         raise not_found("document", document_id) from None
 
 
-@router.get("/documents/{document_id}", response_model=DocumentDetail)
+@router.get("/documents/{document_id:path}", response_model=DocumentDetail)
 async def get_document(document_id: str, principal: Reader, state: State) -> DocumentDetail:
     """A document with its chunks, their matching texts and qualifying texts."""
     return _detail(state, principal.tenant, document_id)
 
 
-@router.put("/documents/{document_id}", response_model=ReplaceResult)
+@router.put("/documents/{document_id:path}", response_model=ReplaceResult)
 async def replace_document(
     document_id: str,
     principal: Writer,
@@ -254,7 +255,7 @@ async def replace_document(
     return ReplaceResult(outcome=outcome, document=_detail(state, tenant, document_id).document)
 
 
-@router.delete("/documents/{document_id}", response_model=Deleted)
+@router.delete("/documents/{document_id:path}", response_model=Deleted)
 async def delete_document(document_id: str, principal: Writer, state: State) -> Deleted:
     """Remove a document and everything derived from it."""
     async with state.writer.write(principal.tenant):

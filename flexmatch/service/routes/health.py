@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -30,7 +31,8 @@ async def live() -> Health:
 async def ready(state: State) -> Health | JSONResponse:
     """The store answers and the embedding model is loaded."""
     readiness = state.readiness
-    checks = {"store": state.probe_store(), "models": readiness.models_loaded}
+    store = await asyncio.to_thread(state.probe_store)  # never block the loop on a lock
+    checks = {"store": store, "models": readiness.models_loaded}
     if all(checks.values()):
         return Health(status="ready", checks=checks)
     message = readiness.error or "starting: the embedding model is loading"
