@@ -103,13 +103,13 @@ class QueryConfig(_Strict):
 
     transform: ChainRef = ChainRef(chain="rewrite")
     retrieval: Literal["hybrid", "dense", "lexical"] = "hybrid"
-    fusion: Literal["rrf", "dbsf", "weighted"] = "rrf"
-    dense_weight: float = Field(0.7, ge=0)  # weights for dbsf and weighted fusion (and rrf)
+    fusion: Literal["rrf", "dbsf", "weighted"] = "dbsf"
+    dense_weight: float = Field(0.7, ge=0)  # the weighted sum's weights
     lexical_weight: float = Field(0.3, ge=0)
     rrf_k: int = Field(60, ge=1)
     min_score: float | None = Field(None, ge=-1, le=1)  # dense cosine cut-off, e.g. 0.6
     top_k: int = Field(50, ge=1, le=1000)
-    reranker: ChainRef = ChainRef(chain="none")
+    reranker: ChainRef = ChainRef(chain="fusion-rerank")
     top_n: int = Field(5, ge=1, le=100)
     formatter: ChainRef = ChainRef(chain="markdown")
 

@@ -88,12 +88,11 @@ class Retriever:
         lists = [scores for scores in (dense, lexical) if scores]
         if len(lists) < 2:
             return dict(lists[0]) if lists else {}
-        weights = [s.dense_weight, s.lexical_weight]
         if s.fusion == "rrf":
-            return fusion.rrf(lists, k=s.rrf_k, weights=weights)
+            return fusion.rrf(lists, k=s.rrf_k)
         if s.fusion == "dbsf":
-            return fusion.dbsf(lists, weights=weights)
-        return fusion.weighted(lists, weights)
+            return fusion.dbsf(lists)
+        return fusion.weighted(lists, [s.dense_weight, s.lexical_weight])
 
     @staticmethod
     def _result(key: str, score: float, dense: _Best | None, lexical: _Best | None) -> SearchResult:
