@@ -17,6 +17,7 @@ from rich.table import Table
 from flexmatch import service_cli
 from flexmatch.chains.base import registered
 from flexmatch.chains.formatters import tool_result
+from flexmatch.cli_options import JsonOption, KbOption, TenantOption
 from flexmatch.errors import FlexMatchError
 from flexmatch.kb import DEFAULT_TENANT, KnowledgeBase
 from flexmatch.models import IngestReport, SearchResult
@@ -31,18 +32,6 @@ docs_app = typer.Typer(help="List, show and remove documents.", no_args_is_help=
 app.add_typer(docs_app, name="docs")
 console = Console()
 errors = Console(stderr=True)
-
-KbOption = Annotated[
-    Path,
-    typer.Option(
-        "--kb",
-        envvar="FLEXMATCH_KB",
-        help="Knowledge-base folder ($FLEXMATCH_KB, else here).",
-        file_okay=False,
-    ),
-]
-TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant scope.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _say_notices(kb: KnowledgeBase) -> None:

@@ -118,22 +118,32 @@ def load(task: LoadTask, source: str, max_bytes: int) -> Iterator[Document | Fai
     )
 
 
-def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:
-    """JSON Lines: ``_id`` or ``id``, ``title``, ``text``; other fields become metadata."""
+def json_lines(path: Path) -> Iterator[tuple[Any, str] | FailedDocument]:
+    """(value, where) for each non-empty line of a JSON Lines file; bad lines named."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             where = f"{path}:{number}"
             try:
-                record: Any = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ParseError(f"{where}: expected a JSON object")
-                yield _record_document(record, where, source)
+                yield json.loads(line), where
             except json.JSONDecodeError as exc:
                 yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
-            except FlexMatchError as exc:
-                yield FailedDocument(uri=where, error=str(exc))
+
+
+def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:
+    """JSON Lines: ``_id`` or ``id``, ``title``, ``text``; other fields become metadata."""
+    for entry in json_lines(path):
+        if isinstance(entry, FailedDocument):
+            yield entry
+            continue
+        record, where = entry
+        try:
+            if not isinstance(record, dict):
+                raise ParseError(f"{where}: expected a JSON object")
+            yield _record_document(record, where, source)
+        except FlexMatchError as exc:
+            yield FailedDocument(uri=where, error=str(exc))
 
 
 def _record_document(record: dict[str, Any], where: str, source: str) -> Document:

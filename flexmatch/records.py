@@ -12,6 +12,7 @@ from typing import Any
 from flexmatch.chains.prompt import PromptTemplate, load_prompt
 from flexmatch.config import SourceConfig
 from flexmatch.errors import FlexMatchError, ParseError
+from flexmatch.loaders import json_lines
 from flexmatch.models import Document, Element, FailedDocument
 
 RECORD_VARIABLES = {"record", "key", "source"}
@@ -25,15 +26,8 @@ def entries_in_file(path: Path) -> Iterator[tuple[str | None, Any, str] | Failed
     """(key, record, where) for each entry: JSON Lines objects, a JSON list, or a JSON
     object of key/value entries (each entry one document)."""
     if path.suffix.lower() == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    yield None, json.loads(line), where
-                except json.JSONDecodeError as exc:
-                    yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
+        for entry in json_lines(path):
+            yield entry if isinstance(entry, FailedDocument) else (None, *entry)
         return
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -16,15 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-KbOption = Annotated[
-    Path,
-    typer.Option(
-        "--kb",
-        envvar="FLEXMATCH_KB",
-        help="Knowledge-base folder ($FLEXMATCH_KB, else here).",
-        file_okay=False,
-    ),
-]
+from flexmatch.cli_options import KbOption
+
 HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
 PortOption = Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")]
 

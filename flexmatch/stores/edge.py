@@ -171,35 +171,27 @@ class EdgeStore:
     def search(
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        if not self.exists():
-            return []
-        edge = _edge()
-        request = edge.QueryRequest(
-            limit=limit,
-            query=edge.Query.Nearest(vector, using=DENSE),
-            filter=self._filter(tenant, filters),
-            with_payload=True,
-        )
-        points = self._open().query(request)
-        return in_tenant(
-            tenant,
-            [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points],
-        )
+        return self._query(tenant, vector, DENSE, limit, filters)
 
     def search_lexical(
         self, tenant: str, text: str, limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        if not self.exists():
-            return []
-        edge = _edge()
         if self._bm25 is None:
             self._bm25 = lexical_embedder()
         sparse = self._bm25.embed_query(text)
         if not sparse.indices:
             return []
+        return self._query(tenant, sparse, LEXICAL, limit, filters)
+
+    def _query(
+        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        edge = _edge()
         request = edge.QueryRequest(
             limit=limit,
-            query=edge.Query.Nearest(sparse, using=LEXICAL),
+            query=edge.Query.Nearest(query, using=using),
             filter=self._filter(tenant, filters),
             with_payload=True,
         )

@@ -143,41 +143,30 @@ class ServerStore:
     def search(
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        if not self.exists():
-            return []
-        response = self._call(
-            "searching",
-            "query_points",
-            self.collection,
-            query=vector,
-            using=DENSE,
-            limit=limit,
-            query_filter=self._filter(tenant, filters),
-            with_payload=True,
-        )
-        hits = [
-            Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
-            for p in response.points
-        ]
-        return in_tenant(tenant, hits)
+        return self._query(tenant, vector, DENSE, limit, filters)
 
     def search_lexical(
         self, tenant: str, text: str, limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        if not self.exists():
-            return []
         if self._bm25 is None:
             self._bm25 = lexical_embedder()
         sparse = self._bm25.embed_query(text)
         if not sparse.indices:
             return []
         query = _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+        return self._query(tenant, query, LEXICAL, limit, filters)
+
+    def _query(
+        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
         response = self._call(
             "searching",
             "query_points",
             self.collection,
             query=query,
-            using=LEXICAL,
+            using=using,
             limit=limit,
             query_filter=self._filter(tenant, filters),
             with_payload=True,
