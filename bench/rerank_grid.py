@@ -34,7 +34,8 @@ async def collect(kb: KnowledgeBase, dataset: BeirDataset, limit: int | None):
         results = await kb.aquery(text, top_n=50)
         signals = [
             {
-                "doc": r.document_id, "first": r.score,
+                "doc": r.document_id,
+                "first": r.score,
                 "question": r.signals.question if r.signals.question is not None else 0.0,
                 "content": r.signals.content if r.signals.content is not None else 0.0,
                 "lexical": r.signals.lexical or 0.0,
@@ -69,10 +70,15 @@ async def main() -> None:
     args = parser.parse_args()
     dataset = BeirDataset.load(args.data, args.split)
     with KnowledgeBase.open(args.work / args.data.name, config=KBConfig(), env={}) as kb:
-        kb.use_query_config(QueryConfig(
-            transform=ChainRef(chain="identity"), fusion="dbsf", dense_weight=1,
-            lexical_weight=1, reranker=ChainRef(chain="none"),
-        ))
+        kb.use_query_config(
+            QueryConfig(
+                transform=ChainRef(chain="identity"),
+                fusion="dbsf",
+                dense_weight=1,
+                lexical_weight=1,
+                reranker=ChainRef(chain="none"),
+            )
+        )
         rows = await collect(kb, dataset, args.limit)
     first = sum(
         ndcg_at_k(list(dict.fromkeys(c["doc"] for c in cands)), rel) for rel, cands in rows

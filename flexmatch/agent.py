@@ -147,7 +147,7 @@ async def ingest_url(
     if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
         raise ToolCallError("'url' must be an http(s) URL")
     name = _source(kb, source) if source is not None else None
-    report = await kb.aingest([url], source=name, tenant=tenant)
+    report = await kb.aingest_urls([url], source=name, tenant=tenant)
     return _summary(report, url)
 
 

@@ -16,6 +16,7 @@ leaves a record with ``pending_version`` set, which ``repair`` cleans up.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 
@@ -30,7 +31,7 @@ INTERRUPTED = "interrupted before it was complete"
 
 
 def record_id(tenant: str, document_id: str) -> str:
-    return str(uuid.uuid5(RECORD_NAMESPACE, f"{tenant}\n{document_id}"))
+    return str(uuid.uuid5(RECORD_NAMESPACE, json.dumps([tenant, document_id])))
 
 
 def _now() -> str:
@@ -93,8 +94,9 @@ class DocumentRegistry:
         return self.cleanup(tenant, committed)
 
     def fail(self, tenant: str, record: DocumentRecord, error: str) -> DocumentRecord:
-        """Keep the committed version visible; leave the pending one for ``repair``."""
-        return self.update(tenant, record, status="failed", error=error)
+        """Keep the committed version visible and drop what the failed write left."""
+        failed = self.update(tenant, record, status="failed", error=error)
+        return self.cleanup(tenant, failed)
 
     def cleanup(self, tenant: str, record: DocumentRecord) -> DocumentRecord:
         """Delete every point of the document that is not its committed version."""
@@ -110,11 +112,9 @@ class DocumentRegistry:
                 self.remove(tenant, record.id)
             elif record.pending_version is not None:
                 record = self.cleanup(tenant, record)
-                if record.status != "pending":
-                    pass
-                elif record.version is not None:  # killed mid-write; the committed one is whole
-                    self.update(tenant, record, status="complete")
-                else:  # nothing was ever committed: it has to be ingested again
+                if record.status == "pending" and record.version is not None:
+                    self.update(tenant, record, status="complete")  # the committed one is whole
+                elif record.status == "pending":  # nothing was ever committed: ingest it again
                     self.update(tenant, record, status="failed", error=INTERRUPTED)
             else:
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Coroutine, Iterable
 from pathlib import Path
@@ -64,6 +65,7 @@ class KnowledgeBase:
         self._query_chains: QueryChains | None = None
         self._formatter: ResultFormatter | None = None
         self._active_runs: dict[str, int] = {}  # ingest runs in progress, per tenant
+        self._store_lock = threading.Lock()
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -123,9 +125,10 @@ class KnowledgeBase:
 
     @property
     def store(self) -> VectorStore:
-        if self._store is None:
-            self._store = open_store(self.config.store, self.path)
-        return self._store
+        with self._store_lock:  # two threads must not open the embedded store twice
+            if self._store is None:
+                self._store = open_store(self.config.store, self.path)
+            return self._store
 
     def source_chains(self, source: str) -> SourceChains:
         if source not in self.config.sources:
@@ -208,6 +211,19 @@ class KnowledgeBase:
         """Ingest structured records (JSON-like objects) through a records source's template."""
         return await self._run(self.reader(source).records(records), tenant, None)
 
+    async def aingest_urls(
+        self,
+        urls: Iterable[str],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Import web pages only: anything that is not an http(s) URL is refused, never
+        read as a local path (what services exposed to callers must use)."""
+        reader = self.reader(source)
+        return await self._run(reader.read_urls(list(urls)), tenant, progress)
+
     async def aingest_upload(
         self,
         filename: str,
@@ -260,7 +276,11 @@ class KnowledgeBase:
                 progress(report)
 
         pending: set[asyncio.Task[None]] = set()
-        for item in items:
+        iterator = iter(items)
+        while True:  # reading (parsing, fetching) runs in a thread: the loop stays free
+            item = await asyncio.to_thread(next, iterator, None)
+            if item is None:
+                break
             if isinstance(item, FailedDocument):
                 report.failed.append(item)
                 if progress is not None:
@@ -268,7 +288,9 @@ class KnowledgeBase:
                 continue
             pending.add(asyncio.create_task(index(item)))
             if len(pending) >= 2 * self.config.ingest.document_concurrency:
-                _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()  # Indexer.index reports per document; anything else is a bug
         if pending:
             await asyncio.gather(*pending)
 

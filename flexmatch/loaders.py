@@ -120,13 +120,15 @@ def load(task: LoadTask, source: str, max_bytes: int) -> Iterator[Document | Fai
 
 def json_lines(path: Path) -> Iterator[tuple[Any, str] | FailedDocument]:
     """(value, where) for each non-empty line of a JSON Lines file; bad lines named."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
             where = f"{path}:{number}"
             try:
-                yield json.loads(line), where
+                yield json.loads(raw.decode("utf-8")), where
+            except UnicodeDecodeError:
+                yield FailedDocument(uri=where, error=f"{where}: not UTF-8 text")
             except json.JSONDecodeError as exc:
                 yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
 

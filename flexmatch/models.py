@@ -148,6 +148,7 @@ class IngestReport(BaseModel):
     matching_texts: int = 0
     near_duplicate_chunks: int = 0
     repaired: int = 0
+    document_ids: list[str] = Field(default_factory=list)  # stored or unchanged, in order
     duplicates: list[SkippedDocument] = Field(default_factory=list)
     failed: list[FailedDocument] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)

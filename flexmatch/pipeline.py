@@ -24,7 +24,7 @@ from flexmatch.chains.rerankers import Reranker
 from flexmatch.config import IngestConfig, QueryConfig, SourceConfig
 from flexmatch.documents import MATCH, DocumentRegistry
 from flexmatch.embeddings import Embedder
-from flexmatch.errors import DocumentTooLargeError, FlexMatchError
+from flexmatch.errors import ChainError, DocumentTooLargeError, FlexMatchError
 from flexmatch.models import (
     Chunk,
     Document,
@@ -103,14 +103,18 @@ class Indexer:
         self.report = report
         self._slots = asyncio.Semaphore(settings.document_concurrency)
         self._hashes_in_run: dict[str, Document] = {}
-        self._accepted = VectorSet()  # content vectors stored by this run
+        self._writing: dict[str, asyncio.Lock] = {}  # one writer per document id
 
     async def index(self, document: Document, chains: SourceChains) -> None:
-        async with self._slots:
+        lock = self._writing.setdefault(document.id, asyncio.Lock())
+        async with self._slots, lock:
             try:
                 await self._index(document, chains)
             except FlexMatchError as exc:
                 self.report.failed.append(FailedDocument(uri=document.uri, error=str(exc)))
+            except Exception as exc:  # a bug or an OS error: report it, keep the run going
+                error = f"{document.uri}: {type(exc).__name__}: {exc}"
+                self.report.failed.append(FailedDocument(uri=document.uri, error=error))
 
     async def _index(self, document: Document, chains: SourceChains) -> None:
         check_size(document, self.settings.max_document_bytes)
@@ -120,8 +124,9 @@ class Indexer:
             if record.pending_version is not None:
                 self.registry.cleanup(self.tenant, record)
             self.report.unchanged += 1
+            self.report.document_ids.append(document.id)
             return
-        duplicate = self._duplicate_of(document)
+        duplicate = self._duplicate_of(document)  # a changed one keeps its old version
         if duplicate is not None:
             self.report.duplicates.append(duplicate)
             return
@@ -146,11 +151,15 @@ class Indexer:
             chunks = await self.enrich(document, chains)
             points = await asyncio.to_thread(self.points, document, chunks, version)
             self.store.upsert(self.tenant, points)
-        except FlexMatchError as exc:
-            self.registry.fail(self.tenant, pending, str(exc))
+        except Exception as exc:
+            self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
             raise
+        current = self.registry.get(self.tenant, document.id)
+        if current is None or current.pending_version != version:
+            raise ChainError(f"{document.uri}: another writer replaced it while it was indexed")
         stored_chunks = len({p.payload["chunk_id"] for p in points})
         self.registry.commit(self.tenant, pending, stored_chunks, len(points))
+        self.report.document_ids.append(document.id)
         if record is not None and record.version is not None:
             self.report.changed += 1
         else:
@@ -199,16 +208,17 @@ class Indexer:
         """Embed every matching text; drop chunks that nearly duplicate a stored one."""
         texts = [(chunk, m) for chunk in chunks for m in chunk.matching_texts]
         vectors = self.embedder.embed([m.text for _, m in texts])
+        seen = VectorSet()  # this document's chunks: a repeated page is stored once
         by_chunk: dict[str, list[tuple[MatchingText, list[float]]]] = {}
         for (chunk, matching), vector in zip(texts, vectors, strict=True):
             by_chunk.setdefault(chunk.id, []).append((matching, vector))
         points = []
         for chunk in chunks:
             pairs = by_chunk.get(chunk.id, [])
-            if not pairs or self._near_duplicate(document, pairs):
+            if not pairs or self._near_duplicate(document, pairs, seen):
                 continue
             for position, (matching, vector) in enumerate(pairs):
-                key = f"{self.tenant}\n{chunk.id}\n{version}\n{position}"
+                key = json.dumps([self.tenant, chunk.id, version, position])
                 points.append(
                     StoredPoint(
                         id=str(uuid.uuid5(POINT_NAMESPACE, key)),
@@ -235,14 +245,14 @@ class Indexer:
         return points
 
     def _near_duplicate(
-        self, document: Document, pairs: list[tuple[MatchingText, list[float]]]
+        self, document: Document, pairs: list[tuple[MatchingText, list[float]]], seen: VectorSet
     ) -> bool:
         """Whether this chunk's content text is (nearly) one already stored or accepted."""
         threshold = self.settings.near_duplicate_threshold
         content = next((v for m, v in pairs if m.kind == "content"), pairs[0][1])
         vector = np.asarray(content, dtype=np.float32)
         if threshold is not None:
-            if self._accepted.max_similarity(vector) >= threshold:
+            if seen.max_similarity(vector) >= threshold:
                 self.report.near_duplicate_chunks += 1
                 return True
             contents = {"record": MATCH, "match_kind": "content"}
@@ -252,7 +262,7 @@ class Indexer:
             if others:
                 self.report.near_duplicate_chunks += 1
                 return True
-        self._accepted.add(vector)
+        seen.add(vector)
         return False
 
 

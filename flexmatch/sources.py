@@ -66,6 +66,10 @@ class SourceReader:
         for task in tasks:
             yield from load(task, self.name, self.limits.max_document_bytes)
 
+    def read_urls(self, urls: list[str]) -> Iterator[Item]:
+        for url in urls:
+            yield self.read_url(url)
+
     def read_url(self, url: str) -> Item:
         policy = WebPolicy(
             allow_hosts=frozenset(h.lower() for h in self.config.allow_hosts),
@@ -78,6 +82,8 @@ class SourceReader:
             parsed = parse_page(page)
         except FlexMatchError as exc:
             return FailedDocument(uri=url, error=str(exc))
+        except Exception as exc:  # a parser bug must not stop a bulk import
+            return FailedDocument(uri=url, error=f"{url}: {type(exc).__name__}: {exc}")
         elements = parsed.elements
         if parsed.title and not any(e.kind == "title" for e in elements):
             elements = [Element(kind="title", text=parsed.title), *elements]
@@ -98,7 +104,9 @@ class SourceReader:
         metadata: dict[str, Any] | None = None,
     ) -> Item:
         """A file received as bytes (an HTTP upload); its name picks the parser."""
-        name = Path(filename).name or "upload"
+        name = Path(filename).name
+        if name in ("", ".", ".."):
+            name = "upload"
         uri = f"upload:{name}"
         if len(data) > self.limits.max_document_bytes:
             return FailedDocument(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,8 +46,12 @@ class FetchedPage:
 def refused_address(address: str) -> str | None:
     """Why ``address`` may not be fetched from, or None when it is a public address."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:
+            return f"site-local address {ip}"
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is not None:
+            ip = embedded
     for label, flag in (
         ("loopback", ip.is_loopback),
         ("link-local", ip.is_link_local),
@@ -62,7 +67,11 @@ def refused_address(address: str) -> str | None:
 
 def check_url(url: str, policy: WebPolicy) -> str:
     """Check scheme and host of ``url`` and every address its host resolves to."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise WebImportError(f"{url}: not a valid URL: {exc}") from exc
     if parts.scheme not in ("http", "https"):
         raise WebImportError(f"{url}: only http and https URLs can be imported")
     host = parts.hostname
@@ -72,7 +81,7 @@ def check_url(url: str, policy: WebPolicy) -> str:
         return host
     try:
         infos = socket.getaddrinfo(
-            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+            host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
         )
     except (socket.gaierror, UnicodeError) as exc:
         raise WebImportError(f"{url}: cannot resolve host '{host}': {exc}") from exc
@@ -157,7 +166,10 @@ def fetch(url: str, policy: WebPolicy) -> FetchedPage:
                     continue
                 if response.status_code >= 400:
                     raise WebImportError(f"{current}: HTTP {response.status_code}")
-                body = _read_capped(response, current, policy.max_bytes)
+                try:
+                    body = _read_capped(response, current, policy)
+                except requests.RequestException as exc:
+                    raise WebImportError(f"{current}: reading the page failed: {exc}") from exc
                 content_type = response.headers.get("Content-Type", "").split(";")[0].strip()
                 fetched_at = datetime.now(UTC).isoformat(timespec="seconds")
                 return FetchedPage(current, content_type.lower(), body, fetched_at)
@@ -166,7 +178,11 @@ def fetch(url: str, policy: WebPolicy) -> FetchedPage:
         session.close()
 
 
-def _read_capped(response: Any, url: str, max_bytes: int) -> bytes:
+def _read_capped(response: Any, url: str, policy: WebPolicy) -> bytes:
+    """The body, refused past the byte cap or past the total time allowed (a server that
+    trickles bytes must not hold a fetch open for ever)."""
+    max_bytes = policy.max_bytes
+    deadline = time.monotonic() + 4 * policy.timeout
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         size = int(declared)
@@ -174,6 +190,8 @@ def _read_capped(response: Any, url: str, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_content(64 * 1024):
+        if time.monotonic() > deadline:
+            raise WebImportError(f"{url}: the page took longer than {4 * policy.timeout:.0f}s")
         size += len(chunk)
         if size > max_bytes:
             raise WebImportError(f"{url}: the page is over the {max_bytes:,}-byte cap")

@@ -286,3 +286,22 @@ def test_concurrent_runs_in_one_tenant_do_not_repair_each_other(
         records = kb.list_documents()
     assert one.added == 1 and two.added == 1 and two.repaired == 0
     assert all(r.status == "complete" and r.chunks == 2 for r in records) and len(records) == 2
+
+
+def test_one_id_twice_in_a_batch_is_written_in_turn(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    corpus = _write(
+        tmp_path / "d",
+        "c.jsonl",
+        '{"_id": "x", "text": "First text about harbours."}\n'
+        '{"_id": "x", "text": "Second text about orchards."}\n',
+    )
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([corpus])
+        (record,) = kb.list_documents()
+        points = _match_points(kb)
+    assert report.added == 1 and report.changed == 1 and not report.failed
+    assert record.status == "complete" and record.chunks == 1
+    assert {p["content"] for p in points} == {"Second text about orchards."}
+    assert {p["version"] for p in points} == {record.version}

@@ -173,3 +173,27 @@ def test_url_in_a_files_source_without_allow_list_is_refused(
     assert report.documents == 0
     assert "loopback address" in report.failed[0].error
     assert "only http and https" in report.failed[1].error
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [("2002:7f00:1::", "loopback"), ("2002:0a00:0001::", "private"), ("fec0::1", "site-local")],
+)
+def test_addresses_hidden_in_ipv6_forms_are_refused(address: str, reason: str) -> None:
+    assert (refused_address(address) or "").startswith(reason)
+
+
+def test_malformed_urls_are_clear_errors() -> None:
+    for url in ("http://example.com:99999/", "http://[::1"):
+        with pytest.raises(WebImportError, match="not a valid URL"):
+            check_url(url, WebPolicy())
+
+
+def test_url_import_never_reads_local_paths(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("# Secret\n\nThe vault code is 1234.\n")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        report = kb.run_sync(kb.aingest_urls([str(secret), "~/x.md", "/"]))
+        assert report.documents == 0 and len(report.failed) == 3
+        assert all("only http and https" in f.error for f in report.failed)
+        assert kb.list_documents() == []

@@ -106,7 +106,7 @@ def outcome_of(
     return DocumentOutcome(
         input=label,
         outcome=kind,
-        document_id=locate(),
+        document_id=report.document_ids[0] if report.document_ids else locate(),
         chunks=report.chunks,
         matching_texts=report.matching_texts,
     )

@@ -27,7 +27,7 @@ INDEXED_FIELDS = (
     "content_hash",
     "match_kind",
 )
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: point and record ids hash [tenant, id] as JSON
 
 
 class StoredPoint(BaseModel):

@@ -9,6 +9,7 @@ with a clear message.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class EdgeStore:
         self.lock_timeout = lock_timeout
         self._shard: Any = None
         self._bm25: Any = None
+        self._opening = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------
     def exists(self) -> bool:
@@ -57,6 +59,10 @@ class EdgeStore:
             raise StoreError(f"{self.path / META_FILE}: unreadable store metadata: {exc}") from exc
 
     def _open(self) -> Any:
+        with self._opening:
+            return self._open_unlocked()
+
+    def _open_unlocked(self) -> Any:
         if self._shard is None:
             if not self.exists():
                 raise StoreError(f"no store at {self.path} yet: ingest something first")
@@ -210,11 +216,21 @@ class EdgeStore:
     ) -> list[Hit]:
         if not self.exists():
             return []
-        request = _edge().ScrollRequest(
-            limit=limit, filter=self._filter(tenant, filters), with_payload=True
-        )
-        records, _ = self._open().scroll(request)
-        return in_tenant(tenant, [Hit(id=str(r.id), payload=dict(r.payload)) for r in records])
+        edge = _edge()
+        hits: list[Hit] = []
+        offset: Any = None
+        while len(hits) < limit:
+            request = edge.ScrollRequest(
+                offset=offset,
+                limit=min(1000, limit - len(hits)),
+                filter=self._filter(tenant, filters),
+                with_payload=True,
+            )
+            records, offset = self._open().scroll(request)
+            hits.extend(Hit(id=str(r.id), payload=dict(r.payload)) for r in records)
+            if offset is None or not records:
+                break
+        return in_tenant(tenant, hits)
 
     def count(self, tenant: str, filters: Filters | None = None) -> int:
         if not self.exists():

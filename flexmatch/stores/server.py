@@ -190,17 +190,22 @@ class ServerStore:
     ) -> list[Hit]:
         if not self.exists():
             return []
-        records, _ = self._call(
-            "listing points",
-            "scroll",
-            self.collection,
-            scroll_filter=self._filter(tenant, filters),
-            limit=limit,
-            with_payload=True,
-        )
-        return in_tenant(
-            tenant, [Hit(id=str(r.id), payload=dict(r.payload or {})) for r in records]
-        )
+        hits: list[Hit] = []
+        offset: Any = None
+        while len(hits) < limit:
+            records, offset = self._call(
+                "listing points",
+                "scroll",
+                self.collection,
+                scroll_filter=self._filter(tenant, filters),
+                limit=min(1000, limit - len(hits)),
+                offset=offset,
+                with_payload=True,
+            )
+            hits.extend(Hit(id=str(r.id), payload=dict(r.payload or {})) for r in records)
+            if offset is None or not records:
+                break
+        return in_tenant(tenant, hits)
 
     def count(self, tenant: str, filters: Filters | None = None) -> int:
         if not self.exists():

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Response, UploadFile
@@ -64,19 +62,6 @@ def parse_metadata(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _upload_uri(filename: str) -> str:
-    """The uri the core gives an uploaded file (used to find the document it became)."""
-    return f"upload:{Path(filename).name or 'upload'}"
-
-
-def _locator(state: ServiceState, tenant: str, source: str, uri: str) -> Callable[[], str | None]:
-    def locate() -> str | None:
-        found = [r for r in state.kb.list_documents(source=source, tenant=tenant) if r.uri == uri]
-        return max(found, key=lambda r: r.updated_at).id if found else None
-
-    return locate
-
-
 def _accepted(
     state: ServiceState,
     response: Response,
@@ -119,8 +104,7 @@ async def upload_documents(
                 filename, data, source=name, tenant=tenant, metadata=extra
             )
 
-        locate = _locator(state, tenant, name, _upload_uri(filename))
-        items.append(WorkItem(label=filename, ingest=ingest, locate=locate))
+        items.append(WorkItem(label=filename, ingest=ingest))
     return _accepted(state, response, tenant, "upload", items, name)
 
 
@@ -140,10 +124,9 @@ async def import_urls(
 
         async def ingest(url: str = url) -> IngestReport:
             await state.warmed()
-            return await state.kb.aingest([url], source=name, tenant=tenant)
+            return await state.kb.aingest_urls([url], source=name, tenant=tenant)
 
-        locate = _locator(state, tenant, name, url)
-        items.append(WorkItem(label=url, ingest=ingest, locate=locate))
+        items.append(WorkItem(label=url, ingest=ingest))
     return _accepted(state, response, tenant, "url", items, name)
 
 
