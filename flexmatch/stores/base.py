@@ -8,6 +8,7 @@ and use only these operations, so both stores behave the same.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -95,11 +96,22 @@ def in_tenant(tenant: str, hits: list[Hit]) -> list[Hit]:
     return [hit for hit in hits if hit.payload.get("tenant") == tenant]
 
 
-def lexical_embedder() -> Any:
-    """BM25 term weights for the sparse vector (Qdrant applies IDF at query time)."""
+@functools.cache
+def _bm25() -> Any:
     from qdrant_edge import Bm25
 
     return Bm25()
+
+
+def lexical_document(text: str) -> Any:
+    """BM25 term weights of a stored text (Qdrant applies IDF at query time)."""
+    return _bm25().embed_document(text)
+
+
+def lexical_query(text: str) -> Any | None:
+    """The sparse query for ``text``; None when nothing is left (only stopwords)."""
+    sparse = _bm25().embed_query(text)
+    return sparse if sparse.indices else None
 
 
 def mismatch_message(where: str, stored: dict[str, Any], model: str, dimension: int) -> str:

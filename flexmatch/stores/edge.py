@@ -24,7 +24,8 @@ from flexmatch.stores.base import (
     Hit,
     StoredPoint,
     in_tenant,
-    lexical_embedder,
+    lexical_document,
+    lexical_query,
     mismatch_message,
     scoped_conditions,
 )
@@ -45,7 +46,6 @@ class EdgeStore:
         self.path = path
         self.lock_timeout = lock_timeout
         self._shard: Any = None
-        self._bm25: Any = None
         self._opening = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -158,13 +158,11 @@ class EdgeStore:
         if not points:
             return
         edge = _edge()
-        if self._bm25 is None:
-            self._bm25 = lexical_embedder()
         batch = []
         for point in points:
             vectors: dict[str, Any] = {}
             if point.vector is not None:
-                vectors = {DENSE: point.vector, LEXICAL: self._bm25.embed_document(point.text)}
+                vectors = {DENSE: point.vector, LEXICAL: lexical_document(point.text)}
             batch.append(edge.Point(point.id, vectors, {**point.payload, "tenant": tenant}))
         self._update(edge.UpdateOperation.upsert_points(batch), f"writing {len(batch)} points")
 
@@ -182,10 +180,8 @@ class EdgeStore:
     def search_lexical(
         self, tenant: str, text: str, limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        if self._bm25 is None:
-            self._bm25 = lexical_embedder()
-        sparse = self._bm25.embed_query(text)
-        if not sparse.indices:
+        sparse = lexical_query(text)
+        if sparse is None:
             return []
         return self._query(tenant, sparse, LEXICAL, limit, filters)
 

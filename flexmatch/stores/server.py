@@ -17,7 +17,8 @@ from flexmatch.stores.base import (
     Hit,
     StoredPoint,
     in_tenant,
-    lexical_embedder,
+    lexical_document,
+    lexical_query,
     mismatch_message,
     scoped_conditions,
 )
@@ -44,7 +45,6 @@ class ServerStore:
                 self._client = QdrantClient(url=url, api_key=api_key, timeout=30)
         except Exception as exc:
             raise StoreError(f"cannot connect to Qdrant at {url}: {exc}") from exc
-        self._bm25: Any = None
 
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -113,13 +113,11 @@ class ServerStore:
         if not points:
             return
         m = _models()
-        if self._bm25 is None:
-            self._bm25 = lexical_embedder()
         structs = []
         for point in points:
             vector: dict[str, Any] = {}
             if point.vector is not None:
-                sparse = self._bm25.embed_document(point.text)
+                sparse = lexical_document(point.text)
                 vector = {
                     DENSE: point.vector,
                     LEXICAL: m.SparseVector(
@@ -148,10 +146,8 @@ class ServerStore:
     def search_lexical(
         self, tenant: str, text: str, limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        if self._bm25 is None:
-            self._bm25 = lexical_embedder()
-        sparse = self._bm25.embed_query(text)
-        if not sparse.indices:
+        sparse = lexical_query(text)
+        if sparse is None:
             return []
         query = _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
         return self._query(tenant, query, LEXICAL, limit, filters)
