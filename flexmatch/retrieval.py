@@ -3,6 +3,7 @@ fused, and completed with every signal the reranker and ``--explain`` use."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,16 @@ class Retriever:
     def _visible(self, hits: list[Hit]) -> list[Hit]:
         return self.registry.visible(self.tenant, hits)
 
+    def _visible_top(self, search: Callable[[int], list[Hit]], top_k: int) -> list[Hit]:
+        """Top-K visible hits: while a write is in flight, points of versions readers must
+        not see can take places in the top-K, so ask once more for as many as were hidden."""
+        hits = search(top_k)
+        visible = self._visible(hits)
+        hidden = len(hits) - len(visible)
+        if hidden and len(hits) == top_k:
+            visible = self._visible(search(top_k + hidden))[:top_k]
+        return visible
+
     def retrieve(
         self, texts: list[str], vectors: list[list[float]], top_k: int, filters: Filters | None
     ) -> list[SearchResult]:
@@ -60,15 +71,19 @@ class Retriever:
         dense: dict[str, _Best] = {}
         if mode in ("dense", "hybrid"):
             for vector in vectors:
-                _best_per_chunk(
-                    self._visible(self.store.search(self.tenant, vector, top_k, scoped)), dense
+                found = self._visible_top(
+                    lambda limit, v=vector: self.store.search(self.tenant, v, limit, scoped), top_k
                 )
+                _best_per_chunk(found, dense)
         lexical: dict[str, _Best] = {}
         if mode in ("lexical", "hybrid"):
             contents = {**scoped, "match_kind": "content"}
             query = " ".join(dict.fromkeys(texts))
             lexical = _best_per_chunk(
-                self._visible(self.store.search_lexical(self.tenant, query, top_k, contents))
+                self._visible_top(
+                    lambda limit: self.store.search_lexical(self.tenant, query, limit, contents),
+                    top_k,
+                )
             )
         fused = self._fuse(
             {k: b.score for k, b in dense.items()}, {k: b.score for k, b in lexical.items()}

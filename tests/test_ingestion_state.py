@@ -305,3 +305,32 @@ def test_one_id_twice_in_a_batch_is_written_in_turn(
     assert record.status == "complete" and record.chunks == 1
     assert {p["content"] for p in points} == {"Second text about orchards."}
     assert {p["version"] for p in points} == {record.version}
+
+
+def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    from flexmatch.config import ChainRef, QueryConfig
+
+    doc = _write(tmp_path / "docs", "harbour.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([doc])
+        kb.use_query_config(QueryConfig(retrieval="dense", reranker=ChainRef(chain="none")))
+        registry = DocumentRegistry(kb.store)
+        (record,) = registry.list("default")
+        registry.begin("default", record, "v-in-flight")
+        point = _match_points(kb)[0]
+        vector = embedder.embed(["When does the harbour open?"])[0]
+        kb.store.upsert(
+            "default",
+            [
+                StoredPoint(
+                    id=f"00000000-0000-0000-0000-0000000000{i:02d}",
+                    vector=vector,
+                    text="x",
+                    payload={**point, "version": "v-in-flight"},
+                )
+                for i in range(5)
+            ],
+        )
+        results = kb.query("When does the harbour open?", top_k=3)
+    assert results and all(r.signals.dense is not None for r in results)
+    assert results[0].content == "The harbour opens at six in the morning."
