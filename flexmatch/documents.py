@@ -56,7 +56,14 @@ class DocumentRegistry:
 
     def put(self, tenant: str, record: DocumentRecord) -> DocumentRecord:
         record = record.model_copy(update={"updated_at": _now()})
-        payload = {"record": DOCUMENT, "document_id": record.id, **record.model_dump()}
+        # a keyword, not a bool: qdrant-edge matches no boolean value in filters
+        unfinished = record.pending_version is not None or record.status in ("pending", "removing")
+        payload = {
+            "record": DOCUMENT,
+            "document_id": record.id,
+            "unfinished": "yes" if unfinished else "no",
+            **record.model_dump(),
+        }
         self.store.upsert(tenant, [StoredPoint(id=record_id(tenant, record.id), payload=payload)])
         return record
 
@@ -107,7 +114,8 @@ class DocumentRegistry:
     def repair(self, tenant: str) -> int:
         """Finish what interrupted runs left: stale points removed, removals completed."""
         repaired = 0
-        for record in self.list(tenant):
+        hits = self.store.scroll(tenant, {"record": DOCUMENT, "unfinished": "yes"})
+        for record in map(_record, hits):
             if record.status == "removing":
                 self.remove(tenant, record.id)
             elif record.pending_version is not None:
