@@ -83,6 +83,32 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+class QueryMethods:
+    """``search`` and ``search_lexical`` for a store that implements ``_query`` (one
+    Qdrant query on a named vector) and ``_sparse`` (its sparse-vector type)."""
+
+    def _query(
+        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
+    ) -> list[Hit]:
+        raise NotImplementedError
+
+    def _sparse(self, sparse: Any) -> Any:
+        return sparse
+
+    def search(
+        self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        return self._query(tenant, vector, DENSE, limit, filters)
+
+    def search_lexical(
+        self, tenant: str, text: str, limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        sparse = lexical_query(text)
+        if sparse is None:  # only stopwords: nothing to match
+            return []
+        return self._query(tenant, self._sparse(sparse), LEXICAL, limit, filters)
+
+
 def scoped_conditions(
     tenant: str, filters: Filters | None, must_not: Filters | None = None
 ) -> tuple[list[tuple[str, FilterValue]], list[tuple[str, FilterValue]]]:

@@ -22,10 +22,10 @@ from flexmatch.stores.base import (
     SCHEMA_VERSION,
     Filters,
     Hit,
+    QueryMethods,
     StoredPoint,
     in_tenant,
     lexical_document,
-    lexical_query,
     mismatch_message,
     scoped_conditions,
 )
@@ -39,7 +39,7 @@ def _edge() -> Any:
     return qdrant_edge
 
 
-class EdgeStore:
+class EdgeStore(QueryMethods):
     """Points in a folder, written through Qdrant's write-ahead log."""
 
     def __init__(self, path: Path, lock_timeout: float = 0.0) -> None:
@@ -171,19 +171,6 @@ class EdgeStore:
             return
         selector = self._filter(tenant, filters, must_not)
         self._update(_edge().UpdateOperation.delete_points_by_filter(selector), "deleting points")
-
-    def search(
-        self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
-    ) -> list[Hit]:
-        return self._query(tenant, vector, DENSE, limit, filters)
-
-    def search_lexical(
-        self, tenant: str, text: str, limit: int, filters: Filters | None = None
-    ) -> list[Hit]:
-        sparse = lexical_query(text)
-        if sparse is None:
-            return []
-        return self._query(tenant, sparse, LEXICAL, limit, filters)
 
     def _query(
         self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None

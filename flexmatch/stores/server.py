@@ -15,10 +15,10 @@ from flexmatch.stores.base import (
     SCHEMA_VERSION,
     Filters,
     Hit,
+    QueryMethods,
     StoredPoint,
     in_tenant,
     lexical_document,
-    lexical_query,
     mismatch_message,
     scoped_conditions,
 )
@@ -30,7 +30,7 @@ def _models() -> Any:
     return models
 
 
-class ServerStore:
+class ServerStore(QueryMethods):
     """One collection on a Qdrant server; tenants share it, filtered on every call."""
 
     def __init__(self, url: str, api_key: str | None, collection: str) -> None:
@@ -138,19 +138,8 @@ class ServerStore:
             "deleting points", "delete", self.collection, points_selector=selector, wait=True
         )
 
-    def search(
-        self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
-    ) -> list[Hit]:
-        return self._query(tenant, vector, DENSE, limit, filters)
-
-    def search_lexical(
-        self, tenant: str, text: str, limit: int, filters: Filters | None = None
-    ) -> list[Hit]:
-        sparse = lexical_query(text)
-        if sparse is None:
-            return []
-        query = _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
-        return self._query(tenant, query, LEXICAL, limit, filters)
+    def _sparse(self, sparse: Any) -> Any:
+        return _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
 
     def _query(
         self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
