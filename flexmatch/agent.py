@@ -19,9 +19,11 @@ import json
 from typing import Any
 
 from flexmatch.chains.formatters import tool_result
-from flexmatch.errors import FlexMatchError
+from flexmatch.config import choose_source
+from flexmatch.errors import FlexMatchError, SourceChoiceError
 from flexmatch.kb import DEFAULT_TENANT, KnowledgeBase
 from flexmatch.models import IngestReport, SearchResult
+from flexmatch.service.jobs import outcome_of
 
 MAX_TOP_N = 20
 MAX_QUERY_CHARS = 2_000
@@ -161,41 +163,28 @@ async def add_record(
     """Store one record through a records source's template; what happened to it."""
     if not isinstance(record, dict) or not record:
         raise ToolCallError("'record' must be a non-empty JSON object")
-    name = _records_source(kb, source)
+    name = _source(kb, source, records=True)
     report = await kb.aadd_records([record], source=name, tenant=tenant)
     return _summary(report, "record")
 
 
-def _source(kb: KnowledgeBase, name: object) -> str:
-    if not isinstance(name, str) or name not in kb.config.sources:
-        known = ", ".join(sorted(kb.config.sources))
-        raise ToolCallError(f"unknown source {name!r} (sources: {known})")
-    return name
-
-
-def _records_source(kb: KnowledgeBase, name: object) -> str:
-    if name is not None:
-        chosen = _source(kb, name)
-        if kb.config.sources[chosen].type != "records":
-            raise ToolCallError(f"source '{chosen}' does not take records")
-        return chosen
-    found = [n for n, s in kb.config.sources.items() if s.type == "records"]
-    if not found:
-        raise ToolCallError("this knowledge base has no records source")
-    return found[0]
+def _source(kb: KnowledgeBase, name: object, *, records: bool = False) -> str:
+    try:
+        return choose_source(kb.config, name, records=records)
+    except SourceChoiceError as exc:
+        raise ToolCallError(str(exc)) from exc
 
 
 def _summary(report: IngestReport, what: str) -> dict[str, Any]:
-    if report.failed:
-        status, detail = "failed", "; ".join(f.error for f in report.failed)
-    elif report.duplicates:
-        status, detail = "duplicate", report.duplicates[0].reason
-    elif report.added or report.changed:
-        status = "added" if report.added else "changed"
-        detail = f"stored as {report.chunks} chunk{'' if report.chunks == 1 else 's'}"
+    """What a one-document run did, decided by the same rule as the HTTP jobs."""
+    outcome = outcome_of(what, report)
+    if outcome.outcome in ("failed", "duplicate"):
+        detail = outcome.error or ""
+    elif outcome.outcome == "unchanged":
+        detail = "already stored"
     else:
-        status, detail = "unchanged", "already stored"
-    return {"input": what, "status": status, "detail": detail}
+        detail = f"stored as {report.chunks} chunk{'' if report.chunks == 1 else 's'}"
+    return {"input": what, "status": outcome.outcome, "detail": detail}
 
 
 # -- the tool-call handler ---------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flexmatch.errors import SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
@@ -141,6 +142,26 @@ class KBConfig(_Strict):
             known = ", ".join(sorted(self.sources)) or "none"
             raise ValueError(f"default_source '{self.default_source}' is not a source ({known})")
         return self
+
+
+def choose_source(config: KBConfig, name: object, *, records: bool = False) -> str:
+    """The source a caller named (or the default one), checked: one rule for the HTTP
+    API, the MCP server and the agent tool. ``records`` asks for a records source."""
+    if name is None:
+        if not records or config.sources[config.default_source].type == "records":
+            return config.default_source
+        found = [n for n, s in config.sources.items() if s.type == "records"]
+        if not found:
+            raise SourceChoiceError(
+                "no_records_source", "the knowledge base has no source of type 'records'"
+            )
+        return found[0]
+    if not isinstance(name, str) or name not in config.sources:
+        known = ", ".join(sorted(config.sources))
+        raise SourceChoiceError("unknown_source", f"unknown source {name!r} (sources: {known})")
+    if records and config.sources[name].type != "records":
+        raise SourceChoiceError("not_a_records_source", f"source '{name}' is not of type 'records'")
+    return name
 
 
 def load_config(kb_dir: Path, env: dict[str, str] | None = None) -> KBConfig:

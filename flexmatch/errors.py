@@ -2,6 +2,7 @@
 
 FlexMatchError
 ├── ConfigError        a config or chain file is wrong (names the file and field)
+│   └── SourceChoiceError  a caller named an unknown or unfitting source
 ├── ChainError         a chain failed at run time (names the chain and the input)
 │   └── PromptError    a prompt template failed to load or render
 ├── ParseError         a document could not be read (names the file)
@@ -26,6 +27,14 @@ class FlexMatchError(Exception):
 
 class ConfigError(FlexMatchError):
     """A configuration or chain definition is invalid."""
+
+
+class SourceChoiceError(ConfigError):
+    """A caller named a source that does not exist or does not fit; ``code`` says which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ChainError(FlexMatchError):

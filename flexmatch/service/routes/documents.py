@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Response, UploadFile
 
-from flexmatch.errors import DocumentNotFoundError
+from flexmatch.config import choose_source
+from flexmatch.errors import DocumentNotFoundError, SourceChoiceError
 from flexmatch.models import DocumentDetail, IngestReport
 from flexmatch.service.auth import Principal, require
 from flexmatch.service.errors import ApiError, not_found
@@ -32,22 +33,10 @@ State = Annotated[ServiceState, Depends(get_state)]
 # -- helpers ---------------------------------------------------------------------------
 def pick_source(state: ServiceState, name: str | None, *, records: bool = False) -> str:
     """The named source (or the default one), checked against the config."""
-    config = state.kb.config
-    if name is None:
-        if not records or config.sources[config.default_source].type == "records":
-            return config.default_source
-        found = [n for n, s in config.sources.items() if s.type == "records"]
-        if not found:
-            raise ApiError(
-                422, "no_records_source", "the knowledge base has no source of type 'records'"
-            )
-        return found[0]
-    if name not in config.sources:
-        known = ", ".join(sorted(config.sources))
-        raise ApiError(422, "unknown_source", f"no source named '{name}' (sources: {known})")
-    if records and config.sources[name].type != "records":
-        raise ApiError(422, "not_a_records_source", f"source '{name}' is not of type 'records'")
-    return name
+    try:
+        return choose_source(state.kb.config, name, records=records)
+    except SourceChoiceError as exc:
+        raise ApiError(422, exc.code, str(exc)) from exc
 
 
 def parse_metadata(text: str | None) -> dict[str, Any] | None:
