@@ -15,7 +15,7 @@ from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
 from flexmatch.evaluation import BeirDataset, ndcg_at_k
-from flexmatch.kb import KnowledgeBase
+from flexmatch.knowledge_base import KnowledgeBase
 
 SIGNALS = ("question", "content", "lexical")
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig
-from flexmatch.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import LocalEmbedder
 from flexmatch.evaluation import BeirDataset, evaluate_sync
-from flexmatch.kb import KnowledgeBase
+from flexmatch.knowledge_base import KnowledgeBase
 
 SETUPS = {"chunk text only": "content", "default matching texts": "questions"}
 

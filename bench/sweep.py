@@ -14,7 +14,7 @@ from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
 from flexmatch.evaluation import BeirDataset, evaluate
-from flexmatch.kb import KnowledgeBase
+from flexmatch.knowledge_base import KnowledgeBase
 
 CONTENT_ONLY = {"match_kind": "content"}
 

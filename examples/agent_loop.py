@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import litellm
 
 from flexmatch import KnowledgeBase
-from flexmatch.agent import SEARCH_TOOL, handle_tool_call
+from flexmatch.adapters.agent import SEARCH_TOOL, handle_tool_call
 
 SYSTEM = (
     "You answer questions using the search_knowledge tool. Search first, then answer "

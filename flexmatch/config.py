@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flexmatch.errors import SourceChoiceError
@@ -170,8 +169,3 @@ def load_config(kb_dir: Path, env: dict[str, str] | None = None) -> KBConfig:
     if not path.exists():
         return KBConfig()
     return validate(KBConfig, read_yaml(path, env), str(path))
-
-
-def dump_config(config: KBConfig) -> str:
-    """The config as YAML, for ``init`` and for showing what is in force."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

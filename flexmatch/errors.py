@@ -2,7 +2,9 @@
 
 FlexMatchError
 ├── ConfigError        a config or chain file is wrong (names the file and field)
-│   └── SourceChoiceError  a caller named an unknown or unfitting source
+│   ├── SourceChoiceError  a caller named an unknown or unfitting source
+│   └── FilterError    a search filter names a field or value that cannot be filtered on
+├── MissingExtraError  an optional dependency is not installed (names the extra)
 ├── ChainError         a chain failed at run time (names the chain and the input)
 │   └── PromptError    a prompt template failed to load or render
 ├── ParseError         a document could not be read (names the file)
@@ -14,6 +16,8 @@ FlexMatchError
 ├── EmbeddingError     the embedding model could not be loaded or used
 ├── DocumentNotFoundError  no such document in this tenant
 ├── WebImportError     a URL was refused or could not be fetched
+├── KeyRequestError    an API key could not be created or changed as asked
+├── ToolCallError      an agent's tool call was malformed (unknown tool, bad arguments)
 └── StoreError         the vector store refused an operation
     └── ModelMismatchError  the store was built with another embedding model
 """
@@ -35,6 +39,14 @@ class SourceChoiceError(ConfigError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class FilterError(ConfigError):
+    """A search filter names a field that is not filterable, or a value of the wrong type."""
+
+
+class MissingExtraError(FlexMatchError):
+    """An optional dependency is missing; the message names the extra that installs it."""
 
 
 class ChainError(FlexMatchError):
@@ -79,6 +91,14 @@ class DocumentNotFoundError(FlexMatchError):
 
 class WebImportError(FlexMatchError):
     """A URL was refused by the safety rules or could not be fetched."""
+
+
+class KeyRequestError(FlexMatchError):
+    """An API key could not be created or changed as asked (bad tenant, permission or id)."""
+
+
+class ToolCallError(FlexMatchError):
+    """A tool call the model got wrong: unknown tool, bad or missing arguments."""
 
 
 class StoreError(FlexMatchError):

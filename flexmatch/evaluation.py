@@ -1,5 +1,8 @@
 """Retrieval evaluation on labelled data in BEIR layout: nDCG@10, recall@k, MRR@10.
 
+Metrics, data sets and setups live here; ``knowledge_base.evaluate_setups`` runs setups
+side by side on knowledge bases it opens.
+
 A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``
 (query-id, corpus-id, score; scores above 1 are graded relevance).
 """
@@ -14,15 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from flexmatch.config import KBConfig
-from flexmatch.embeddings import Embedder
 from flexmatch.errors import ConfigError
-from flexmatch.kb import KnowledgeBase
-from flexmatch.models import IngestReport
+from flexmatch.models import SearchResult
 from flexmatch.resources import builtin_dir
 from flexmatch.yamlio import read_yaml, validate
 
@@ -89,8 +90,14 @@ class Scores(BaseModel):
     latency_p95_ms: float
 
 
+class Searchable(Protocol):
+    """What evaluation needs of a knowledge base: the real query path."""
+
+    async def aquery(self, text: str, *, top_n: int | None = None) -> list[SearchResult]: ...
+
+
 async def evaluate(
-    kb: KnowledgeBase,
+    kb: Searchable,
     dataset: BeirDataset,
     limit: int | None = None,
     candidates: int = 30,
@@ -125,7 +132,7 @@ async def evaluate(
     )
 
 
-def evaluate_sync(kb: KnowledgeBase, dataset: BeirDataset, limit: int | None = None) -> Scores:
+def evaluate_sync(kb: Searchable, dataset: BeirDataset, limit: int | None = None) -> Scores:
     return asyncio.run(evaluate(kb, dataset, limit))
 
 
@@ -168,41 +175,3 @@ def load_setup(name_or_path: str, base: KBConfig) -> Setup:
     fragment = read_yaml(path)
     merged = deep_merge(base.model_dump(mode="json"), fragment)
     return Setup(name=path.stem, config=validate(KBConfig, merged, str(path)))
-
-
-async def evaluate_setups(
-    setups: list[Setup],
-    dataset: BeirDataset,
-    work_dir: Path,
-    *,
-    limit: int | None = None,
-    embedder: Embedder | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> dict[str, tuple[IngestReport, Scores]]:
-    """Ingest the corpus once per distinct ingest side, then run each setup's queries."""
-    groups: dict[str, list[Setup]] = {}
-    for setup in setups:
-        groups.setdefault(setup.ingest_key, []).append(setup)
-    results: dict[str, tuple[IngestReport, Scores]] = {}
-    total = min(limit or len(dataset.queries), len(dataset.queries))
-    for index, members in enumerate(groups.values()):
-        folder = work_dir / f"kb-{index}"
-        kb = KnowledgeBase.open(folder, config=members[0].config, env={}, embedder=embedder)
-        with kb:
-            embedder = kb.embedder
-            if progress is not None:
-                progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
-            report = await kb.aingest([dataset.corpus])
-            for setup in members:
-                kb.use_query_config(setup.config.query)
-                done = 0
-
-                def tick(name: str = setup.name) -> None:
-                    nonlocal done
-                    done += 1
-                    if progress is not None:
-                        progress(name, done, total)
-
-                scores = await evaluate(kb, dataset, limit, on_query=tick)
-                results[setup.name] = (report, scores)
-    return results

@@ -138,9 +138,38 @@ class Usage(BaseModel):
     cost_usd: float = 0.0
 
 
-class IngestReport(BaseModel):
-    """What an ingest did: counts, skips, failures and what it cost."""
+Outcome = Literal["added", "changed", "unchanged", "duplicate", "failed"]
 
+
+class DocumentOutcome(BaseModel):
+    """What happened to one input of an ingest (a file, a URL or a record)."""
+
+    input: str = Field(description="The file name, URL or record index.")
+    outcome: Outcome
+    document_id: str | None = None
+    chunks: int = 0
+    matching_texts: int = 0
+    error: str | None = Field(None, description="Why it failed, or what it duplicates.")
+
+    def summary(self) -> dict[str, str]:
+        """A short account for an agent: input, status and a one-line detail."""
+        if self.outcome in ("failed", "duplicate"):
+            detail = self.error or ""
+        elif self.outcome == "unchanged":
+            detail = "already stored"
+        else:
+            detail = f"stored as {self.chunks} chunk{'' if self.chunks == 1 else 's'}"
+        return {"input": self.input, "status": self.outcome, "detail": detail}
+
+
+class IngestReport(BaseModel):
+    """What an ingest did: counts, skips, failures and what it cost.
+
+    ``planned`` is how many documents the run found to read (known before the first one
+    is done, so a progress bar can size itself from the first progress callback).
+    """
+
+    planned: int = 0
     added: int = 0
     changed: int = 0
     unchanged: int = 0
@@ -163,6 +192,34 @@ class IngestReport(BaseModel):
     @property
     def processed(self) -> int:
         return self.documents + self.unchanged + len(self.duplicates) + len(self.failed)
+
+    def outcome(self, label: str, document_id: str | None = None) -> DocumentOutcome:
+        """The outcome of a one-document run, under ``label``; one rule for every interface.
+
+        ``document_id`` names the document when the run cannot (a record given its id).
+        """
+        if self.failed:
+            error = "; ".join(f.error for f in self.failed)
+            return DocumentOutcome(input=label, outcome="failed", error=error)
+        if self.duplicates:
+            reason = self.duplicates[0].reason
+            return DocumentOutcome(input=label, outcome="duplicate", error=reason)
+        kind: Outcome
+        if self.added:
+            kind = "added"
+        elif self.changed:
+            kind = "changed"
+        elif self.unchanged:
+            kind = "unchanged"
+        else:
+            return DocumentOutcome(input=label, outcome="failed", error="nothing was ingested")
+        return DocumentOutcome(
+            input=label,
+            outcome=kind,
+            document_id=self.document_ids[0] if self.document_ids else document_id,
+            chunks=self.chunks,
+            matching_texts=self.matching_texts,
+        )
 
 
 DocumentStatus = Literal["pending", "complete", "failed", "removing"]
@@ -207,6 +264,16 @@ class DocumentDetail(BaseModel):
 
     document: DocumentRecord
     chunks: list[ChunkView]
+
+
+class ChainUse(BaseModel):
+    """One chain a knowledge base resolves to: where it is used and which file defines it."""
+
+    where: str  # "source NAME" or "query"
+    kind: str
+    chain: str
+    type: str
+    file: str
 
 
 class SourceStats(BaseModel):

@@ -4,6 +4,8 @@ server on 127.0.0.1, and the shared data folders."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,11 +14,28 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from flexmatch.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import LocalEmbedder
 from flexmatch.testing import FakeLLMServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+FLEXMATCH = Path(sys.executable).parent / "flexmatch"
+
+
+def run(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real ``flexmatch`` command, as a user runs it."""
+    base = {k: v for k, v in os.environ.items() if k != "FLEXMATCH_KB"}
+    merged = {**base, "COLUMNS": "120", **(env or {})}
+    return subprocess.run(
+        [str(FLEXMATCH), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        env=merged,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="session")

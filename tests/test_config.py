@@ -73,7 +73,7 @@ def test_chain_refs_accept_name_or_mapping(tmp_path: Path) -> None:
 
 
 def test_builtin_config_template_validates(tmp_path: Path) -> None:
-    from flexmatch.kb import KnowledgeBase
+    from flexmatch.knowledge_base import KnowledgeBase
 
     KnowledgeBase.init(tmp_path / "kb")
     config = load_config(tmp_path / "kb", env={})

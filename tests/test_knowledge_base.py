@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import LocalEmbedder
 from flexmatch.errors import ConfigError, ModelMismatchError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config

@@ -1,0 +1,1 @@
+"""The ``flexmatch`` command: a thin layer over the public Python API."""

@@ -1,0 +1,401 @@
+"""The ``flexmatch`` command: a thin layer over ``KnowledgeBase``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from flexmatch import (
+    BASELINES,
+    DEFAULT_TENANT,
+    BeirDataset,
+    FlexMatchError,
+    IngestReport,
+    KBConfig,
+    KnowledgeBase,
+    ResultItem,
+    evaluate_setups,
+    load_config,
+    load_setup,
+    registered_chains,
+    tool_result,
+)
+from flexmatch.adapters.cli import service_commands
+from flexmatch.adapters.cli.options import JsonOption, KbOption, TenantOption
+
+app = typer.Typer(
+    help="FlexMatch: a question-indexed knowledge base for AI agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+docs_app = typer.Typer(help="List, show and remove documents.", no_args_is_help=True)
+app.add_typer(docs_app, name="docs")
+console = Console()
+errors = Console(stderr=True)
+
+
+def _say_notices(kb: KnowledgeBase) -> None:
+    for notice in kb.notices:
+        errors.print(f"[yellow]note:[/] {escape(notice)}")
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="Folder to create the knowledge base in.")],
+    template: Annotated[str, typer.Option(help="Built-in config template.")] = "default",
+) -> None:
+    """Create a knowledge base: flexmatch.yaml plus chains/ and prompts/ for overrides."""
+    path = KnowledgeBase.init(directory, template)
+    console.print(f"Created {escape(str(path))}")
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(help="Files, folders, .jsonl corpora or http(s) URLs.", show_default=False),
+    ] = None,
+    kb: KbOption = Path("."),
+    source: Annotated[str | None, typer.Option(help="Source (from flexmatch.yaml).")] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: JsonOption = False,
+) -> None:
+    """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
+    with KnowledgeBase.open(kb) as base:
+        columns = (
+            TextColumn("[bold]ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
+            task_id = bar.add_task("ingest", total=None, detail="")
+
+            def progress(report: IngestReport) -> None:
+                detail = (
+                    f"{report.chunks} chunks · {report.usage.calls} LLM calls"
+                    f" · {len(report.failed)} failed"
+                )
+                bar.update(task_id, total=report.planned, completed=report.processed, detail=detail)
+
+            report = base.ingest(inputs or [], source=source, tenant=tenant, progress=progress)
+        if report.planned == 0:
+            raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
+        if not as_json:
+            _say_notices(base)
+    if as_json:
+        console.print_json(report.model_dump_json())
+    else:
+        _print_report(report)
+    if report.failed and report.processed == len(report.failed):
+        raise typer.Exit(1)
+
+
+def _print_report(report: IngestReport) -> None:
+    usage = report.usage
+    console.print(
+        f"Ingested [bold]{report.documents}[/] documents ({report.added} new, "
+        f"{report.changed} changed; {report.unchanged} unchanged, "
+        f"{len(report.duplicates)} duplicates skipped) → {report.chunks} chunks, "
+        f"{report.matching_texts} matching texts in {report.seconds:.1f}s"
+    )
+    if report.near_duplicate_chunks or report.repaired:
+        console.print(
+            f"{report.near_duplicate_chunks} near-duplicate chunks skipped; "
+            f"{report.repaired} interrupted documents repaired"
+        )
+    console.print(
+        f"LLM: {usage.calls} calls ({usage.cached_calls} from cache), "
+        f"{usage.prompt_tokens + usage.completion_tokens} tokens, ${usage.cost_usd:.4f}"
+    )
+    for skipped in report.duplicates:
+        errors.print(f"[yellow]skipped:[/] {escape(skipped.uri)}: {escape(skipped.reason)}")
+    for failure in report.failed:
+        errors.print(f"[red]failed:[/] {escape(failure.error)}")
+
+
+@app.command()
+def query(
+    text: Annotated[str, typer.Argument(help="What to look for.")],
+    kb: KbOption = Path("."),
+    top_n: Annotated[int | None, typer.Option("--top-n", min=1, max=100)] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON tool result.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the agent's facts block.")
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each result matched (scores, ranks).")
+    ] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="FIELD=VALUE (repeatable; tags, source, document_id, …)."),
+    ] = None,
+) -> None:
+    """Answer a query with the chunks that best match it."""
+    with KnowledgeBase.open(kb) as base:
+        answer = base.search(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
+        if as_json or markdown:
+            chain = "json" if as_json else "markdown"
+            output = base.run_sync(base.aformat_answer(answer, chain, explain=explain))
+            sys.stdout.write(output.rstrip("\n") + "\n")
+        else:
+            _say_notices(base)
+            result = tool_result(text, answer.results, explain=explain, variants=answer.variants)
+            _print_results(result.query, result.variants, result.results)
+
+
+def _parse_filters(items: list[str] | None) -> dict[str, str | list[str]] | None:
+    """``--filter tags=a --filter tags=b`` → {"tags": ["a", "b"]} (any of them)."""
+    if not items:
+        return None
+    parsed: dict[str, list[str]] = {}
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise typer.BadParameter(f"'{item}': expected FIELD=VALUE", param_hint="--filter")
+        parsed.setdefault(field.strip(), []).append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in parsed.items()}
+
+
+def _explanation(r: ResultItem) -> str:
+    s = r.explanation
+    if s is None:
+        return ""
+
+    def show(value: float | None, rank: int | None = None) -> str:
+        text = "—" if value is None else f"{value:.3f}"
+        return f"{text} (#{rank})" if rank else text
+
+    return (
+        f"[dim]why:[/] dense {show(s.dense, s.dense_rank)} · question {show(s.question)} · "
+        f"content {show(s.content)} · lexical {show(s.lexical, s.lexical_rank)} · "
+        f"first stage {show(s.first_stage)} · rerank {show(s.rerank)}\n"
+    )
+
+
+def _print_results(text: str, variants: list[str] | None, results: list[ResultItem]) -> None:
+    """Rich panels over the tool result (the same items ``--json`` prints)."""
+    console.print(f"[bold]Query:[/] {escape(text)}")
+    if variants:
+        console.print(f"[dim]searched as:[/] {escape(' | '.join(variants))}")
+    if not results:
+        console.print("No results: the knowledge base holds nothing that matches.")
+    for r in results:
+        where = " › ".join(part for part in [r.title, *r.heading_path] if part)
+        content = r.content if len(r.content) <= 700 else r.content[:700] + "…"
+        body = (
+            f"[dim]source:[/] {escape(r.source)}  [dim]uri:[/] {escape(r.uri)}\n"
+            f"[dim]matched:[/] {escape(r.matched_text[:300])}\n"
+            + _explanation(r)
+            + f"[dim]context:[/] {escape(r.qualifying_text)}\n\n{escape(content)}"
+        )
+        title = f"{r.rank}. {escape(where)}  ({r.score:.3f})"
+        console.print(Panel(body, title=title, title_align="left"))
+
+
+@app.command()
+def chains(kb: KbOption = Path(".")) -> None:
+    """The chain types available, and the chains each source and the query path use."""
+    table = Table(title="Registered chain types")
+    table.add_column("kind")
+    table.add_column("types")
+    for kind, names in registered_chains().items():
+        table.add_row(kind, ", ".join(names))
+    console.print(table)
+    with KnowledgeBase.open(kb) as base:
+        used = Table(title="Chains in use")
+        for column in ("where", "kind", "chain", "file"):
+            used.add_column(column)
+        for use in base.chains_in_use():
+            used.add_row(use.where, use.kind, use.chain, use.file)
+        console.print(used)
+        _say_notices(base)
+
+
+@docs_app.command("list")
+def docs_list(
+    kb: KbOption = Path("."),
+    source: Annotated[str | None, typer.Option(help="Only this source.")] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: JsonOption = False,
+) -> None:
+    """The documents in the knowledge base."""
+    with KnowledgeBase.open(kb) as base:
+        records = base.list_documents(source=source, tenant=tenant)
+    if as_json:
+        console.print_json(json.dumps([r.model_dump() for r in records], ensure_ascii=False))
+        return
+    table = Table(title=f"Documents ({len(records)}) in tenant '{tenant}'")
+    for column in ("id", "source", "title", "status", "chunks", "uri"):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        table.add_row(r.id, r.source, r.title, r.status, str(r.chunks), r.uri)
+    console.print(table)
+
+
+@docs_app.command("show")
+def docs_show(
+    document_id: Annotated[str, typer.Argument(help="Document id (see docs list).")],
+    kb: KbOption = Path("."),
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: JsonOption = False,
+) -> None:
+    """A document's metadata, and its chunks with matching and qualifying texts."""
+    with KnowledgeBase.open(kb) as base:
+        detail = base.get_document(document_id, tenant=tenant)
+    if as_json:
+        console.print_json(detail.model_dump_json())
+        return
+    record = detail.document
+    console.print(f"[bold]{escape(record.title or record.id)}[/]  ({escape(record.uri)})")
+    console.print(
+        f"id {escape(record.id)} · source {escape(record.source)} · {record.status} · "
+        f"{record.chunks} chunks · {record.matching_texts} matching texts · {record.updated_at}"
+    )
+    if record.error:
+        console.print(f"[red]error:[/] {escape(record.error)}")
+    for chunk in detail.chunks:
+        texts = "\n".join(f"  • [{m.kind}] {escape(m.text[:200])}" for m in chunk.matching_texts)
+        body = f"[dim]context:[/] {escape(chunk.qualifying_text)}\n\n{escape(chunk.content)}"
+        heading = " › ".join(chunk.heading_path)
+        console.print(
+            Panel(
+                f"{body}\n\n[dim]matching texts:[/]\n{texts}",
+                title=f"chunk {chunk.index} {escape(heading)}",
+                title_align="left",
+            )
+        )
+
+
+@docs_app.command("remove")
+def docs_remove(
+    document_id: Annotated[str, typer.Argument(help="Document id (see docs list).")],
+    kb: KbOption = Path("."),
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """Remove a document and everything derived from it."""
+    with KnowledgeBase.open(kb) as base:
+        base.remove_document(document_id, tenant=tenant)
+    console.print(f"Removed {escape(document_id)}")
+
+
+@app.command()
+def stats(
+    kb: KbOption = Path("."), tenant: TenantOption = DEFAULT_TENANT, as_json: JsonOption = False
+) -> None:
+    """Documents, chunks and matching texts per source; incomplete documents; store size."""
+    with KnowledgeBase.open(kb) as base:
+        result = base.stats(tenant=tenant)
+    if as_json:
+        console.print_json(result.model_dump_json())
+        return
+    table = Table(title=f"Tenant '{tenant}'")
+    for column in ("source", "documents", "chunks", "matching texts"):
+        table.add_column(column)
+    for name, counts in sorted(result.sources.items()):
+        table.add_row(name, str(counts.documents), str(counts.chunks), str(counts.matching_texts))
+    table.add_row(
+        "[bold]all", str(result.documents), str(result.chunks), str(result.matching_texts)
+    )
+    console.print(table)
+    size = "n/a (server)" if result.store_bytes is None else f"{result.store_bytes / 1e6:.1f} MB"
+    console.print(f"incomplete documents: {result.incomplete_documents} · store size: {size}")
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Annotated[
+        Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/.")
+    ],
+    setup: Annotated[
+        list[str] | None,
+        typer.Option("--setup", help="Setup file or built-in name (repeatable); default: default."),
+    ] = None,
+    baselines: Annotated[
+        bool, typer.Option("--baselines", help="Add BM25, dense-passage and RRF baselines.")
+    ] = False,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Base flexmatch.yaml the setups apply to.")
+    ] = None,
+    split: Annotated[str, typer.Option(help="qrels split.")] = "test",
+    limit: Annotated[int | None, typer.Option(help="Only the first N queries.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by side."""
+    import asyncio
+    import tempfile
+
+    data = BeirDataset.load(dataset, split)
+    base = load_config(config.parent) if config else KBConfig()
+    names = list(setup or ["default"]) + (list(BASELINES) if baselines else [])
+    setups = [load_setup(name, base) for name in dict.fromkeys(names)]
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=done, total=total)  # type: ignore[arg-type]
+
+        with tempfile.TemporaryDirectory(prefix="flexmatch-eval-") as work:
+            results = asyncio.run(
+                evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
+            )
+    if as_json:
+        rows = [
+            {"setup": name, **scores.model_dump(), "ingest_seconds": report.seconds}
+            for name, (report, scores) in results.items()
+        ]
+        console.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"{dataset.name}: {next(iter(results.values()))[1].queries} queries")
+    for column in ("setup", "nDCG@10", "recall@5", "recall@10", "MRR@10", "median ms", "p95 ms"):
+        table.add_column(column, justify="left" if column == "setup" else "right")
+    for name, (_, s) in results.items():
+        table.add_row(
+            name,
+            f"{s.ndcg_at_10:.4f}",
+            f"{s.recall_at_5:.4f}",
+            f"{s.recall_at_10:.4f}",
+            f"{s.mrr_at_10:.4f}",
+            f"{s.latency_median_ms:.1f}",
+            f"{s.latency_p95_ms:.1f}",
+        )
+    console.print(table)
+
+
+service_commands.register(app)
+
+
+def main() -> None:
+    """Entry point: user errors are one clear line and exit code 2, never a traceback."""
+    try:
+        app()
+    except FlexMatchError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        errors.print("[red]interrupted[/]")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

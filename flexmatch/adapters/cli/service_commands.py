@@ -1,0 +1,154 @@
+"""CLI commands for the service interfaces: ``serve`` (HTTP API), ``keys`` (its API keys)
+and ``mcp`` (the MCP server); registered onto the main app.
+
+Every CLI start runs ``register``, so FastAPI, uvicorn and the MCP SDK are imported only
+inside the commands that use them, keeping ``flexmatch --help`` fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from flexmatch import KeyRequestError, KeyStore
+from flexmatch import require_extra as require
+from flexmatch.adapters.cli.options import KbOption
+
+HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
+PortOption = Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")]
+
+console = Console()
+
+
+def _kb_folder(kb: Path) -> Path:
+    folder = kb.expanduser().resolve()
+    if not folder.is_dir():
+        raise typer.BadParameter(f"{folder} is not a knowledge-base folder", param_hint="--kb")
+    return folder
+
+
+def serve(
+    kb: KbOption = Path("."),
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    max_body_mb: Annotated[
+        float, typer.Option(min=0.001, help="Largest request body (uploads), in MB.")
+    ] = 64.0,
+    max_query_chars: Annotated[int, typer.Option(min=1, help="Longest query.")] = 2_000,
+    rate: Annotated[
+        float, typer.Option(min=0, help="Requests per second per API key (0: no limit).")
+    ] = 10.0,
+    burst: Annotated[int, typer.Option(min=1, help="Requests a key may make at once.")] = 30,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
+    require("fastapi", "server", "flexmatch serve")
+    from flexmatch.adapters.http.limits import Limits
+    from flexmatch.adapters.http.server import serve as run_server
+
+    limits = Limits(
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        max_query_chars=max_query_chars,
+        rate_per_second=rate,
+        burst=burst,
+    )
+    run_server(_kb_folder(kb), host=host, port=port, limits=limits, log_level=log_level)
+
+
+def mcp(
+    kb: KbOption = Path("."),
+    tenant: Annotated[str, typer.Option(help="The one tenant this server serves.")] = "default",
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Offer no tools that write.")
+    ] = False,
+    transport: Annotated[
+        str, typer.Option(help="stdio, or http (streamable HTTP at /mcp).")
+    ] = "stdio",
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+) -> None:
+    """Serve the knowledge base as an MCP server (stdio or streamable HTTP)."""
+    require("mcp", "mcp", "flexmatch mcp")
+    from flexmatch.adapters.mcp import run
+
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("use stdio or http", param_hint="--transport")
+    chosen: Literal["stdio", "http"] = "stdio" if transport == "stdio" else "http"
+    run(
+        _kb_folder(kb),
+        tenant=tenant,
+        read_only=read_only,
+        transport=chosen,
+        host=host,
+        port=port,
+    )
+
+
+keys_app = typer.Typer(
+    help="API keys for the HTTP API: a tenant and permissions each, stored hashed.",
+    no_args_is_help=True,
+)
+
+
+@keys_app.command("create")
+def keys_create(
+    kb: KbOption = Path("."),
+    tenant: Annotated[str, typer.Option(help="The tenant the key is scoped to.")] = "default",
+    permissions: Annotated[str, typer.Option(help="Comma-separated: read, write, admin.")] = "read",
+    name: Annotated[str, typer.Option(help="A note on who or what uses the key.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    key, token = KeyStore.for_kb(_kb_folder(kb)).create(tenant, permissions, name)
+    if as_json:
+        console.print_json(json.dumps({"token": token, **key.model_dump()}))
+        return
+    console.print(token, markup=False, highlight=False, soft_wrap=True)
+    Console(stderr=True).print(
+        f"key {key.id} for tenant '{escape(key.tenant)}' ({', '.join(key.permissions)}); "
+        "store it now: it cannot be shown again"
+    )
+
+
+@keys_app.command("list")
+def keys_list(
+    kb: KbOption = Path("."),
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The keys (never their secrets), revoked ones included."""
+    keys = KeyStore.for_kb(_kb_folder(kb)).list(tenant)
+    if as_json:
+        console.print_json(json.dumps([k.model_dump() for k in keys]))
+        return
+    table = Table(title=f"API keys ({len(keys)})")
+    for column in ("id", "tenant", "permissions", "name", "created", "state"):
+        table.add_column(column)
+    for k in keys:
+        state = f"revoked {k.revoked_at}" if k.revoked else "active"
+        table.add_row(k.id, k.tenant, ",".join(k.permissions), k.name, k.created_at, state)
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (see keys list).")],
+    kb: KbOption = Path("."),
+) -> None:
+    """Revoke a key; a running server refuses it from its next request."""
+    if not KeyStore.for_kb(_kb_folder(kb)).revoke(key_id):
+        raise KeyRequestError(f"no key '{key_id}'")
+    console.print(f"Revoked {escape(key_id)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``keys`` and ``mcp`` to the main ``flexmatch`` app."""
+    app.command()(serve)
+    app.add_typer(keys_app, name="keys")
+    app.command()(mcp)

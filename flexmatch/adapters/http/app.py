@@ -1,0 +1,64 @@
+"""The FastAPI app: a thin HTTP layer over one open ``KnowledgeBase``.
+
+``create_app`` takes the knowledge base and the limits explicitly (no globals), so tests
+build it around a knowledge base they opened, and ``flexmatch serve`` around one it
+opened from the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from flexmatch import KeyStore, KnowledgeBase, __version__
+from flexmatch.adapters.http.auth import AuthMiddleware
+from flexmatch.adapters.http.errors import install_error_handlers
+from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
+from flexmatch.adapters.http.routes import documents, health, jobs, keys, search
+from flexmatch.adapters.http.state import ServiceState
+
+DESCRIPTION = """\
+A question-indexed knowledge base for AI agents.
+
+Every `/v1` call needs an API key (`flexmatch keys create`), sent as
+`Authorization: Bearer fm_...` or `X-API-Key`. The key's tenant scopes everything the
+call can see or change. Errors are `{"error": {"code": ..., "message": ...}}`.
+"""
+
+
+def create_app(
+    kb: KnowledgeBase,
+    *,
+    keys_path: Path | None = None,
+    limits: Limits | None = None,
+) -> FastAPI:
+    """The HTTP API over ``kb``; keys come from ``<kb>/.flexmatch/keys.sqlite`` by default."""
+    limits = limits or Limits()
+    key_store = KeyStore(keys_path) if keys_path else KeyStore.for_kb(kb.path)
+    state = ServiceState.build(kb, key_store, limits)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.start_warm_up()
+        try:
+            yield
+        finally:
+            await state.close()
+
+    app = FastAPI(
+        title="FlexMatch",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.service = state
+    install_error_handlers(app)
+    for module in (health, documents, jobs, search, keys):
+        app.include_router(module.router)
+    # the last added runs first: the size cap, then the key, then the routes
+    app.add_middleware(AuthMiddleware, state=state)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=limits.max_body_bytes)
+    return app

@@ -1,0 +1,122 @@
+"""Who is calling: the API key gives the tenant and the permissions, and nothing else does.
+
+Every route that touches data depends on ``require(permission)``, which returns the
+caller's ``Principal``; routes read the tenant from it and accept no tenant from the
+request, so a scoped key cannot even express a query outside its scope.
+
+The key is checked by a middleware for every ``/v1`` request before any body is read,
+so an unauthenticated or rate-limited client cannot make the server parse an upload.
+Order of checks: missing/bad key → 401, over the rate → 429, not permitted → 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from flexmatch import Permission
+from flexmatch.adapters.http.errors import ApiError, error_response
+from flexmatch.adapters.http.limits import retry_after
+from flexmatch.adapters.http.state import ServiceState, get_state
+
+PROTECTED_PREFIX = "/v1/"
+_PRINCIPAL = "flexmatch.principal"
+
+# declared for the OpenAPI schema; the middleware below does the checking
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key from `flexmatch keys create`, as `Authorization: Bearer fm_...`.",
+)
+_header = APIKeyHeader(
+    name="X-API-Key", auto_error=False, description="The same API key, in a header."
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: the key and the one tenant it may see."""
+
+    key_id: str
+    tenant: str
+    permissions: frozenset[str]
+
+
+def identify(state: ServiceState, headers: Headers) -> Principal:
+    """The caller behind the request's key, after its rate limit; raises 401 or 429."""
+    authorization = headers.get("authorization", "")
+    scheme, _, credentials = authorization.partition(" ")
+    token = credentials.strip() if scheme.lower() == "bearer" else ""
+    token = token or headers.get("x-api-key", "").strip()
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if not token:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+            headers=challenge,
+        )
+    key = state.keys.verify(token)
+    if key is None:
+        message = "the API key is not valid or was revoked"
+        raise ApiError(401, "unauthorized", message, headers=challenge)
+    wait = state.limiter.acquire(key.id)
+    if wait > 0:
+        raise ApiError(
+            429,
+            "rate_limited",
+            "too many requests for this API key; retry later",
+            headers={"Retry-After": retry_after(wait)},
+        )
+    return Principal(key_id=key.id, tenant=key.tenant, permissions=frozenset(key.permissions))
+
+
+class AuthMiddleware:
+    """Authenticate every ``/v1`` request up front and hand the ``Principal`` to the route."""
+
+    def __init__(self, app: ASGIApp, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIX):
+            try:
+                principal = identify(self.state, Headers(scope=scope))
+            except ApiError as exc:
+                response = error_response(exc.status, exc.code, exc.message, headers=exc.headers)
+                await response(scope, receive, send)
+                return
+            scope.setdefault("state", {})[_PRINCIPAL] = principal
+        await self.app(scope, receive, send)
+
+
+async def authenticate(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+) -> Principal:
+    """The principal the middleware found (or, without the middleware, check now)."""
+    principal = request.scope.get("state", {}).get(_PRINCIPAL)
+    if isinstance(principal, Principal):
+        return principal
+    return identify(get_state(request), request.headers)
+
+
+def require(*permissions: Permission) -> Callable[..., Awaitable[Principal]]:
+    """A dependency: the caller, if its key has one of ``permissions`` (``admin`` has all)."""
+
+    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        allowed = principal.permissions
+        if "admin" not in allowed and not allowed.intersection(permissions):
+            wanted = "' or '".join(permissions)
+            raise ApiError(
+                403, "forbidden", f"this API key does not have the '{wanted}' permission"
+            )
+        return principal
+
+    return check

@@ -1,0 +1,167 @@
+"""One JSON error shape for every failure the HTTP API returns.
+
+``{"error": {"code": "not_found", "message": "..."}}``, with a stable ``code`` clients
+can branch on, for our own errors, FastAPI's validation errors, unknown routes and
+unexpected crashes alike; a traceback never reaches the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from flexmatch import (
+    ChainError,
+    ConfigError,
+    DocumentNotFoundError,
+    EmbeddingError,
+    FilterError,
+    FlexMatchError,
+    LLMError,
+    ParseError,
+    StoreError,
+    WebImportError,
+)
+
+log = logging.getLogger("flexmatch.adapters.http")
+
+# the default code for each status, when nothing more specific applies
+STATUS_CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    500: "internal_error",
+    502: "upstream_error",
+    503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    """An error with its HTTP status, stable code, message and optional headers."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+        self.details = details
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> dict:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    headers: dict[str, str] | None = None,
+    details: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
+
+
+def not_found(what: str, ident: str) -> ApiError:
+    """The one answer for an id outside the caller's tenant, whether or not it exists."""
+    return ApiError(404, "not_found", f"no {what} '{ident}'")
+
+
+def _from_flexmatch(exc: FlexMatchError) -> tuple[int, str]:
+    """Status and code for an error the core raised on purpose (its message is user-facing)."""
+    for kind, status, code in (
+        (DocumentNotFoundError, 404, "not_found"),
+        (FilterError, 422, "invalid_filter"),
+        (WebImportError, 422, "web_import_refused"),
+        (ParseError, 422, "parse_error"),
+        (ConfigError, 422, "invalid_request"),
+        (StoreError, 503, "store_unavailable"),
+        (EmbeddingError, 503, "embedding_unavailable"),
+        (LLMError, 502, "llm_error"),
+        (ChainError, 500, "chain_error"),
+    ):
+        if isinstance(exc, kind):
+            return status, code
+    return 500, "internal_error"
+
+
+def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Where and what, without echoing the submitted values back."""
+    return [
+        {
+            "loc": [str(part) for part in err.get("loc", ())],
+            "message": str(err.get("msg", "")),
+            "type": str(err.get("type", "")),
+        }
+        for err in exc.errors()
+    ]
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every exception type the app can meet to the one JSON shape."""
+
+    async def api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(
+            exc.status, exc.code, exc.message, headers=exc.headers, details=exc.details
+        )
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = STATUS_CODES.get(exc.status_code, "error")
+        if exc.status_code == 404:
+            message = "no such route"
+        elif isinstance(exc.detail, str) and exc.detail:
+            message = exc.detail
+        else:
+            message = code.replace("_", " ")
+        return error_response(exc.status_code, code, message, headers=exc.headers)
+
+    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        details = _validation_details(exc)
+        first = details[0] if details else {"loc": [], "message": "invalid request"}
+        where = ".".join(first["loc"][1:] or first["loc"]) or "request"
+        message = f"{where}: {first['message']}"
+        return error_response(422, "validation_error", message, details=details)
+
+    async def flexmatch_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, FlexMatchError)
+        status, code = _from_flexmatch(exc)
+        if status >= 500:
+            log.warning("request failed: %s", exc)
+        return error_response(status, code, str(exc))
+
+    async def crash(_: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error", exc_info=exc)
+        return error_response(500, "internal_error", "internal server error (see the server log)")
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(FlexMatchError, flexmatch_error)
+    app.add_exception_handler(Exception, crash)

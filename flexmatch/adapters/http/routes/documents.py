@@ -1,0 +1,236 @@
+"""Documents: bulk upload, URL import and records (as jobs); list, show, replace, delete."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, File, Form, Query, Response, UploadFile
+
+from flexmatch import DocumentDetail, DocumentNotFoundError, IngestReport, SourceChoiceError
+from flexmatch.adapters.http.auth import Principal, require
+from flexmatch.adapters.http.errors import ApiError, not_found
+from flexmatch.adapters.http.jobs import JobKind, WorkItem
+from flexmatch.adapters.http.schemas import (
+    Deleted,
+    DocumentList,
+    JobAccepted,
+    RecordsRequest,
+    ReplaceResult,
+    UrlImportRequest,
+)
+from flexmatch.adapters.http.state import ServiceState, get_state
+
+router = APIRouter(prefix="/v1", tags=["documents"])
+
+Reader = Annotated[Principal, Depends(require("read"))]
+Writer = Annotated[Principal, Depends(require("write"))]
+State = Annotated[ServiceState, Depends(get_state)]
+
+
+# -- helpers ---------------------------------------------------------------------------
+def pick_source(state: ServiceState, name: str | None, *, records: bool = False) -> str:
+    """The named source (or the default one), checked against the config."""
+    try:
+        return state.kb.choose_source(name, records=records)
+    except SourceChoiceError as exc:
+        raise ApiError(422, exc.code, str(exc)) from exc
+
+
+def parse_metadata(text: str | None) -> dict[str, Any] | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_metadata", f"metadata is not valid JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise ApiError(422, "invalid_metadata", "metadata must be a JSON object")
+    return value
+
+
+def _accepted(
+    state: ServiceState,
+    response: Response,
+    tenant: str,
+    kind: JobKind,
+    items: list[WorkItem],
+    source: str,
+) -> JobAccepted:
+    job = state.jobs.submit(tenant, kind, items, source)
+    url = f"/v1/jobs/{job.id}"
+    response.headers["Location"] = url
+    return JobAccepted(job_id=job.id, status=job.status, total=job.total, url=url)
+
+
+# -- ingest ----------------------------------------------------------------------------
+@router.post("/documents", status_code=202, response_model=JobAccepted)
+async def upload_documents(
+    principal: Writer,
+    state: State,
+    response: Response,
+    files: Annotated[list[UploadFile], File(description="One or many files (bulk import).")],
+    source: Annotated[str | None, Form(description="A source from flexmatch.yaml.")] = None,
+    metadata: Annotated[
+        str | None, Form(description="A JSON object added to every document's metadata.")
+    ] = None,
+) -> JobAccepted:
+    """Upload files; they are ingested by a background job (poll ``GET /v1/jobs/{id}``)."""
+    name = pick_source(state, source)
+    extra = parse_metadata(metadata)
+    tenant = principal.tenant
+    items = []
+    for upload in files:
+        filename = upload.filename or "upload"
+        data = await upload.read()
+        await upload.close()
+
+        async def ingest(filename: str = filename, data: bytes = data) -> IngestReport:
+            await state.warmed()
+            return await state.kb.aingest_upload(
+                filename, data, source=name, tenant=tenant, metadata=extra
+            )
+
+        items.append(WorkItem(label=filename, ingest=ingest))
+    return _accepted(state, response, tenant, "upload", items, name)
+
+
+@router.post("/documents/url", status_code=202, response_model=JobAccepted)
+async def import_urls(
+    body: UrlImportRequest, principal: Writer, state: State, response: Response
+) -> JobAccepted:
+    """Import web pages by URL under the web safety rules (private addresses refused)."""
+    if len(body.urls) > state.limits.max_urls_per_request:
+        raise ApiError(
+            422, "too_many_items", f"at most {state.limits.max_urls_per_request} URLs per request"
+        )
+    name = pick_source(state, body.source)
+    tenant = principal.tenant
+    items = []
+    for url in body.urls:
+
+        async def ingest(url: str = url) -> IngestReport:
+            await state.warmed()
+            return await state.kb.aingest_urls([url], source=name, tenant=tenant)
+
+        items.append(WorkItem(label=url, ingest=ingest))
+    return _accepted(state, response, tenant, "url", items, name)
+
+
+@router.post("/records", status_code=202, response_model=JobAccepted)
+async def add_records(
+    body: RecordsRequest, principal: Writer, state: State, response: Response
+) -> JobAccepted:
+    """Ingest structured records through a records source's template."""
+    if len(body.records) > state.limits.max_records_per_request:
+        limit = state.limits.max_records_per_request
+        raise ApiError(422, "too_many_items", f"at most {limit} records per request")
+    name = pick_source(state, body.source, records=True)
+    id_field = state.kb.config.sources[name].id_field
+    tenant = principal.tenant
+    items = []
+    for index, record in enumerate(body.records):
+
+        async def ingest(record: dict[str, Any] = record) -> IngestReport:
+            await state.warmed()
+            return await state.kb.aadd_records([record], source=name, tenant=tenant)
+
+        given = record.get(id_field)
+        document_id = str(given) if given not in (None, "") else None
+        items.append(
+            WorkItem(
+                label=f"record {index}" + (f" ({document_id})" if document_id else ""),
+                ingest=ingest,
+                document_id=document_id,
+            )
+        )
+    return _accepted(state, response, tenant, "records", items, name)
+
+
+# -- documents -------------------------------------------------------------------------
+@router.get("/documents", response_model=DocumentList)
+async def list_documents(
+    principal: Reader,
+    state: State,
+    source: Annotated[str | None, Query(description="Only this source.")] = None,
+    status: Annotated[
+        Literal["pending", "complete", "failed", "removing"] | None,
+        Query(description="Only documents in this state."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> DocumentList:
+    """The tenant's documents, sorted by source and uri, a page at a time."""
+    records = state.kb.list_documents(source=source, tenant=principal.tenant)
+    if status is not None:
+        records = [r for r in records if r.status == status]
+    page = records[offset : offset + limit]
+    return DocumentList(items=page, total=len(records), limit=limit, offset=offset)
+
+
+def _detail(state: ServiceState, tenant: str, document_id: str) -> DocumentDetail:
+    try:
+        return state.kb.get_document(document_id, tenant=tenant)
+    except DocumentNotFoundError:
+        raise not_found("document", document_id) from None
+
+
+@router.get("/documents/{document_id:path}", response_model=DocumentDetail)
+async def get_document(document_id: str, principal: Reader, state: State) -> DocumentDetail:
+    """A document with its chunks, their matching texts and qualifying texts."""
+    return _detail(state, principal.tenant, document_id)
+
+
+@router.put("/documents/{document_id:path}", response_model=ReplaceResult)
+async def replace_document(
+    document_id: str,
+    principal: Writer,
+    state: State,
+    file: Annotated[UploadFile | None, File(description="The new content.")] = None,
+    metadata: Annotated[
+        str | None, Form(description="A JSON object: the document's new metadata.")
+    ] = None,
+) -> ReplaceResult:
+    """Replace a document's content (and metadata), re-indexed atomically: readers see the
+    old version until the new one is complete. The content is required: the knowledge
+    base re-indexes from it and keeps no copy of the original file."""
+    extra = parse_metadata(metadata)
+    if file is None:
+        raise ApiError(
+            422,
+            "content_required",
+            "send the document's content as 'file' (with any new 'metadata'); the knowledge "
+            "base re-indexes from the content and keeps no copy of the original",
+        )
+    filename = file.filename or "upload"
+    data = await file.read()
+    await file.close()
+    tenant = principal.tenant
+    await state.warmed()
+    async with state.writer.write(tenant):
+        current = _detail(state, tenant, document_id).document
+        report = await state.kb.aingest_upload(
+            filename,
+            data,
+            source=current.source,
+            tenant=tenant,
+            document_id=document_id,
+            metadata=extra,
+        )
+    outcome = report.outcome(filename, document_id)
+    if outcome.outcome == "failed":
+        raise ApiError(422, "ingest_failed", outcome.error or "the new content was not ingested")
+    if outcome.outcome == "duplicate":
+        raise ApiError(409, "duplicate_content", outcome.error or "the content is a duplicate")
+    return ReplaceResult(outcome=outcome, document=_detail(state, tenant, document_id).document)
+
+
+@router.delete("/documents/{document_id:path}", response_model=Deleted)
+async def delete_document(document_id: str, principal: Writer, state: State) -> Deleted:
+    """Remove a document and everything derived from it."""
+    async with state.writer.write(principal.tenant):
+        try:
+            state.kb.remove_document(document_id, tenant=principal.tenant)
+        except DocumentNotFoundError:
+            raise not_found("document", document_id) from None
+    return Deleted(id=document_id)

@@ -1,0 +1,122 @@
+"""Search, similar chunks and stats, always inside the caller's tenant, with a result cache."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from flexmatch import Filters, Stats, answer_result, tool_result
+from flexmatch.adapters.http.auth import Principal, require
+from flexmatch.adapters.http.errors import ApiError
+from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
+from flexmatch.adapters.http.state import ServiceState, get_state
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+Reader = Annotated[Principal, Depends(require("read"))]
+State = Annotated[ServiceState, Depends(get_state)]
+
+
+def check_text(state: ServiceState, text: str, what: str = "query") -> str:
+    if not text.strip():
+        raise ApiError(422, f"empty_{what}", f"the {what} is empty")
+    if len(text) > state.limits.max_query_chars:
+        raise ApiError(
+            422,
+            f"{what}_too_long",
+            f"the {what} is {len(text):,} characters, over the "
+            f"{state.limits.max_query_chars:,}-character limit",
+        )
+    return text
+
+
+async def run_search(
+    state: ServiceState,
+    tenant: str,
+    kind: Literal["search", "similar"],
+    text: str,
+    top_n: int | None,
+    filters: Filters | None,
+    explain: bool,
+    response: Response,
+) -> SearchResponse:
+    """Answer from the cache, or ask the knowledge base and remember the answer.
+
+    Filters are checked by the knowledge base (the one vocabulary of every interface);
+    a bad one is a 422 ``invalid_filter``."""
+    check_text(state, text, "query" if kind == "search" else "text")
+    explain = explain and kind == "search"
+    key = state.cache.key(tenant, kind, text, top_n, filters, explain)
+    cached = state.cache.get(key)
+    if cached is not None:
+        response.headers["X-Cache"] = "hit"
+        return cached.model_copy(update={"cached": True})
+    await state.warmed()
+    if kind == "search":
+        answer = await state.kb.asearch(text, top_n=top_n, filters=filters, tenant=tenant)
+        result, took = answer_result(answer, explain=explain), answer.took_ms
+    else:
+        started = time.perf_counter()
+        results = await state.kb.asimilar(text, top_n=top_n or 5, filters=filters, tenant=tenant)
+        result = tool_result(text, results)
+        took = round((time.perf_counter() - started) * 1000, 1)
+    answer_body = SearchResponse(
+        **result.model_dump(), total=len(result.results), took_ms=took, explain=explain
+    )
+    state.cache.put(key, answer_body)
+    response.headers["X-Cache"] = "miss"
+    return answer_body
+
+
+@router.post("/search", response_model=SearchResponse, response_model_exclude_none=True)
+async def search(
+    body: SearchRequest, principal: Reader, state: State, response: Response
+) -> SearchResponse:
+    """The chunks that best answer the query, best first."""
+    return await run_search(
+        state,
+        principal.tenant,
+        "search",
+        body.query,
+        body.top_n,
+        body.filters,
+        body.explain,
+        response,
+    )
+
+
+@router.get("/search", response_model=SearchResponse, response_model_exclude_none=True)
+async def search_get(
+    principal: Reader,
+    state: State,
+    response: Response,
+    query: Annotated[str, Query(min_length=1)],
+    top_n: Annotated[int | None, Query(ge=1, le=100)] = None,
+    source: Annotated[str | None, Query(description="Only this source.")] = None,
+    explain: bool = False,
+) -> SearchResponse:
+    """``POST /v1/search`` as a link: the query in the URL, an optional source filter."""
+    filters: Filters | None = {"source": source} if source else None
+    return await run_search(
+        state, principal.tenant, "search", query, top_n, filters, explain, response
+    )
+
+
+@router.post("/search/similar", response_model=SearchResponse, response_model_exclude_none=True)
+async def search_similar(
+    body: SimilarRequest, principal: Reader, state: State, response: Response
+) -> SearchResponse:
+    """The chunks most similar to a text, by embedding alone (no rewrite, no reranking)."""
+    return await run_search(
+        state, principal.tenant, "similar", body.text, body.top_n, body.filters, False, response
+    )
+
+
+@router.get("/stats", response_model=Stats)
+async def stats(principal: Reader, state: State) -> Stats:
+    """Documents, chunks and matching texts per source in the caller's tenant."""
+    result = state.kb.stats(tenant=principal.tenant)
+    # the store's size on disk counts every tenant: not this caller's to know
+    return result.model_copy(update={"store_bytes": None})

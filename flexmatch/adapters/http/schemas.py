@@ -1,0 +1,91 @@
+"""Request and response bodies of the HTTP API (they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flexmatch import ApiKey, DocumentOutcome, DocumentRecord, Filters, Permission, ToolResult
+from flexmatch.adapters.http.jobs import JobStatus
+
+FILTERS_DOC = (
+    "Field conditions, all of which must match: source, document_id, chunk_id, match_kind, "
+    "or metadata.<name> (a bare name means metadata.<name>); a value is a string, an "
+    "integer or a boolean, and a list matches any of its values."
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UrlImportRequest(_Strict):
+    urls: list[str] = Field(min_length=1, description="http(s) URLs; the web safety rules apply.")
+    source: str | None = Field(None, description="A source from flexmatch.yaml.")
+
+
+class RecordsRequest(_Strict):
+    records: list[dict[str, Any]] = Field(min_length=1, description="JSON objects.")
+    source: str | None = Field(None, description="A source of type 'records'.")
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    status: JobStatus
+    total: int
+    url: str = Field(description="Where to poll the job.")
+
+
+class DocumentList(BaseModel):
+    items: list[DocumentRecord]
+    total: int
+    limit: int
+    offset: int
+
+
+class ReplaceResult(BaseModel):
+    outcome: DocumentOutcome
+    document: DocumentRecord
+
+
+class Deleted(BaseModel):
+    id: str
+    deleted: bool = True
+
+
+class SearchRequest(_Strict):
+    query: str = Field(min_length=1)
+    top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
+    filters: Filters | None = Field(None, description=FILTERS_DOC)
+    explain: bool = Field(False, description="Ask for scoring details where supported.")
+
+
+class SimilarRequest(_Strict):
+    text: str = Field(min_length=1)
+    top_n: int = Field(5, ge=1, le=100)
+    filters: Filters | None = Field(None, description=FILTERS_DOC)
+
+
+class SearchResponse(ToolResult):
+    """The tool result (the same results every interface returns), with request facts."""
+
+    total: int = Field(description="How many results there are.")
+    took_ms: float = Field(description="Time the search took, in milliseconds.")
+    explain: bool = Field(description="Whether each result carries its explanation.")
+    cached: bool = False
+
+
+class KeyCreateRequest(_Strict):
+    permissions: list[Permission] = Field(min_length=1)
+    name: str = ""
+
+
+class KeyCreated(BaseModel):
+    key: ApiKey
+    token: str = Field(description="Shown once; only its hash is stored.")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "ready"]
+    checks: dict[str, bool] = Field(default_factory=dict)

@@ -1,0 +1,102 @@
+"""What one server process shares between requests: the open knowledge base and its helpers.
+
+The embedded store admits one process per knowledge base, so the server opens it once
+and every request uses the same ``KnowledgeBase`` on the server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, KnowledgeBase
+from flexmatch.adapters.http.cache import SearchCache
+from flexmatch.adapters.http.jobs import JobRegistry
+from flexmatch.adapters.http.limits import Limits, RateLimiter
+from flexmatch.adapters.http.writes import TenantWriter
+
+log = logging.getLogger("flexmatch.adapters.http")
+PROBE_ID = "__flexmatch_probe__"  # no tenant or document is named this: keys refuse it
+
+
+@dataclass
+class Readiness:
+    """Whether the embedding model is loaded and the store opened (``/health/ready``)."""
+
+    models_loaded: bool = False
+    store_open: bool = False
+    model_error: str | None = None
+    store_error: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self.store_error or self.model_error
+
+
+@dataclass
+class ServiceState:
+    kb: KnowledgeBase
+    keys: KeyStore
+    limits: Limits
+    cache: SearchCache
+    limiter: RateLimiter
+    writer: TenantWriter
+    jobs: JobRegistry
+    readiness: Readiness = field(default_factory=Readiness)
+    _warm: asyncio.Task[None] | None = None
+
+    @classmethod
+    def build(cls, kb: KnowledgeBase, keys: KeyStore, limits: Limits) -> ServiceState:
+        cache = SearchCache(limits.cache_entries, limits.cache_ttl_seconds)
+        writer = TenantWriter(cache)
+        return cls(
+            kb=kb,
+            keys=keys,
+            limits=limits,
+            cache=cache,
+            limiter=RateLimiter(limits.rate_per_second, limits.burst),
+            writer=writer,
+            jobs=JobRegistry(writer, limits.jobs_kept),
+        )
+
+    def start_warm_up(self) -> None:
+        """Load the embedding model and open the store in the background."""
+        self._warm = asyncio.get_running_loop().create_task(self._warm_up())
+
+    async def _warm_up(self) -> None:
+        await asyncio.to_thread(self.probe_store)  # may wait for another process's lock
+        try:
+            await asyncio.to_thread(self.kb.warm_up)
+            self.readiness.models_loaded = True
+        except Exception as exc:
+            log.error("loading the embedding model failed", exc_info=exc)
+            self.readiness.model_error = str(exc)
+
+    def probe_store(self) -> bool:
+        """Open the store (when there is one yet) by reading one record; True if it answers."""
+        try:
+            self.kb.get_document(PROBE_ID, tenant=PROBE_ID)
+        except DocumentNotFoundError:
+            pass
+        except FlexMatchError as exc:
+            self.readiness.store_open, self.readiness.store_error = False, str(exc)
+            return False
+        self.readiness.store_open, self.readiness.store_error = True, None
+        return True
+
+    async def warmed(self) -> None:
+        """Wait for the warm-up, so a first request does not load the model a second time."""
+        if self._warm is not None and not self._warm.done():
+            await asyncio.shield(self._warm)
+
+    async def close(self) -> None:
+        if self._warm is not None and not self._warm.done():
+            self._warm.cancel()
+        await self.jobs.close()
+
+
+def get_state(request: Request) -> ServiceState:
+    return request.app.state.service

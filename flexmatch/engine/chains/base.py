@@ -1,0 +1,70 @@
+"""What every smart chain shares: its spec, validated params, prompt and LLM access.
+
+A chain implementation subclasses the base of its kind (``flexmatch.engine.chains.kinds``)
+and registers under (kind, type) with ``@register``; the YAML file names the type, never
+an import path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from flexmatch.engine.chains.spec import ChainKind, ChainSpec
+from flexmatch.engine.llm import LLM
+from flexmatch.errors import ChainError, ConfigError
+from flexmatch.templates import PromptTemplate, load_prompt
+from flexmatch.yamlio import validate
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class ChainContext:
+    """What chains may use, handed in explicitly (no globals)."""
+
+    kb_dir: Path | None = None
+    llm: LLM | None = None
+    env: dict[str, str] | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+class Chain:
+    """Holds the spec, its typed params and (optionally) a prompt; kinds add ``run``."""
+
+    kind: ClassVar[ChainKind]
+    type_name: ClassVar[str] = ""
+    Params: ClassVar[type[BaseModel]] = NoParams
+    uses_llm: ClassVar[bool] = False
+    prompt_variables: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, spec: ChainSpec, context: ChainContext) -> None:
+        self.spec = spec
+        self.context = context
+        self.params: Any = validate(self.Params, spec.params, f"{spec.path}: params")
+        self.prompt: PromptTemplate | None = None
+        if spec.prompt:
+            self.prompt = load_prompt(spec.prompt, context.kb_dir, set(self.prompt_variables))
+        elif self.uses_llm:
+            raise ConfigError(f"{spec.path}: field 'prompt': a '{spec.type}' chain needs a prompt")
+
+    @property
+    def llm(self) -> LLM:
+        if self.context.llm is None:
+            raise ChainError(f"chain '{self.spec.name}' needs an LLM and none is configured")
+        return self.context.llm
+
+    def render(self, **variables: Any) -> str:
+        if self.prompt is None:
+            spec = self.spec
+            raise ConfigError(f"{spec.path}: field 'prompt': a '{spec.type}' chain needs one")
+        return self.prompt.render(params=self.spec.params, **variables)
+
+    async def complete(self, prompt: str) -> str:
+        """One LLM call for this chain (cached, retried, counted by the LLM client)."""
+        return await self.llm.complete(prompt, model=self.spec.model)

@@ -1,0 +1,18 @@
+"""``markdown``: a "facts" block rendered from a Jinja template, for a system prompt."""
+
+from __future__ import annotations
+
+from flexmatch.engine.chains.kinds import ResultFormatter
+from flexmatch.engine.chains.registry import register
+from flexmatch.results import ToolResult
+
+
+@register("result_formatter", "markdown")
+class MarkdownFormatter(ResultFormatter):
+    """A "facts" block rendered from a Jinja template, for an agent's system prompt."""
+
+    prompt_variables = frozenset({"query", "results", "params"})
+
+    async def run(self, result: ToolResult) -> str:
+        items = [item.model_dump() for item in result.results]
+        return self.render(query=result.query, results=items)

@@ -1,0 +1,41 @@
+"""``sentences``: no LLM; each sentence of the section, prefixed with where it sits."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flexmatch.engine.chains.kinds import MatchingTextChain
+from flexmatch.engine.chains.registry import register
+from flexmatch.engine.chains.variables import content_text, heading_label
+from flexmatch.models import Document, MatchingText, Section
+from flexmatch.text import split_sentences
+
+
+class SentenceParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prefix_heading: bool = True
+    include_content: bool = True
+    min_words: int = Field(4, ge=1)
+    max_items: int = Field(40, ge=1)
+
+
+@register("matching_text", "sentences")
+class Sentences(MatchingTextChain):
+    """No LLM: each sentence of the section, prefixed with the title and heading path."""
+
+    Params = SentenceParams
+
+    async def run(self, section: Section, document: Document) -> list[MatchingText]:
+        label = heading_label(document, section) if self.params.prefix_heading else ""
+        texts: list[MatchingText] = []
+        for sentence in split_sentences(section.text):
+            if len(sentence.split()) < self.params.min_words:
+                continue
+            text = f"{label}: {sentence}" if label else sentence
+            texts.append(MatchingText(text=text, kind="sentence"))
+            if len(texts) >= self.params.max_items:
+                break
+        if self.params.include_content or not texts:
+            texts.append(content_text(section, document))
+        return texts

@@ -1,0 +1,22 @@
+"""``headings``: no LLM; the title, the section's heading path and the document's lead."""
+
+from __future__ import annotations
+
+from flexmatch.engine.chains.kinds import QualifyingTextChain
+from flexmatch.engine.chains.registry import register
+from flexmatch.engine.chains.variables import heading_label
+from flexmatch.models import Document, Section
+from flexmatch.text import lead_sentence
+
+
+@register("qualifying_text", "headings")
+class Headings(QualifyingTextChain):
+    """No LLM: the document title, the section's heading path and the document's lead."""
+
+    async def run(self, section: Section, document: Document) -> str:
+        label = heading_label(document, section)
+        lead = lead_sentence(document.text)
+        parts = [f"From {label}." if label else ""]
+        if lead and lead not in section.text[: len(lead) + 5]:
+            parts.append(f"The document begins: {lead}")
+        return " ".join(part for part in parts if part)

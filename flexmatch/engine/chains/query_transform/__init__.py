@@ -1,0 +1,3 @@
+"""Query transformations: user text → texts in matching-text form."""
+
+from flexmatch.engine.chains.query_transform import identity, rewrite  # noqa: F401 (registers)

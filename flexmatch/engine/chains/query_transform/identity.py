@@ -1,0 +1,14 @@
+"""``identity``: the query as typed."""
+
+from __future__ import annotations
+
+from flexmatch.engine.chains.kinds import QueryTransform
+from flexmatch.engine.chains.registry import register
+
+
+@register("query_transform", "identity")
+class Identity(QueryTransform):
+    """The query as typed."""
+
+    async def run(self, query: str) -> list[str]:
+        return [query]

@@ -1,0 +1,30 @@
+"""``llm_question``: an LLM rewrites the query as the question(s) it asks."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from flexmatch.engine.chains.kinds import QueryTransform
+from flexmatch.engine.chains.output import parse_list
+from flexmatch.engine.chains.registry import register
+
+
+class RewriteParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keep_original: bool = True
+
+
+@register("query_transform", "llm_question")
+class LLMQuestion(QueryTransform):
+    """An LLM rewrites the query as the question(s) it asks; the original is kept too."""
+
+    Params = RewriteParams
+    uses_llm = True
+    prompt_variables = frozenset({"query", "params"})
+
+    async def run(self, query: str) -> list[str]:
+        questions = parse_list(await self.complete(self.render(query=query)), self.spec.output)
+        variants = ([query] if self.params.keep_original else []) + questions
+        unique = list(dict.fromkeys(v for v in variants if v.strip()))
+        return unique or [query]

@@ -1,0 +1,15 @@
+"""``none``: keep the first-stage order."""
+
+from __future__ import annotations
+
+from flexmatch.engine.chains.kinds import Reranker
+from flexmatch.engine.chains.registry import register
+from flexmatch.models import SearchResult
+
+
+@register("reranker", "none")
+class NoReranker(Reranker):
+    """Keep the first-stage order."""
+
+    async def run(self, query: str, candidates: list[SearchResult]) -> list[SearchResult]:
+        return candidates

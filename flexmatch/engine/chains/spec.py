@@ -1,0 +1,66 @@
+"""A chain definition file (``chains/*.yaml``) as a validated model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from flexmatch import resources
+from flexmatch.yamlio import read_yaml, validate
+
+ChainKind = Literal[
+    "chunker",
+    "matching_text",
+    "qualifying_text",
+    "query_transform",
+    "reranker",
+    "result_formatter",
+]
+CHAIN_KINDS: tuple[ChainKind, ...] = get_args(ChainKind)
+
+
+class OutputRules(BaseModel):
+    """How an LLM chain's raw output is parsed and bounded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["json", "text"] = "text"
+    key: str | None = None  # the JSON field holding the list, e.g. "questions"
+    max_items: int = Field(10, ge=1, le=100)
+    max_chars: int = Field(400, ge=10, le=20000)
+
+
+class ChainSpec(BaseModel):
+    """One smart chain: which registered implementation runs, with what prompt and params."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ChainKind
+    type: str
+    description: str = ""
+    prompt: str | None = None
+    model: str | None = None
+    fallback: str | None = None  # chain used instead when no LLM is configured
+    params: dict[str, Any] = Field(default_factory=dict)
+    output: OutputRules = OutputRules()
+    name: str = ""  # filled from the file name
+    path: str = ""  # filled from where it was found
+
+    def dump(self) -> str:
+        """The chain file's YAML: loading it again gives this spec (``name`` and ``path``
+        come from where the file is, so they are not written)."""
+        data = self.model_dump(mode="json", exclude={"name", "path"}, exclude_defaults=True)
+        data = {"kind": self.kind, "type": self.type, **data}
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def load_spec(name: str, kb_dir: Path | None, env: dict[str, str] | None = None) -> ChainSpec:
+    """Find and validate the chain ``name`` (file stem, file name or path)."""
+    path = resources.find("chains", name, kb_dir, suffixes=("", ".yaml", ".yml"))
+    data = read_yaml(path, env)
+    data.setdefault("name", path.stem)
+    data["path"] = str(path)
+    return validate(ChainSpec, data, str(path))

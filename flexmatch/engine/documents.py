@@ -1,0 +1,195 @@
+"""Ingestion state kept in the store itself, so every store behaves the same.
+
+Each document has a *record*: a point without vectors (so searches never see it) whose
+payload is a ``DocumentRecord``. Writing a record is one point upsert, which makes it the
+commit point of a document:
+
+1. ``begin``: the record gets ``pending_version`` (readers still see ``version``);
+2. the new version's matching-text points are written;
+3. ``commit``: ``version = pending_version``, status complete: readers switch at once;
+4. ``cleanup``: points of every other version are deleted, ``pending_version`` cleared.
+
+Readers keep only points whose version is their document's committed version
+(``visible``), so they never see a mix of versions, nor none. A run killed anywhere
+leaves a record with ``pending_version`` set, which ``repair`` cleans up.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+from flexmatch.engine.points import (
+    CONTENT,
+    DOCUMENT,
+    MATCH,
+    MatchPayload,
+    parse_record,
+    record_payload,
+)
+from flexmatch.engine.stores.base import Hit, StoredPoint, VectorStore
+from flexmatch.models import ChunkView, DocumentDetail, DocumentRecord, Stats
+from flexmatch.models import SourceStats as SourceCounts
+
+RECORD_NAMESPACE = uuid.UUID("0b5f8f3e-3c1e-4d55-9a57-0e4f0f5c9d21")
+INTERRUPTED = "interrupted before it was complete"
+
+
+def record_id(tenant: str, document_id: str) -> str:
+    return str(uuid.uuid5(RECORD_NAMESPACE, json.dumps([tenant, document_id])))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class DocumentRegistry:
+    """Document records and the version protocol, over any ``VectorStore``."""
+
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+
+    # -- records -----------------------------------------------------------------------
+    def get(self, tenant: str, document_id: str) -> DocumentRecord | None:
+        return self.get_many(tenant, [document_id]).get(document_id)
+
+    def get_many(self, tenant: str, document_ids: list[str]) -> dict[str, DocumentRecord]:
+        ids = [record_id(tenant, d) for d in dict.fromkeys(document_ids)]
+        hits = self.store.retrieve(tenant, ids)
+        records = [parse_record(h.payload) for h in hits if h.payload.get("record") == DOCUMENT]
+        return {r.id: r for r in records}
+
+    def put(self, tenant: str, record: DocumentRecord) -> DocumentRecord:
+        record = record.model_copy(update={"updated_at": _now()})
+        point = StoredPoint(id=record_id(tenant, record.id), payload=record_payload(record))
+        self.store.upsert(tenant, [point])
+        return record
+
+    def list(self, tenant: str, source: str | None = None) -> list[DocumentRecord]:
+        filters: dict[str, str] = {"record": DOCUMENT}
+        if source:
+            filters["source"] = source
+        records = [parse_record(h.payload) for h in self.store.scroll(tenant, filters)]
+        return sorted(records, key=lambda r: (r.source, r.uri))
+
+    def with_content(self, tenant: str, content_hash: str) -> list[DocumentRecord]:
+        """Complete documents holding exactly this text."""
+        hits = self.store.scroll(tenant, {"record": DOCUMENT, "content_hash": content_hash})
+        return [r for r in (parse_record(h.payload) for h in hits) if r.status == "complete"]
+
+    # -- the version protocol ------------------------------------------------------------
+    def update(self, tenant: str, record: DocumentRecord, **changes: object) -> DocumentRecord:
+        return self.put(tenant, record.model_copy(update=changes))
+
+    def begin(self, tenant: str, record: DocumentRecord, version: str) -> DocumentRecord:
+        return self.update(tenant, record, pending_version=version, status="pending", error=None)
+
+    def commit(
+        self, tenant: str, record: DocumentRecord, chunks: int, matching_texts: int
+    ) -> DocumentRecord:
+        committed = self.update(
+            tenant,
+            record,
+            version=record.pending_version,
+            status="complete",
+            chunks=chunks,
+            matching_texts=matching_texts,
+            error=None,
+        )
+        return self.cleanup(tenant, committed)
+
+    def fail(self, tenant: str, record: DocumentRecord, error: str) -> DocumentRecord:
+        """Keep the committed version visible and drop what the failed write left."""
+        failed = self.update(tenant, record, status="failed", error=error)
+        return self.cleanup(tenant, failed)
+
+    def cleanup(self, tenant: str, record: DocumentRecord) -> DocumentRecord:
+        """Delete every point of the document that is not its committed version."""
+        keep = {"version": record.version} if record.version else None
+        self.store.delete(tenant, {"record": MATCH, "document_id": record.id}, must_not=keep)
+        return self.update(tenant, record, pending_version=None)
+
+    def repair(self, tenant: str) -> int:
+        """Finish what interrupted runs left: stale points removed, removals completed."""
+        repaired = 0
+        hits = self.store.scroll(tenant, {"record": DOCUMENT, "unfinished": "yes"})
+        for record in (parse_record(h.payload) for h in hits):
+            if record.status == "removing":
+                self.remove(tenant, record.id)
+            elif record.pending_version is not None:
+                record = self.cleanup(tenant, record)
+                if record.status == "pending" and record.version is not None:
+                    self.update(tenant, record, status="complete")  # the committed one is whole
+                elif record.status == "pending":  # nothing was ever committed: ingest it again
+                    self.update(tenant, record, status="failed", error=INTERRUPTED)
+            else:
+                continue
+            repaired += 1
+        return repaired
+
+    def remove(self, tenant: str, document_id: str) -> bool:
+        """Delete a document and its points; False when this tenant has no such document."""
+        record = self.get(tenant, document_id)
+        if record is None:
+            return False
+        self.update(tenant, record, status="removing")
+        self.store.delete(tenant, {"record": MATCH, "document_id": document_id})
+        self.store.delete(tenant, {"record": DOCUMENT, "document_id": document_id})
+        return True
+
+    # -- reading -----------------------------------------------------------------------
+    def visible(self, tenant: str, hits: list[Hit]) -> list[Hit]:
+        """Only points of their document's committed version."""
+        records = self.get_many(tenant, [str(h.payload.get("document_id")) for h in hits])
+        return [
+            h
+            for h in hits
+            if (r := records.get(str(h.payload.get("document_id")))) is not None
+            and r.version is not None
+            and h.payload.get("version") == r.version
+        ]
+
+    def detail(self, tenant: str, document_id: str) -> DocumentDetail | None:
+        record = self.get(tenant, document_id)
+        if record is None:
+            return None
+        chunks: dict[str, ChunkView] = {}
+        points = self.store.scroll(tenant, {"record": MATCH, "document_id": document_id})
+        for hit in self.visible(tenant, points):
+            p = MatchPayload.model_validate(hit.payload)
+            view = chunks.setdefault(
+                p.chunk_id,
+                ChunkView(
+                    id=p.chunk_id,
+                    index=p.chunk_index,
+                    heading_path=p.heading_path,
+                    content=p.content,
+                    qualifying_text=p.qualifying_text,
+                    matching_texts=[],
+                ),
+            )
+            view.matching_texts.append(p.matching_text())
+        ordered = sorted(chunks.values(), key=lambda c: c.index)
+        for view in ordered:
+            view.matching_texts.sort(key=lambda m: (m.kind == CONTENT, m.text))
+        return DocumentDetail(document=record, chunks=ordered)
+
+    def stats(self, tenant: str) -> Stats:
+        sources: dict[str, SourceCounts] = {}
+        records = self.list(tenant)
+        for record in records:
+            counts = sources.setdefault(record.source, SourceCounts())
+            if record.version is not None:
+                counts.documents += 1
+                counts.chunks += record.chunks
+                counts.matching_texts += record.matching_texts
+        return Stats(
+            tenant=tenant,
+            documents=sum(c.documents for c in sources.values()),
+            incomplete_documents=sum(1 for r in records if r.status != "complete"),
+            chunks=sum(c.chunks for c in sources.values()),
+            matching_texts=sum(c.matching_texts for c in sources.values()),
+            sources=sources,
+            store_bytes=self.store.size_bytes(),
+        )

@@ -1,0 +1,293 @@
+"""The ingest path: each document chunked, enriched, embedded and committed.
+
+load (``inputs``) → chunk → enrich (matching texts + qualifying text) → embed → store,
+committed through ``documents``; ``ingest_run`` drives it over a whole batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from flexmatch.config import IngestConfig, SourceConfig
+from flexmatch.engine.chains import (
+    Chain,
+    ChainContext,
+    Chunker,
+    MatchingTextChain,
+    QualifyingTextChain,
+    build_chain,
+)
+from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.embeddings import Embedder
+from flexmatch.engine.points import CONTENT, MATCH, MatchPayload
+from flexmatch.engine.stores import StoredPoint, VectorStore
+from flexmatch.errors import ChainError, DocumentTooLargeError, FlexMatchError
+from flexmatch.models import (
+    Chunk,
+    Document,
+    DocumentRecord,
+    FailedDocument,
+    IngestReport,
+    MatchingText,
+    SkippedDocument,
+)
+
+POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
+
+
+@dataclass
+class SourceChains:
+    """The ingest chains one source resolves to."""
+
+    chunker: Chunker
+    matching_text: MatchingTextChain
+    qualifying_text: QualifyingTextChain
+
+    @classmethod
+    def build(cls, config: SourceConfig, context: ChainContext) -> SourceChains:
+        return cls(
+            chunker=build_chain(config.chunker, Chunker, context),
+            matching_text=build_chain(config.matching_text, MatchingTextChain, context),
+            qualifying_text=build_chain(config.qualifying_text, QualifyingTextChain, context),
+        )
+
+    def fingerprint(self) -> str:
+        """Changes whenever a chain or its params change, so documents get re-indexed."""
+        specs = [c.spec.model_dump(exclude={"path", "description"}) for c in self.all()]
+        return hashlib.sha256(json.dumps(specs, sort_keys=True).encode()).hexdigest()[:16]
+
+    def all(self) -> list[Chain]:
+        return [self.chunker, self.matching_text, self.qualifying_text]
+
+
+class Indexer:
+    """Ingest path for one run: each document chunked, enriched, embedded and committed.
+
+    Unchanged documents cost nothing; exact duplicates and near-duplicate chunks are
+    skipped; a failure is recorded on the document and the run goes on.
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        tenant: str,
+        settings: IngestConfig,
+        report: IngestReport,
+    ) -> None:
+        self.store = store
+        self.registry = DocumentRegistry(store)
+        self.embedder = embedder
+        self.tenant = tenant
+        self.settings = settings
+        self.report = report
+        self._slots = asyncio.Semaphore(settings.document_concurrency)
+        self._hashes_in_run: dict[str, Document] = {}
+        self._writing: dict[str, asyncio.Lock] = {}  # one writer per document id
+
+    async def index(self, document: Document, chains: SourceChains) -> None:
+        lock = self._writing.setdefault(document.id, asyncio.Lock())
+        async with self._slots, lock:
+            try:
+                await self._index(document, chains)
+            except FlexMatchError as exc:
+                self.report.failed.append(FailedDocument(uri=document.uri, error=str(exc)))
+            except Exception as exc:  # a bug or an OS error: report it, keep the run going
+                error = f"{document.uri}: {type(exc).__name__}: {exc}"
+                self.report.failed.append(FailedDocument(uri=document.uri, error=error))
+
+    async def _index(self, document: Document, chains: SourceChains) -> None:
+        check_size(document, self.settings.max_document_bytes)
+        version = document_version(document, chains)
+        record = self.registry.get(self.tenant, document.id)
+        if record and record.status == "complete" and record.version == version:
+            if record.pending_version is not None:
+                self.registry.cleanup(self.tenant, record)
+            self.report.unchanged += 1
+            self.report.document_ids.append(document.id)
+            return
+        duplicate = self._duplicate_of(document)  # a changed one keeps its old version
+        if duplicate is not None:
+            self.report.duplicates.append(duplicate)
+            return
+        self._hashes_in_run[document.content_hash] = document
+        base = record or DocumentRecord(
+            id=document.id,
+            source=document.source,
+            uri=document.uri,
+            content_hash=document.content_hash,
+        )
+        base = base.model_copy(
+            update={
+                "source": document.source,
+                "uri": document.uri,
+                "title": document.title,
+                "content_hash": document.content_hash,
+                "metadata": document.metadata,
+            }
+        )
+        pending = self.registry.begin(self.tenant, base, version)
+        try:
+            chunks = await self.enrich(document, chains)
+            points = await asyncio.to_thread(self.points, document, chunks, version)
+            self.store.upsert(self.tenant, points)
+        except Exception as exc:
+            self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
+            raise
+        current = self.registry.get(self.tenant, document.id)
+        if current is None or current.pending_version != version:
+            raise ChainError(f"{document.uri}: another writer replaced it while it was indexed")
+        stored_chunks = len({p.payload["chunk_id"] for p in points})
+        self.registry.commit(self.tenant, pending, stored_chunks, len(points))
+        self.report.document_ids.append(document.id)
+        if record is not None and record.version is not None:
+            self.report.changed += 1
+        else:
+            self.report.added += 1
+        self.report.chunks += stored_chunks
+        self.report.matching_texts += len(points)
+
+    def _duplicate_of(self, document: Document) -> SkippedDocument | None:
+        """An identical text already stored (or taken by this run) under another id."""
+        same = [
+            r
+            for r in self.registry.with_content(self.tenant, document.content_hash)
+            if r.id != document.id
+        ]
+        if same:
+            reason = f"same content as document {same[0].id} ({same[0].uri})"
+            return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
+        earlier = self._hashes_in_run.get(document.content_hash)
+        if earlier is not None and earlier.id != document.id:
+            reason = f"same content as document {earlier.id} ({earlier.uri}) in this run"
+            return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
+        return None
+
+    async def enrich(self, document: Document, chains: SourceChains) -> list[Chunk]:
+        sections = await chains.chunker.run(document)
+
+        async def one(index: int) -> Chunk:
+            section = sections[index]
+            matching, qualifying = await asyncio.gather(
+                chains.matching_text.run(section, document),
+                chains.qualifying_text.run(section, document),
+            )
+            return Chunk(
+                id=f"{document.id}#{index}",
+                document_id=document.id,
+                index=index,
+                text=section.text,
+                heading_path=section.heading_path,
+                qualifying_text=qualifying,
+                matching_texts=matching,
+            )
+
+        return list(await asyncio.gather(*(one(i) for i in range(len(sections)))))
+
+    def points(self, document: Document, chunks: list[Chunk], version: str) -> list[StoredPoint]:
+        """Embed every matching text; drop chunks that nearly duplicate a stored one."""
+        texts = [(chunk, m) for chunk in chunks for m in chunk.matching_texts]
+        vectors = self.embedder.embed([m.text for _, m in texts])
+        seen = VectorSet()  # this document's chunks: a repeated page is stored once
+        by_chunk: dict[str, list[tuple[MatchingText, list[float]]]] = {}
+        for (chunk, matching), vector in zip(texts, vectors, strict=True):
+            by_chunk.setdefault(chunk.id, []).append((matching, vector))
+        points = []
+        for chunk in chunks:
+            pairs = by_chunk.get(chunk.id, [])
+            if not pairs or self._near_duplicate(document, pairs, seen):
+                continue
+            for position, (matching, vector) in enumerate(pairs):
+                key = json.dumps([self.tenant, chunk.id, version, position])
+                payload = MatchPayload(
+                    document_id=document.id,
+                    chunk_id=chunk.id,
+                    chunk_index=chunk.index,
+                    source=document.source,
+                    version=version,
+                    uri=document.uri,
+                    title=document.title,
+                    heading_path=chunk.heading_path,
+                    content=chunk.text,
+                    qualifying_text=chunk.qualifying_text,
+                    matched_text=matching.text,
+                    match_kind=matching.kind,
+                    metadata=document.metadata,
+                )
+                points.append(
+                    StoredPoint(
+                        id=str(uuid.uuid5(POINT_NAMESPACE, key)),
+                        vector=vector,
+                        text=matching.text,
+                        payload=payload.model_dump(),
+                    )
+                )
+        return points
+
+    def _near_duplicate(
+        self, document: Document, pairs: list[tuple[MatchingText, list[float]]], seen: VectorSet
+    ) -> bool:
+        """Whether this chunk's content text is (nearly) one already stored or accepted."""
+        threshold = self.settings.near_duplicate_threshold
+        content = next((v for m, v in pairs if m.kind == CONTENT), pairs[0][1])
+        vector = np.asarray(content, dtype=np.float32)
+        if threshold is not None:
+            if seen.max_similarity(vector) >= threshold:
+                self.report.near_duplicate_chunks += 1
+                return True
+            contents = {"record": MATCH, "match_kind": CONTENT}
+            hits = self.store.search(self.tenant, content, 5, contents)
+            others = [h for h in hits if h.payload.get("document_id") != document.id]
+            others = [h for h in self.registry.visible(self.tenant, others) if h.score >= threshold]
+            if others:
+                self.report.near_duplicate_chunks += 1
+                return True
+        seen.add(vector)
+        return False
+
+
+class VectorSet:
+    """Unit vectors in one growing matrix, for the best cosine against all of them."""
+
+    def __init__(self) -> None:
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._size = 0
+
+    def add(self, vector: np.ndarray) -> None:
+        if self._size == len(self._matrix):
+            grown = np.zeros((max(64, 2 * self._size), len(vector)), dtype=np.float32)
+            if self._size:
+                grown[: self._size] = self._matrix[: self._size]
+            self._matrix = grown
+        self._matrix[self._size] = vector
+        self._size += 1
+
+    def max_similarity(self, vector: np.ndarray) -> float:
+        if self._size == 0:
+            return -1.0
+        return float(np.max(self._matrix[: self._size] @ vector))
+
+
+def document_version(document: Document, chains: SourceChains) -> str:
+    """Changes with the text, the metadata or the chains, so any of them re-indexes."""
+    metadata = {k: v for k, v in document.metadata.items() if k != "fetched_at"}
+    blob = json.dumps(
+        [document.content_hash, chains.fingerprint(), metadata], sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def check_size(document: Document, limit: int) -> None:
+    """Refuse a document whose extracted text is over the byte cap."""
+    size = len(document.text.encode("utf-8"))
+    if size > limit:
+        raise DocumentTooLargeError(
+            f"{document.uri}: extracted text is {size:,} bytes, over the {limit:,}-byte cap "
+            "(ingest.max_document_bytes)"
+        )

@@ -1,0 +1,125 @@
+"""The one way FlexMatch calls an LLM: litellm, async, bounded, retried, cached, counted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from flexmatch.engine.llm_cache import LLMCache, cache_key
+from flexmatch.errors import LLMError
+from flexmatch.models import Usage
+
+
+def import_litellm() -> Any:
+    """Import litellm without its start-up fetch of a cost map from the internet."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
+    return (
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+        litellm.BadGatewayError,
+    )
+
+
+class LLM:
+    """A configured chat model with a concurrency limit, retries and a result cache."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        retry_base_delay: float = 1.0,
+        cache: LLMCache | None = None,
+        temperature: float = 0.0,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self.cache = cache if cache is not None else LLMCache(None)
+        self.temperature = temperature
+        self.usage = Usage()
+        self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if loop not in self._semaphores:
+            self._semaphores = {loop: asyncio.Semaphore(self.concurrency)}
+        return self._semaphores[loop]
+
+    async def complete(self, prompt: str, *, model: str | None = None) -> str:
+        """The assistant's text for a single-user-message prompt."""
+        model = model or self.model
+        messages = [{"role": "user", "content": prompt}]
+        params = {"temperature": self.temperature}
+        key = cache_key(model, messages, params)
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.usage.cached_calls += 1
+            return cached[0]
+        litellm = import_litellm()
+        try:
+            async with self._semaphore():
+                async for attempt in AsyncRetrying(
+                    retry=retry_if_exception_type(_transient_errors(litellm)),
+                    stop=stop_after_attempt(self.max_retries + 1),
+                    wait=wait_exponential(multiplier=self.retry_base_delay, max=30),
+                    reraise=True,
+                ):
+                    with attempt:
+                        response = await litellm.acompletion(
+                            model=model,
+                            messages=messages,
+                            api_base=self.api_base,
+                            api_key=self.api_key,
+                            timeout=self.timeout,
+                            num_retries=0,
+                            **params,
+                        )
+        except Exception as exc:
+            kind = type(exc).__name__
+            raise LLMError(f"LLM call to '{model}' failed after retries: {kind}: {exc}") from exc
+        text = response.choices[0].message.content or ""
+        usage = self._account(litellm, response)
+        self.cache.put(key, text, usage)
+        return text
+
+    def _account(self, litellm: Any, response: Any) -> dict[str, Any]:
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        try:
+            cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception:  # unknown models have no price; that is not an error
+            cost = 0.0
+        self.usage.calls += 1
+        self.usage.prompt_tokens += prompt_tokens
+        self.usage.completion_tokens += completion_tokens
+        self.usage.cost_usd += cost
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}

@@ -1,0 +1,164 @@
+"""The stored-point schema: the one place that knows what a Qdrant point carries.
+
+Two kinds of point share one collection. A *match* point is one matching text of a
+chunk, with a dense and a BM25 vector; a *document record* point has no vector and
+holds a document's state (see ``documents``). Writers build payloads from these models,
+readers parse them back with them, the stores index ``INDEXED_FIELDS``, and
+``search_filters`` is the one filter vocabulary of every interface.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from flexmatch.errors import FilterError
+from flexmatch.models import DocumentRecord, MatchingText, SearchResult, Signals
+
+MATCH = "match"
+DOCUMENT = "document"
+CONTENT = "content"  # the match kind of a chunk's own text
+QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
+
+FilterValue = str | int | bool | list[str] | list[int]
+Filters = dict[str, FilterValue]
+
+# keyword payload indexes the stores create ("tenant" as Qdrant's tenant key)
+INDEXED_FIELDS = (
+    "tenant",
+    "record",
+    "document_id",
+    "chunk_id",
+    "source",
+    "version",
+    "content_hash",
+    "match_kind",
+    "unfinished",
+)
+# what a caller may filter on directly; any other name is a document metadata field
+FILTERABLE_FIELDS = ("source", "document_id", "chunk_id", "match_kind")
+METADATA_PREFIX = "metadata."
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_INT64 = (-(2**63), 2**63 - 1)
+MAX_FILTER_VALUES = 1_000
+
+
+class MatchPayload(BaseModel):
+    """The payload of a match point: everything a result needs, so a query never re-reads
+    the source."""
+
+    model_config = ConfigDict(extra="ignore")  # the store adds "tenant"
+
+    record: Literal["match"] = "match"
+    document_id: str
+    chunk_id: str
+    chunk_index: int = 0
+    source: str
+    version: str
+    uri: str = ""
+    title: str = ""
+    heading_path: list[str] = []
+    content: str = ""
+    qualifying_text: str = ""
+    matched_text: str = ""
+    match_kind: str = "question"
+    metadata: dict[str, Any] = {}
+
+    def matching_text(self) -> MatchingText:
+        kind = self.match_kind if self.match_kind in _MATCH_KINDS else "question"
+        return MatchingText.model_validate({"text": self.matched_text, "kind": kind})
+
+    def result(self, score: float) -> SearchResult:
+        return SearchResult(
+            chunk_id=self.chunk_id,
+            document_id=self.document_id,
+            uri=self.uri,
+            source=self.source,
+            title=self.title,
+            heading_path=self.heading_path,
+            content=self.content,
+            qualifying_text=self.qualifying_text,
+            matched_text=self.matched_text,
+            score=score,
+            metadata=self.metadata,
+            signals=Signals(first_stage=score),
+        )
+
+
+_MATCH_KINDS = {"question", "sentence", "keyword", "content", "title"}
+
+
+def record_payload(record: DocumentRecord) -> dict[str, Any]:
+    """The payload of a document record point."""
+    # a keyword, not a bool: qdrant-edge matches no boolean value in filters
+    unfinished = record.pending_version is not None or record.status in ("pending", "removing")
+    return {
+        "record": DOCUMENT,
+        "document_id": record.id,
+        "unfinished": "yes" if unfinished else "no",
+        **record.model_dump(),
+    }
+
+
+def parse_record(payload: dict[str, Any]) -> DocumentRecord:
+    fields = DocumentRecord.model_fields
+    return DocumentRecord.model_validate({k: v for k, v in payload.items() if k in fields})
+
+
+def search_filters(filters: dict[str, Any] | None) -> Filters:
+    """A caller's filters as payload conditions, checked: the one vocabulary of the Python
+    API, the CLI, HTTP and MCP.
+
+    ``source``, ``document_id``, ``chunk_id`` and ``match_kind`` match the point itself;
+    ``metadata.NAME`` (or a bare ``NAME``) matches the document's metadata. A value is a
+    string, an integer or a boolean; a list matches any of its values.
+    """
+    mapped: Filters = {}
+    for field, value in (filters or {}).items():
+        mapped[_filter_field(field)] = _filter_value(field, value)
+    return mapped
+
+
+def _filter_field(field: object) -> str:
+    if not isinstance(field, str):
+        raise FilterError(f"filter field {field!r} is not a name")
+    if field in FILTERABLE_FIELDS:
+        return field
+    name = field.removeprefix(METADATA_PREFIX)
+    reserved = name in MatchPayload.model_fields or name in INDEXED_FIELDS
+    if _NAME.match(name) and not (reserved and not field.startswith(METADATA_PREFIX)):
+        return METADATA_PREFIX + name
+    raise FilterError(
+        f"cannot filter on '{field}': use {', '.join(FILTERABLE_FIELDS)} or metadata.<name> "
+        "(a name of letters, digits, '_' or '-'; a bare name means metadata.<name>)"
+    )
+
+
+def _filter_value(field: str, value: object) -> FilterValue:
+    if isinstance(value, list):
+        if not value or len(value) > MAX_FILTER_VALUES:
+            raise FilterError(f"filter '{field}': a list needs 1 to {MAX_FILTER_VALUES:,} values")
+        items = [_scalar(field, item) for item in value]
+        strings = [item for item in items if isinstance(item, str)]
+        if len(strings) == len(items):
+            return strings
+        integers = [item for item in items if isinstance(item, int) and not isinstance(item, bool)]
+        if len(integers) == len(items):
+            return integers
+        raise FilterError(f"filter '{field}': a list holds only strings or only integers")
+    return _scalar(field, value)
+
+
+def _scalar(field: str, value: object) -> str | int | bool:
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise FilterError(f"filter '{field}': {value} is outside the 64-bit integer range")
+        return value
+    kind = type(value).__name__
+    raise FilterError(
+        f"filter '{field}': a value must be a string, an integer or a boolean, not {kind}"
+    )

@@ -1,0 +1,28 @@
+"""Vector stores: embedded Qdrant (qdrant-edge) by default, a Qdrant server by URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flexmatch.engine.stores.base import Filters, Hit, StoredPoint, VectorStore
+
+
+def open_store(
+    *,
+    path: Path,
+    url: str | None = None,
+    api_key: str | None = None,
+    collection: str = "flexmatch",
+    lock_timeout: float = 0.0,
+) -> VectorStore:
+    """A Qdrant server when ``url`` is set, else the embedded engine in ``path``."""
+    if url:
+        from flexmatch.engine.stores.server import ServerStore
+
+        return ServerStore(url, api_key, collection)
+    from flexmatch.engine.stores.edge import EdgeStore
+
+    return EdgeStore(path, lock_timeout)
+
+
+__all__ = ["Filters", "Hit", "StoredPoint", "VectorStore", "open_store"]

@@ -1,0 +1,138 @@
+"""The store interface: a thin, tenant-scoped layer over a Qdrant collection.
+
+Every method takes the tenant as a required argument and the implementations add it to
+every filter they send, and check it on every point they return, so no caller can
+forget it. Higher-level rules (documents, versions, dedup) live in ``engine.documents``
+and use only these operations, so both stores behave the same.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from flexmatch.engine.points import INDEXED_FIELDS, Filters, FilterValue
+
+DENSE = "dense"
+LEXICAL = "lexical"
+__all__ = ["INDEXED_FIELDS", "FilterValue", "Filters"]
+SCHEMA_VERSION = 3  # 3: point and record ids hash [tenant, id] as JSON
+
+
+class StoredPoint(BaseModel):
+    """A point to write. Matching texts have a vector and text; document records have none."""
+
+    id: str
+    vector: list[float] | None = None
+    text: str = ""
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class Hit(BaseModel):
+    """A point read back (score 0 when it was not found by similarity)."""
+
+    id: str
+    score: float = 0.0
+    payload: dict[str, Any]
+
+
+class VectorStore(Protocol):
+    def prepare(self, embedding_model: str, dimension: int) -> None:
+        """Create the collection, or check it was built with this embedding model."""
+
+    def exists(self) -> bool:
+        """Whether the collection has been created."""
+
+    def upsert(self, tenant: str, points: list[StoredPoint]) -> None: ...
+
+    def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None: ...
+
+    def search(
+        self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
+    ) -> list[Hit]: ...
+
+    def search_lexical(
+        self, tenant: str, text: str, limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over the stored texts (sparse vectors, IDF applied by Qdrant)."""
+
+    def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
+        """Points by id; a point of another tenant is never returned."""
+
+    def scroll(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[Hit]: ...
+
+    def count(self, tenant: str, filters: Filters | None = None) -> int: ...
+
+    def size_bytes(self) -> int | None:
+        """Bytes on disk, where the store knows it."""
+
+    def close(self) -> None: ...
+
+
+class QueryMethods:
+    """``search`` and ``search_lexical`` for a store that implements ``_query`` (one
+    Qdrant query on a named vector) and ``_sparse`` (its sparse-vector type)."""
+
+    def _query(
+        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
+    ) -> list[Hit]:
+        raise NotImplementedError
+
+    def _sparse(self, sparse: Any) -> Any:
+        return sparse
+
+    def search(
+        self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        return self._query(tenant, vector, DENSE, limit, filters)
+
+    def search_lexical(
+        self, tenant: str, text: str, limit: int, filters: Filters | None = None
+    ) -> list[Hit]:
+        sparse = lexical_query(text)
+        if sparse is None:  # only stopwords: nothing to match
+            return []
+        return self._query(tenant, self._sparse(sparse), LEXICAL, limit, filters)
+
+
+def scoped_conditions(
+    tenant: str, filters: Filters | None, must_not: Filters | None = None
+) -> tuple[list[tuple[str, FilterValue]], list[tuple[str, FilterValue]]]:
+    """(must, must_not) field conditions, the tenant always first among the musts."""
+    must: list[tuple[str, FilterValue]] = [("tenant", tenant), *(filters or {}).items()]
+    return must, list((must_not or {}).items())
+
+
+def in_tenant(tenant: str, hits: list[Hit]) -> list[Hit]:
+    """Belt and braces: drop anything that is not the caller's tenant's."""
+    return [hit for hit in hits if hit.payload.get("tenant") == tenant]
+
+
+@functools.cache
+def _bm25() -> Any:
+    from qdrant_edge import Bm25
+
+    return Bm25()
+
+
+def lexical_document(text: str) -> Any:
+    """BM25 term weights of a stored text (Qdrant applies IDF at query time)."""
+    return _bm25().embed_document(text)
+
+
+def lexical_query(text: str) -> Any | None:
+    """The sparse query for ``text``; None when nothing is left (only stopwords)."""
+    sparse = _bm25().embed_query(text)
+    return sparse if sparse.indices else None
+
+
+def mismatch_message(where: str, stored: dict[str, Any], model: str, dimension: int) -> str:
+    return (
+        f"{where} was indexed with embedding model '{stored.get('embedding_model')}' "
+        f"({stored.get('dimension')} dimensions), but the config asks for '{model}' "
+        f"({dimension} dimensions); set models.embedding back, or re-ingest into a new store"
+    )

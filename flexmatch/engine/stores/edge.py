@@ -1,0 +1,222 @@
+"""The embedded default store: the Qdrant engine in-process (qdrant-edge), on disk.
+
+Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
+and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
+survives a kill -9. One process at a time: a second one waits for the lock, then fails
+with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from flexmatch.engine.stores.base import (
+    DENSE,
+    INDEXED_FIELDS,
+    LEXICAL,
+    SCHEMA_VERSION,
+    Filters,
+    Hit,
+    QueryMethods,
+    StoredPoint,
+    in_tenant,
+    lexical_document,
+    mismatch_message,
+    scoped_conditions,
+)
+from flexmatch.errors import ModelMismatchError, StoreError
+
+META_FILE = "flexmatch-store.json"
+
+
+def _edge() -> Any:
+    import qdrant_edge
+
+    return qdrant_edge
+
+
+class EdgeStore(QueryMethods):
+    """Points in a folder, written through Qdrant's write-ahead log."""
+
+    def __init__(self, path: Path, lock_timeout: float = 0.0) -> None:
+        self.path = path
+        self.lock_timeout = lock_timeout
+        self._shard: Any = None
+        self._opening = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------
+    def exists(self) -> bool:
+        return (self.path / META_FILE).is_file()
+
+    def _meta(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.path / META_FILE).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.path / META_FILE}: unreadable store metadata: {exc}") from exc
+
+    def _open(self) -> Any:
+        with self._opening:
+            return self._open_unlocked()
+
+    def _open_unlocked(self) -> Any:
+        if self._shard is None:
+            if not self.exists():
+                raise StoreError(f"no store at {self.path} yet: ingest something first")
+            schema = self._meta().get("schema")
+            if schema != SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store at {self.path} has schema {schema}, this FlexMatch reads "
+                    f"schema {SCHEMA_VERSION}; re-ingest into a new knowledge base"
+                )
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
+                    break
+                except Exception as exc:
+                    locked = "WouldBlock" in str(exc) or "lock" in str(exc).lower()
+                    if locked and time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    if locked:
+                        raise StoreError(
+                            f"the store at {self.path} is in use by another FlexMatch process "
+                            f"(waited {self.lock_timeout:.0f}s); try again when it is done"
+                        ) from exc
+                    raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+        return self._shard
+
+    def prepare(self, embedding_model: str, dimension: int) -> None:
+        if self.exists():
+            meta = self._meta()
+            if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
+                raise ModelMismatchError(
+                    mismatch_message(f"the store at {self.path}", meta, embedding_model, dimension)
+                )
+            self._open()
+            return
+        edge = _edge()
+        config = edge.EdgeConfig(
+            vectors={DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)},
+            sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
+        )
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._shard = edge.EdgeShard.create(str(self.path / "shard"), config)
+            for field in INDEXED_FIELDS:
+                self._shard.update(
+                    edge.UpdateOperation.create_field_index(field, edge.PayloadSchemaType.Keyword)
+                )
+            self._shard.flush()
+        except Exception as exc:
+            raise StoreError(f"cannot create a store at {self.path}: {exc}") from exc
+        meta = {
+            "embedding_model": embedding_model,
+            "dimension": dimension,
+            "schema": SCHEMA_VERSION,
+        }
+        (self.path / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+
+    def close(self) -> None:
+        if self._shard is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None
+
+    def size_bytes(self) -> int | None:
+        if not self.path.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+    # -- data ------------------------------------------------------------------------
+    def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
+        edge = _edge()
+
+        def condition(key: str, value: Any) -> Any:
+            match = edge.MatchAny(value) if isinstance(value, list) else edge.MatchValue(value)
+            return edge.FieldCondition(key=key, match=match)
+
+        must, negated = scoped_conditions(tenant, filters, must_not)
+        return edge.Filter(
+            must=[condition(k, v) for k, v in must],
+            must_not=[condition(k, v) for k, v in negated] or None,
+        )
+
+    def _update(self, operation: Any, what: str) -> None:
+        try:
+            self._open().update(operation)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{what} in the store at {self.path} failed: {exc}") from exc
+
+    def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
+        if not points:
+            return
+        edge = _edge()
+        batch = []
+        for point in points:
+            vectors: dict[str, Any] = {}
+            if point.vector is not None:
+                vectors = {DENSE: point.vector, LEXICAL: lexical_document(point.text)}
+            batch.append(edge.Point(point.id, vectors, {**point.payload, "tenant": tenant}))
+        self._update(edge.UpdateOperation.upsert_points(batch), f"writing {len(batch)} points")
+
+    def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None:
+        if not self.exists():
+            return
+        selector = self._filter(tenant, filters, must_not)
+        self._update(_edge().UpdateOperation.delete_points_by_filter(selector), "deleting points")
+
+    def _query(
+        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        edge = _edge()
+        request = edge.QueryRequest(
+            limit=limit,
+            query=edge.Query.Nearest(query, using=using),
+            filter=self._filter(tenant, filters),
+            with_payload=True,
+        )
+        points = self._open().query(request)
+        hits = [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points]
+        return in_tenant(tenant, hits)
+
+    def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
+        if not self.exists() or not ids:
+            return []
+        records = self._open().retrieve(ids, True, False)
+        return in_tenant(tenant, [Hit(id=str(r.id), payload=dict(r.payload)) for r in records])
+
+    def scroll(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        edge = _edge()
+        hits: list[Hit] = []
+        offset: Any = None
+        while len(hits) < limit:
+            request = edge.ScrollRequest(
+                offset=offset,
+                limit=min(1000, limit - len(hits)),
+                filter=self._filter(tenant, filters),
+                with_payload=True,
+            )
+            records, offset = self._open().scroll(request)
+            hits.extend(Hit(id=str(r.id), payload=dict(r.payload)) for r in records)
+            if offset is None or not records:
+                break
+        return in_tenant(tenant, hits)
+
+    def count(self, tenant: str, filters: Filters | None = None) -> int:
+        if not self.exists():
+            return 0
+        request = _edge().CountRequest(exact=True, filter=self._filter(tenant, filters))
+        return int(self._open().count(request))

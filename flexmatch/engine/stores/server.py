@@ -1,0 +1,203 @@
+"""A Qdrant server or cluster through qdrant-client (``store.url``), for data that outgrows
+one machine. ``url: ":memory:"`` runs qdrant-client's in-process engine, which speaks the
+same API and is what the tests use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexmatch.engine.stores.base import (
+    DENSE,
+    INDEXED_FIELDS,
+    LEXICAL,
+    SCHEMA_VERSION,
+    Filters,
+    Hit,
+    QueryMethods,
+    StoredPoint,
+    in_tenant,
+    lexical_document,
+    mismatch_message,
+    scoped_conditions,
+)
+from flexmatch.errors import ModelMismatchError, StoreError
+from flexmatch.extras import require
+
+
+def _models() -> Any:
+    return require("qdrant_client.models", "qdrant", "a Qdrant server store (store.url)")
+
+
+class ServerStore(QueryMethods):
+    """One collection on a Qdrant server; tenants share it, filtered on every call."""
+
+    def __init__(self, url: str, api_key: str | None, collection: str) -> None:
+        QdrantClient = require("qdrant_client", "qdrant", "a Qdrant server store").QdrantClient
+        self.url = url
+        self.collection = collection
+        try:
+            if url == ":memory:":
+                self._client = QdrantClient(location=":memory:")
+            else:
+                self._client = QdrantClient(url=url, api_key=api_key, timeout=30)
+        except Exception as exc:
+            raise StoreError(f"cannot connect to Qdrant at {url}: {exc}") from exc
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._client, method)(*args, **kwargs)
+        except Exception as exc:
+            raise StoreError(f"{what} on Qdrant at {self.url} failed: {exc}") from exc
+
+    def exists(self) -> bool:
+        return bool(self._call("checking the collection", "collection_exists", self.collection))
+
+    def prepare(self, embedding_model: str, dimension: int) -> None:
+        m = _models()
+        if self.exists():
+            info = self._call("reading the collection", "get_collection", self.collection)
+            meta = info.config.metadata or {}
+            if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
+                where = f"collection '{self.collection}' at {self.url}"
+                raise ModelMismatchError(mismatch_message(where, meta, embedding_model, dimension))
+            return
+        self._call(
+            "creating the collection",
+            "create_collection",
+            self.collection,
+            vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
+            sparse_vectors_config={LEXICAL: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            metadata={
+                "embedding_model": embedding_model,
+                "dimension": dimension,
+                "schema": SCHEMA_VERSION,
+            },
+        )
+        for field in INDEXED_FIELDS:
+            schema = (
+                m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)
+                if field == "tenant"
+                else m.PayloadSchemaType.KEYWORD
+            )
+            self._call(
+                "indexing a field",
+                "create_payload_index",
+                self.collection,
+                field,
+                field_schema=schema,
+            )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def size_bytes(self) -> int | None:
+        return None  # the server owns its disk
+
+    def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
+        m = _models()
+
+        def condition(key: str, value: Any) -> Any:
+            match = m.MatchAny(any=value) if isinstance(value, list) else m.MatchValue(value=value)
+            return m.FieldCondition(key=key, match=match)
+
+        must, negated = scoped_conditions(tenant, filters, must_not)
+        return m.Filter(
+            must=[condition(k, v) for k, v in must],
+            must_not=[condition(k, v) for k, v in negated] or None,
+        )
+
+    def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
+        if not points:
+            return
+        m = _models()
+        structs = []
+        for point in points:
+            vector: dict[str, Any] = {}
+            if point.vector is not None:
+                sparse = lexical_document(point.text)
+                vector = {
+                    DENSE: point.vector,
+                    LEXICAL: m.SparseVector(
+                        indices=list(sparse.indices), values=list(sparse.values)
+                    ),
+                }
+            payload = {**point.payload, "tenant": tenant}
+            structs.append(m.PointStruct(id=point.id, vector=vector, payload=payload))
+        self._call(
+            f"writing {len(structs)} points", "upsert", self.collection, points=structs, wait=True
+        )
+
+    def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None:
+        if not self.exists():
+            return
+        selector = _models().FilterSelector(filter=self._filter(tenant, filters, must_not))
+        self._call(
+            "deleting points", "delete", self.collection, points_selector=selector, wait=True
+        )
+
+    def _sparse(self, sparse: Any) -> Any:
+        return _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
+    def _query(
+        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        response = self._call(
+            "searching",
+            "query_points",
+            self.collection,
+            query=query,
+            using=using,
+            limit=limit,
+            query_filter=self._filter(tenant, filters),
+            with_payload=True,
+        )
+        hits = [
+            Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
+            for p in response.points
+        ]
+        return in_tenant(tenant, hits)
+
+    def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
+        if not self.exists() or not ids:
+            return []
+        records = self._call("reading points", "retrieve", self.collection, ids, with_payload=True)
+        return in_tenant(
+            tenant, [Hit(id=str(r.id), payload=dict(r.payload or {})) for r in records]
+        )
+
+    def scroll(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[Hit]:
+        if not self.exists():
+            return []
+        hits: list[Hit] = []
+        offset: Any = None
+        while len(hits) < limit:
+            records, offset = self._call(
+                "listing points",
+                "scroll",
+                self.collection,
+                scroll_filter=self._filter(tenant, filters),
+                limit=min(1000, limit - len(hits)),
+                offset=offset,
+                with_payload=True,
+            )
+            hits.extend(Hit(id=str(r.id), payload=dict(r.payload or {})) for r in records)
+            if offset is None or not records:
+                break
+        return in_tenant(tenant, hits)
+
+    def count(self, tenant: str, filters: Filters | None = None) -> int:
+        if not self.exists():
+            return 0
+        result = self._call(
+            "counting points",
+            "count",
+            self.collection,
+            count_filter=self._filter(tenant, filters),
+            exact=True,
+        )
+        return int(result.count)

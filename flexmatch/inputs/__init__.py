@@ -1,0 +1,1 @@
+"""The inputs: sources, files and folders, records and web pages → documents."""

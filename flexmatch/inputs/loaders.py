@@ -1,0 +1,183 @@
+"""Loading: paths → documents. Files and folders (recursive, hidden files and symlinks
+skipped) and JSON Lines corpora (one document per line, its id kept)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from flexmatch.errors import DocumentTooLargeError, FlexMatchError, ParseError
+from flexmatch.inputs.parsing import parse_file, parse_text
+from flexmatch.models import Document, Element, FailedDocument
+
+Item = Document | FailedDocument
+
+
+def document_id(source: str, uri: str) -> str:
+    """A stable id for a document without one of its own: source + location."""
+    return hashlib.sha256(f"{source}\n{uri}".encode()).hexdigest()[:24]
+
+
+def attempt(uri: str, build: Callable[[], Document]) -> Item:
+    """The document ``build`` makes, or a failure naming ``uri``: one bad input never
+    stops a bulk import, whatever went wrong in it."""
+    try:
+        return build()
+    except FlexMatchError as exc:
+        return FailedDocument(uri=uri, error=str(exc))
+    except Exception as exc:  # a parser bug: report it, keep the batch going
+        return FailedDocument(uri=uri, error=f"{uri}: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class LoadTask:
+    """One file to load; a JSON Lines file yields many documents."""
+
+    path: Path
+
+    @property
+    def is_corpus(self) -> bool:
+        return self.path.suffix.lower() == ".jsonl"
+
+    def count(self) -> int:
+        if not self.is_corpus:
+            return 1
+        with self.path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+
+
+def discover(
+    paths: list[Path], include: list[str] | None = None, exclude: list[str] | None = None
+) -> tuple[list[LoadTask], list[FailedDocument]]:
+    """Every file under ``paths``, in a stable order; missing paths are reported.
+
+    ``include``/``exclude`` globs filter what a folder walk finds (matched against the
+    path relative to the folder, and against the file name); named files are always taken.
+    """
+    tasks: list[LoadTask] = []
+    missing: list[FailedDocument] = []
+    for path in paths:
+        if path.is_symlink():
+            missing.append(
+                FailedDocument(uri=str(path), error=f"{path}: symlinks are not followed")
+            )
+        elif path.is_file():
+            tasks.append(LoadTask(path))
+        elif path.is_dir():
+            tasks.extend(
+                LoadTask(p)
+                for p in _walk(path)
+                if _selected(p.relative_to(path), include or [], exclude or [])
+            )
+        else:
+            missing.append(FailedDocument(uri=str(path), error=f"{path}: no such file or folder"))
+    return tasks, missing
+
+
+def _selected(relative: Path, include: list[str], exclude: list[str]) -> bool:
+    def matches(pattern: str) -> bool:
+        return (
+            relative.match(pattern)
+            or fnmatch(relative.name, pattern)
+            or fnmatch(relative.as_posix(), pattern)
+        )
+
+    if include and not any(matches(p) for p in include):
+        return False
+    return not any(matches(p) for p in exclude)
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        if entry.is_dir():
+            yield from _walk(entry)
+        elif entry.is_file():
+            yield entry
+
+
+def load(task: LoadTask, source: str, max_bytes: int) -> Iterator[Document | FailedDocument]:
+    """The documents in one file, or a failure naming it."""
+    if task.is_corpus:
+        yield from _load_corpus(task.path, source)
+        return
+    uri = str(task.path.resolve())
+
+    def build() -> Document:
+        check_file_size(task.path, max_bytes)
+        parsed = parse_file(task.path)
+        return Document(
+            id=document_id(source, uri),
+            uri=uri,
+            source=source,
+            title=parsed.title or task.path.stem,
+            elements=parsed.elements,
+            metadata={**parsed.metadata, "file_name": task.path.name},
+        )
+
+    yield attempt(uri, build)
+
+
+def check_file_size(path: Path, max_bytes: int) -> None:
+    """Refuse a file over the byte cap before reading it."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DocumentTooLargeError(
+            f"{path}: the file is {size:,} bytes, over the {max_bytes:,}-byte cap "
+            "(ingest.max_document_bytes)"
+        )
+
+
+def json_lines(path: Path) -> Iterator[tuple[Any, str] | FailedDocument]:
+    """(value, where) for each non-empty line of a JSON Lines file; bad lines named."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                yield json.loads(raw.decode("utf-8")), where
+            except UnicodeDecodeError:
+                yield FailedDocument(uri=where, error=f"{where}: not UTF-8 text")
+            except json.JSONDecodeError as exc:
+                yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
+
+
+def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:
+    """JSON Lines: ``_id`` or ``id``, ``title``, ``text``; other fields become metadata."""
+    for entry in json_lines(path):
+        if isinstance(entry, FailedDocument):
+            yield entry
+            continue
+        record, where = entry
+        yield attempt(where, lambda r=record, w=where: _corpus_document(r, w, source))
+
+
+def _corpus_document(record: Any, where: str, source: str) -> Document:
+    if not isinstance(record, dict):
+        raise ParseError(f"{where}: expected a JSON object")
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ParseError(f"{where}: field 'text' is missing or empty")
+    title = str(record.get("title") or "")
+    given = record.get("_id", record.get("id"))
+    uri = f"{where.rsplit(':', 1)[0]}#{given}" if given is not None else where
+    parsed = parse_text(text, title=title)
+    elements = parsed.elements
+    if title:
+        elements = [Element(kind="title", text=title), *elements]
+    metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
+    return Document(
+        id=str(given) if given is not None else document_id(source, uri),
+        uri=uri,
+        source=source,
+        title=title,
+        elements=elements,
+        metadata=metadata,
+    )

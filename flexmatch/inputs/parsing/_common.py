@@ -1,0 +1,180 @@
+"""Helpers every parser shares: whitespace clean-up, error wrapping and the final checks.
+
+Kept free of third-party imports so that ``import flexmatch.inputs.parsing`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from flexmatch.errors import EmptyDocumentError, FlexMatchError, ParseError
+from flexmatch.models import Element, ElementKind, ParsedDocument
+
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
+_SPACES = re.compile(r"\s+")
+_INLINE_SPACES = re.compile(r"[^\S\n]+")
+_MANY_BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
+
+# A bullet glyph (stripped) or a short number/letter label (kept), then a space.
+_BULLET = re.compile(r"^\s*[•●▪◦‣∙·■□➢►❖✓\-–*]\s+")
+_NUMBERED = re.compile(r"^\s*\(?(?:\d{1,2}|[a-zA-Z])[.)]\s+")
+
+_MEANINGLESS_TITLES = {
+    "document",
+    "title",
+    "slide 1",
+    "powerpoint presentation",
+    "presentation",
+    "sheet1",
+    "book1",
+}
+_FILE_SUFFIX = re.compile(r"\.(pdf|docx?|pptx?|xlsx?|odt|rtf|txt|html?|md)$", re.IGNORECASE)
+
+
+def clean_inline(text: str) -> str:
+    """Collapse every run of whitespace (newlines included) to one space."""
+    return _SPACES.sub(" ", _INVISIBLE.sub("", text)).strip()
+
+
+def clean_lines(text: str) -> str:
+    """Clean a table: collapse spaces inside each line and drop empty lines."""
+    lines = (_INLINE_SPACES.sub(" ", _INVISIBLE.sub("", line)).strip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def clean_code(text: str) -> str:
+    """Clean code: keep indentation, trim trailing spaces, allow at most one blank line."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return _MANY_BLANK_LINES.sub("\n\n", text).strip("\n")
+
+
+def table_text(rows: Iterable[Iterable[str]]) -> str:
+    """Render rows of cells as lines with cells joined by `` | `` (empty cells dropped)."""
+    lines = []
+    for row in rows:
+        cells = [clean_inline(c) for c in row]
+        cells = [c for c in cells if c]
+        if cells:
+            lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def split_list_lines(lines: Iterable[str]) -> list[tuple[ElementKind, str]]:
+    """Split text lines into paragraphs and list items at lines that start with a bullet.
+
+    Lines that follow a bullet and start with a lowercase letter or an indent continue
+    that item; any other line starts (or continues) a plain paragraph.
+    """
+    out: list[tuple[ElementKind, list[str]]] = []
+    for raw in lines:
+        if not raw.strip():
+            continue
+        bullet = _BULLET.match(raw)
+        if bullet or _NUMBERED.match(raw):
+            text = raw[bullet.end() :] if bullet else raw
+            out.append(("list_item", [text]))
+        elif out and (out[-1][0] == "paragraph" or raw[:1].isspace() or raw.lstrip()[:1].islower()):
+            out[-1][1].append(raw)
+        else:
+            out.append(("paragraph", [raw]))
+    return [(kind, join_wrapped(parts)) for kind, parts in out]
+
+
+def join_wrapped(lines: Iterable[str]) -> str:
+    """Join hard-wrapped lines into one string, undoing ``word-\\nwrap`` hyphenation."""
+    text = ""
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        if re.search(r"[a-z]-$", text) and line[:1].islower():
+            text = text[:-1] + line
+        else:
+            text = f"{text} {line}" if text else line
+    return clean_inline(text)
+
+
+def strip_bullet(text: str) -> str | None:
+    """The text without its leading bullet glyph, or None when it has no bullet."""
+    match = _BULLET.match(text)
+    return text[match.end() :] if match else None
+
+
+class ElementBuilder:
+    """Collects elements in reading order, normalising whitespace and dropping empty ones."""
+
+    def __init__(self) -> None:
+        self.elements: list[Element] = []
+
+    def add(self, kind: ElementKind, text: str, level: int = 0, page: int | None = None) -> None:
+        if kind == "table":
+            text = clean_lines(text)
+        elif kind == "code":
+            text = clean_code(text)
+        else:
+            text = clean_inline(text)
+        if not text.strip():
+            return
+        self.elements.append(
+            Element(kind=kind, text=text, level=level if kind == "heading" else 0, page=page)
+        )
+
+    def first_text(self, *kinds: ElementKind) -> str:
+        """The text of the first element of one of ``kinds`` ("" if none)."""
+        return next((e.text for e in self.elements if e.kind in kinds), "")
+
+
+def meaningful_title(value: Any) -> str:
+    """Return ``value`` cleaned if it can serve as a title, else ""."""
+    if not isinstance(value, str):
+        return ""
+    title = clean_inline(value)
+    if title.lower().startswith("microsoft word - "):
+        title = title[len("microsoft word - ") :]
+    low = title.lower()
+    if not title or low in _MEANINGLESS_TITLES or low.startswith("untitled"):
+        return ""
+    if _FILE_SUFFIX.search(title) or not any(ch.isalnum() for ch in title):
+        return ""
+    return title[:300]
+
+
+def short_reason(exc: BaseException) -> str:
+    """A one-line description of an exception for a user-facing message."""
+    message = clean_inline(str(exc))
+    name = type(exc).__name__
+    if not message:
+        return name
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{name}: {message}"
+
+
+@contextmanager
+def parse_errors(path: Path | str, fmt: str) -> Iterator[None]:
+    """Turn any library exception into a ``ParseError`` naming the file (FlexMatch errors pass)."""
+    try:
+        yield
+    except FlexMatchError:
+        raise
+    except Exception as exc:
+        raise ParseError(f"{path}: could not parse {fmt} file: {short_reason(exc)}") from exc
+
+
+def finish(
+    label: Path | str,
+    builder: ElementBuilder,
+    title: str,
+    metadata: dict[str, Any] | None = None,
+    empty_hint: str = "",
+) -> ParsedDocument:
+    """Build the ``ParsedDocument``, refusing documents without any text."""
+    if not any(e.text.strip() for e in builder.elements):
+        hint = f" ({empty_hint})" if empty_hint else ""
+        raise EmptyDocumentError(f"{label}: no text found{hint}")
+    return ParsedDocument(title=title, elements=builder.elements, metadata=metadata or {})

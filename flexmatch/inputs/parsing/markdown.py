@@ -1,0 +1,118 @@
+"""Markdown files via markdown-it-py tokens, so structure comes from a real CommonMark parser.
+
+Indented code blocks are switched off: many ``.md`` files are plain text with indented
+paragraphs (licences, notes) and would otherwise turn into one long "code" element;
+fenced code blocks still become ``code`` elements.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flexmatch.errors import ParseError
+from flexmatch.inputs.parsing._common import ElementBuilder, finish, parse_errors
+from flexmatch.models import ElementKind, ParsedDocument
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
+
+_FRONT_MATTER = re.compile(r"\A---[^\S\n]*\n(.*?\n)(?:---|\.\.\.)[^\S\n]*(?:\n|\Z)", re.DOTALL)
+_FRONT_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
+_TAG = re.compile(r"<!--.*?-->|<[^>]+>", re.DOTALL)
+
+
+def _inline_text(token: Token) -> str:
+    """Plain text of an inline token: markup dropped, link text and image alt kept."""
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(_inline_text(child))
+        elif child.type == "html_inline" and child.content.lower().startswith("<br"):
+            parts.append(" ")
+    return "".join(parts)
+
+
+def _strip_front_matter(text: str) -> tuple[str, str]:
+    """Remove a YAML front-matter block; return (body, title found in it or "")."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return text, ""
+    title = _FRONT_TITLE.search(match.group(1))
+    value = title.group(1).strip("'\"") if title else ""
+    return text[match.end() :], value
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").disable("code")
+
+
+def markdown_to_builder(text: str) -> tuple[ElementBuilder, str]:
+    """Parse markdown text into elements; also return the title from front matter, if any."""
+    body, front_title = _strip_front_matter(text)
+    tokens = _markdown().parse(body)
+    builder = ElementBuilder()
+    list_depth = 0
+    heading_level = 0
+    table_rows: list[list[str]] | None = None
+    item_number = ""  # "3." for the first paragraph of an ordered-list item
+    for token in tokens:
+        kind = token.type
+        if kind == "heading_open":
+            heading_level = int(token.tag[1:])
+        elif kind == "heading_close":
+            heading_level = 0
+        elif kind in ("bullet_list_open", "ordered_list_open"):
+            list_depth += 1
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            list_depth -= 1
+        elif kind == "list_item_open" and token.info:
+            item_number = f"{token.info}{token.markup} "
+        elif kind == "table_open":
+            table_rows = []
+        elif kind == "table_close":
+            if table_rows is not None:
+                builder.add("table", "\n".join(" | ".join(row) for row in table_rows))
+            table_rows = None
+        elif kind == "tr_open" and table_rows is not None:
+            table_rows.append([])
+        elif kind == "inline":
+            content = _inline_text(token)
+            if table_rows is not None:
+                if table_rows and content.strip():
+                    table_rows[-1].append(content.strip())
+            elif heading_level:
+                builder.add("heading", content, level=heading_level)
+            else:
+                element_kind: ElementKind = "list_item" if list_depth else "paragraph"
+                builder.add(element_kind, item_number + content)
+                item_number = ""
+        elif kind in ("fence", "code_block"):
+            builder.add("code", token.content)
+        elif kind == "html_block":
+            builder.add("paragraph", html.unescape(_TAG.sub(" ", token.content)))
+    return builder, front_title
+
+
+def parse_markdown(path: Path) -> ParsedDocument:
+    """Parse a .md/.markdown file."""
+    from flexmatch.inputs.parsing.text import decode_text, looks_binary
+
+    data = path.read_bytes()
+    if looks_binary(data):
+        raise ParseError(f"{path}: looks like a binary file, not text")
+    with parse_errors(path, "Markdown"):
+        builder, front_title = markdown_to_builder(decode_text(data))
+    h1 = next((e.text for e in builder.elements if e.kind == "heading" and e.level == 1), "")
+    return finish(path, builder, front_title or h1 or path.stem)

@@ -1,0 +1,110 @@
+"""OpenDocument text (.odt) via odfpy, walking ``office:text`` in document order.
+
+``text:h`` carries its own outline level, so headings need no style lookup. Tables of
+contents and indexes are skipped: they only repeat the headings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flexmatch.inputs.parsing._common import (
+    ElementBuilder,
+    clean_inline,
+    finish,
+    meaningful_title,
+    parse_errors,
+)
+from flexmatch.models import ParsedDocument
+
+_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+_SKIPPED = {
+    (_TEXT, "sequence-decls"),
+    (_TEXT, "tracked-changes"),
+    (_TEXT, "table-of-content"),
+    (_TEXT, "alphabetical-index"),
+    (_TEXT, "illustration-index"),
+    (_TEXT, "table-index"),
+    (_TEXT, "object-index"),
+    (_TEXT, "user-index"),
+    (_TEXT, "bibliography"),
+    (_TEXT, "soft-page-break"),
+}
+
+
+def _text(node: Any) -> str:
+    from odf import teletype
+
+    return str(teletype.extractText(node))
+
+
+def _elements(node: Any) -> list[Any]:
+    return [c for c in node.childNodes if c.nodeType == c.ELEMENT_NODE]
+
+
+def _rows(table: Any) -> list[Any]:
+    """The table's rows, including those in header/row groups but not in nested tables."""
+    rows = []
+    for child in _elements(table):
+        if child.qname == (_TABLE, "table-row"):
+            rows.append(child)
+        elif child.qname[0] == _TABLE and child.qname[1] != "table":
+            rows.extend(_rows(child))
+    return rows
+
+
+def _table(table: Any) -> str:
+    lines = []
+    for row in _rows(table):
+        cells = []
+        for cell in _elements(row):
+            if cell.qname != (_TABLE, "table-cell"):
+                continue  # covered (merged) cells hold nothing new
+            parts = [_text(c) for c in _elements(cell) if c.qname != (_TABLE, "table")]
+            parts += [
+                "[" + "; ".join(_table(t).split("\n")) + "]"
+                for t in _elements(cell)
+                if t.qname == (_TABLE, "table")
+            ]
+            text = clean_inline(" ".join(parts))
+            if text:
+                cells.append(text)
+        if cells:
+            lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def _walk(node: Any, builder: ElementBuilder, in_list: bool = False) -> None:
+    for child in _elements(node):
+        qname = child.qname
+        if qname in _SKIPPED:
+            continue
+        if qname == (_TEXT, "h"):
+            level = child.attributes.get((_TEXT, "outline-level"))
+            level = int(level) if level and str(level).isdigit() else 1
+            builder.add("heading", _text(child), level=level)
+        elif qname == (_TEXT, "p"):
+            builder.add("list_item" if in_list else "paragraph", _text(child))
+        elif qname == (_TEXT, "list"):
+            _walk(child, builder, in_list=True)
+        elif qname == (_TABLE, "table"):
+            builder.add("table", _table(child))
+        else:  # sections, list items, frames, text boxes ...
+            _walk(child, builder, in_list)
+
+
+def parse_odt(path: Path) -> ParsedDocument:
+    """Parse an .odt file."""
+    from odf import dc
+    from odf.opendocument import load
+
+    builder = ElementBuilder()
+    with parse_errors(path, "OpenDocument text (.odt)"):
+        document = load(str(path))
+        _walk(document.text, builder)
+        titles = document.meta.getElementsByType(dc.Title) if document.meta else []
+        meta_title = meaningful_title(_text(titles[0])) if titles else ""
+    title = meta_title or builder.first_text("heading")
+    return finish(path, builder, title or path.stem)

@@ -1,0 +1,242 @@
+"""PDF files via pdfminer.six layout analysis: text boxes per page, in reading order.
+
+PDFs have no structure tags we can rely on, so headings are inferred from typography:
+a short box whose characters are clearly larger than the document's body text (median
+character size) is a heading, level 1 for the largest such size and 2 for the others. A
+short box set entirely in a bold face at body size is a heading one level below those.
+Boxes that start with a bullet glyph become list items.
+
+Pages with a ``/Rotate`` entry are laid out as displayed; when that leaves the text
+sideways (characters not upright) the page is laid out again unrotated.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flexmatch.errors import EncryptedDocumentError
+from flexmatch.inputs.parsing._common import (
+    ElementBuilder,
+    clean_inline,
+    finish,
+    meaningful_title,
+    parse_errors,
+    split_list_lines,
+)
+from flexmatch.models import Element, ParsedDocument
+
+if TYPE_CHECKING:
+    from pdfminer.layout import LTPage
+
+HEADING_RATIO = 1.15  # a heading's characters are at least this much larger than body text
+MAX_HEADING_CHARS = 200
+MAX_HEADING_WORDS = 20
+MAX_HEADING_LINES = 3
+_CID = re.compile(r"\(cid:\d+\)")  # glyphs pdfminer could not map to text
+_BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+
+
+@dataclass
+class _Box:
+    """One text box of a page with the typography facts heading detection needs."""
+
+    page: int
+    lines: list[str]
+    size: float  # average character size
+    bold: bool  # every character in a bold face
+
+
+def _boxes(layout: LTPage, page: int) -> list[_Box]:
+    """Text boxes of a laid-out page (also inside figures), in pdfminer's reading order."""
+    from pdfminer.layout import LTChar, LTFigure, LTTextBox, LTTextLine
+
+    boxes: list[_Box] = []
+
+    def visit(container: Any) -> None:
+        for item in container:
+            if isinstance(item, LTTextBox | LTTextLine):
+                lines = [item] if isinstance(item, LTTextLine) else list(item)
+                chars = [c for line in lines for c in line if isinstance(c, LTChar)]
+                chars = [c for c in chars if c.get_text().strip()]
+                if not chars:
+                    continue
+                texts = [
+                    _CID.sub("", line.get_text()) for line in lines if isinstance(line, LTTextLine)
+                ]
+                boxes.append(
+                    _Box(
+                        page=page,
+                        lines=[t for t in texts if t.strip()],
+                        size=sum(c.size for c in chars) / len(chars),
+                        bold=all(_BOLD.search(c.fontname or "") for c in chars),
+                    )
+                )
+            elif isinstance(item, LTFigure):
+                visit(item)
+
+    visit(layout)
+    return boxes
+
+
+def _upright_share(layout: LTPage) -> float:
+    """Share of the page's characters that are upright (1.0 for a page without text)."""
+    from pdfminer.layout import LTChar, LTContainer
+
+    upright = total = 0
+    stack: list[Any] = [layout]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, LTChar):
+            total += 1
+            upright += bool(item.upright)
+        elif isinstance(item, LTContainer):
+            stack.extend(item)
+    return upright / total if total else 1.0
+
+
+def _weighted_median(weights: Counter[float]) -> float:
+    """Median character size, counting every character (not every box) once."""
+    half = sum(weights.values()) / 2
+    seen = 0
+    for size in sorted(weights):
+        seen += weights[size]
+        if seen >= half:
+            return size
+    return max(weights)
+
+
+def _is_heading_text(box: _Box, text: str) -> bool:
+    return (
+        len(text) <= MAX_HEADING_CHARS
+        and len(text.split()) <= MAX_HEADING_WORDS
+        and len(box.lines) <= MAX_HEADING_LINES
+        and any(ch.isalpha() for ch in text)
+    )
+
+
+def _heading_levels(boxes: list[_Box]) -> dict[int, int]:
+    """Map box index → heading level, from font size (levels 1-2) and bold (next level)."""
+    weights: Counter[float] = Counter()
+    for box in boxes:
+        weights[round(box.size, 1)] += sum(len(t.strip()) for t in box.lines)
+    if not weights:
+        return {}
+    body = _weighted_median(weights)
+    texts = [clean_inline(" ".join(b.lines)) for b in boxes]
+    large = {
+        i: round(b.size)
+        for i, b in enumerate(boxes)
+        if b.size >= body * HEADING_RATIO and b.size - body >= 1 and _is_heading_text(b, texts[i])
+    }
+    ranks = sorted(set(large.values()), reverse=True)
+    levels = {i: 1 if size == ranks[0] else 2 for i, size in large.items()}
+    bold_level = min(len(set(levels.values())) + 1, 3)
+    for i, box in enumerate(boxes):
+        text = texts[i]
+        if (
+            i not in levels
+            and box.bold
+            and box.size >= body * 0.95
+            and len(box.lines) <= 2
+            and len(text.split()) <= 12
+            and not text.endswith((".", ",", ";"))
+            and _is_heading_text(box, text)
+        ):
+            levels[i] = bold_level
+    return levels
+
+
+def _pypdf_says_encrypted(data: bytes) -> bool:
+    """Second opinion from pypdf when pdfminer fails: does the file need a password?"""
+    try:
+        from pypdf import PasswordType, PdfReader
+
+        reader = PdfReader(io.BytesIO(data))
+        return bool(reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED)
+    except Exception:
+        return False
+
+
+def _metadata_title(document: Any) -> str:
+    from pdfminer.pdftypes import resolve1
+    from pdfminer.utils import decode_text
+
+    for info in document.info or []:
+        value = resolve1(info.get("Title")) if isinstance(info, dict) else None
+        if isinstance(value, bytes):
+            return meaningful_title(decode_text(value))
+        if isinstance(value, str):
+            return meaningful_title(value)
+    return ""
+
+
+def parse_pdf(path: Path) -> ParsedDocument:
+    """Parse a .pdf file (text layer only: scanned pages without text are not OCR'd)."""
+    from pdfminer.converter import PDFPageAggregator
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+    from pdfminer.pdfparser import PDFParser
+
+    data = path.read_bytes()
+    encrypted = f"{path}: PDF is encrypted (password protected)"
+    boxes: list[_Box] = []
+    pages = 0
+    with parse_errors(path, "PDF"):
+        try:
+            document = PDFDocument(PDFParser(io.BytesIO(data)), password="")
+        except PDFEncryptionError as exc:
+            raise EncryptedDocumentError(encrypted) from exc
+        except Exception as exc:
+            if _pypdf_says_encrypted(data):
+                raise EncryptedDocumentError(encrypted) from exc
+            raise
+        resources = PDFResourceManager(caching=True)
+        device = PDFPageAggregator(resources, laparams=LAParams())
+        interpreter = PDFPageInterpreter(resources, device)
+        for number, page in enumerate(PDFPage.create_pages(document), start=1):
+            pages = number
+            interpreter.process_page(page)
+            layout = device.get_result()
+            if page.rotate % 360 and _upright_share(layout) < 0.5:
+                page.rotate = 0
+                interpreter.process_page(page)
+                unrotated = device.get_result()
+                if _upright_share(unrotated) > _upright_share(layout):
+                    layout = unrotated
+            boxes.extend(_boxes(layout, number))
+        meta_title = _metadata_title(document)
+
+    builder = ElementBuilder()
+    levels = _heading_levels(boxes)
+    for i, box in enumerate(boxes):
+        if i in levels:
+            builder.add("heading", " ".join(box.lines), level=levels[i], page=box.page)
+            continue
+        for kind, text in split_list_lines(box.lines):
+            if not _continues(builder.elements, text, box.page):
+                builder.add(kind, text, page=box.page)
+                continue
+            previous = builder.elements.pop()
+            builder.add(previous.kind, f"{previous.text} {text}", page=box.page)
+    title = meta_title or builder.first_text("heading")
+    hint = "it may hold only scanned images; OCR is not supported" if pages else ""
+    return finish(path, builder, title or path.stem, {"pages": pages}, empty_hint=hint)
+
+
+def _continues(elements: list[Element], text: str, page: int) -> bool:
+    """True when a box is the wrapped tail of the previous paragraph or list item."""
+    if not elements or not text[:1].islower():
+        return False
+    previous = elements[-1]
+    return (
+        previous.kind in ("paragraph", "list_item")
+        and previous.page == page
+        and not previous.text.endswith((".", "!", "?", ":"))
+    )

@@ -1,0 +1,100 @@
+"""PowerPoint decks (.pptx) via python-pptx, one slide at a time (``page`` = slide number).
+
+The slide title becomes a level-1 heading so each slide reads as a section; other shapes
+follow top-to-bottom, left-to-right. Body-placeholder paragraphs and indented or bulleted
+paragraphs are list items. Speaker notes are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flexmatch.inputs.parsing._common import (
+    ElementBuilder,
+    finish,
+    meaningful_title,
+    parse_errors,
+    table_text,
+)
+from flexmatch.models import ElementKind, ParsedDocument
+
+if TYPE_CHECKING:
+    from pptx.shapes.base import BaseShape
+    from pptx.text.text import _Paragraph
+
+
+def _iter_shapes(shapes: Any) -> Iterator[BaseShape]:
+    """Shapes in reading order (top, then left), descending into groups."""
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    def position(shape: BaseShape) -> tuple[int, int]:
+        return (shape.top or 0, shape.left or 0)
+
+    for shape in sorted(shapes, key=position):
+        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+            yield from _iter_shapes(shape.shapes)
+        else:
+            yield shape
+
+
+def _is_title(shape: BaseShape) -> bool:
+    from pptx.enum.shapes import PP_PLACEHOLDER
+
+    if not shape.is_placeholder:
+        return False
+    kind = shape.placeholder_format.type
+    return kind in (
+        PP_PLACEHOLDER.TITLE,
+        PP_PLACEHOLDER.CENTER_TITLE,
+        PP_PLACEHOLDER.VERTICAL_TITLE,
+    )
+
+
+def _is_body_placeholder(shape: BaseShape) -> bool:
+    from pptx.enum.shapes import PP_PLACEHOLDER
+
+    if not shape.is_placeholder:
+        return False
+    return shape.placeholder_format.type in (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT)
+
+
+def _paragraph_kind(paragraph: _Paragraph, in_body: bool) -> ElementKind:
+    """A list item when bulleted: explicitly, by indent level, or in a body placeholder."""
+    ppr = paragraph._p.pPr
+    if ppr is not None:
+        names = {child.tag.rsplit("}", 1)[-1] for child in ppr}
+        if "buNone" in names:
+            return "paragraph"
+        if names & {"buChar", "buAutoNum", "buBlip"}:
+            return "list_item"
+    return "list_item" if in_body or paragraph.level > 0 else "paragraph"
+
+
+def parse_pptx(path: Path) -> ParsedDocument:
+    """Parse a .pptx file."""
+    from pptx import Presentation
+
+    builder = ElementBuilder()
+    with parse_errors(path, "PowerPoint (.pptx)"):
+        deck = Presentation(str(path))
+        for number, slide in enumerate(deck.slides, start=1):
+            shapes = list(_iter_shapes(slide.shapes))
+            titles = [s for s in shapes if _is_title(s) and s.has_text_frame]
+            for shape in titles:
+                builder.add("heading", shape.text_frame.text, level=1, page=number)
+            for shape in shapes:
+                if shape in titles:
+                    continue
+                if getattr(shape, "has_table", False) and shape.has_table:
+                    rows = ([cell.text for cell in row.cells] for row in shape.table.rows)
+                    builder.add("table", table_text(rows), page=number)
+                elif shape.has_text_frame:
+                    in_body = _is_body_placeholder(shape)
+                    for paragraph in shape.text_frame.paragraphs:
+                        kind = _paragraph_kind(paragraph, in_body)
+                        builder.add(kind, paragraph.text, page=number)
+        deck_title = meaningful_title(deck.core_properties.title)
+    title = deck_title or meaningful_title(builder.first_text("heading"))
+    return finish(path, builder, title or path.stem, {"slides": len(deck.slides)})

@@ -1,0 +1,100 @@
+"""Records: structured entries (JSON objects, JSON Lines, a key/value JSON file) turned
+into documents by a Jinja template named in the source config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from flexmatch.config import SourceConfig
+from flexmatch.errors import ParseError
+from flexmatch.inputs.loaders import Item, attempt, json_lines
+from flexmatch.models import Document, Element, FailedDocument
+from flexmatch.templates import PromptTemplate, load_prompt
+
+RECORD_VARIABLES = {"record", "key", "source"}
+
+
+def load_template(config: SourceConfig, kb_dir: Path | None) -> PromptTemplate:
+    return load_prompt(config.template, kb_dir, RECORD_VARIABLES)
+
+
+def entries_in_file(path: Path) -> Iterator[tuple[str | None, Any, str] | FailedDocument]:
+    """(key, record, where) for each entry: JSON Lines objects, a JSON list, or a JSON
+    object of key/value entries (each entry one document)."""
+    if path.suffix.lower() == ".jsonl":
+        for entry in json_lines(path):
+            yield entry if isinstance(entry, FailedDocument) else (None, *entry)
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        yield FailedDocument(uri=str(path), error=f"{path}: not a readable JSON file: {exc}")
+        return
+    if isinstance(data, list):
+        for index, item in enumerate(data):
+            yield None, item, f"{path}[{index}]"
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield str(key), value, f"{path}#{key}"
+    else:
+        yield FailedDocument(uri=str(path), error=f"{path}: expected a JSON list or object")
+
+
+def record_document(
+    key: str | None,
+    record: Any,
+    where: str,
+    source: str,
+    config: SourceConfig,
+    template: PromptTemplate,
+) -> Document:
+    """One record as a document; its id is the record's id field, its key, or its hash."""
+    if key is None and not isinstance(record, dict):
+        raise ParseError(f"{where}: a record must be a JSON object")
+    fields = record if isinstance(record, dict) else {}
+    given = fields.get(config.id_field, key)
+    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    document_id = (
+        str(given)
+        if given not in (None, "")
+        else hashlib.sha256(f"{source}\n{canonical}".encode()).hexdigest()[:24]
+    )
+    title = str(fields.get(config.title_field) or key or "")
+    text = template.render(record=record, key=key, source=source)
+    if not text.strip():
+        raise ParseError(f"{where}: the record renders to empty text")
+    elements = [Element(kind="paragraph", text=text.strip())]  # its lines, as rendered
+    if title:
+        elements = [Element(kind="title", text=title), *elements]
+    metadata = {k: v for k, v in fields.items() if isinstance(v, str | int | float | bool)}
+    return Document(
+        id=document_id,
+        uri=where,
+        source=source,
+        title=title,
+        elements=elements,
+        metadata={**metadata, "record": True},
+    )
+
+
+def record_documents(
+    entries: Iterator[tuple[str | None, Any, str] | FailedDocument],
+    source: str,
+    config: SourceConfig,
+    template: PromptTemplate,
+) -> Iterator[Item]:
+    for entry in entries:
+        if isinstance(entry, FailedDocument):
+            yield entry
+            continue
+        key, record, where = entry
+        yield attempt(
+            where,
+            lambda key=key, record=record, where=where: record_document(
+                key, record, where, source, config, template
+            ),
+        )

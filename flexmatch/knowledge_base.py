@@ -1,0 +1,473 @@
+"""``KnowledgeBase``: the public Python API, async first with sync wrappers.
+
+A thin facade: it opens the folder's config, store and models, and hands each call to
+the unit that does the work (``engine.ingest_run`` for ingest, ``engine.query`` for
+queries, ``engine.documents`` for document management).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from flexmatch import resources
+from flexmatch.config import (
+    CONFIG_FILE,
+    ChainRef,
+    KBConfig,
+    QueryConfig,
+    choose_source,
+    load_config,
+)
+from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
+from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.embeddings import Embedder, make_embedder
+from flexmatch.engine.ingest import Indexer, SourceChains
+from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback
+from flexmatch.engine.llm import LLM
+from flexmatch.engine.llm_cache import LLMCache
+from flexmatch.engine.points import search_filters
+from flexmatch.engine.query import QueryChains, search, similar
+from flexmatch.engine.stores import VectorStore, open_store
+from flexmatch.errors import ConfigError, DocumentNotFoundError
+from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate
+from flexmatch.inputs.loaders import Item
+from flexmatch.inputs.sources import SourceReader
+from flexmatch.models import (
+    ChainUse,
+    DocumentDetail,
+    DocumentRecord,
+    IngestReport,
+    SearchResult,
+    Stats,
+)
+from flexmatch.results import Answer, tool_result
+
+DEFAULT_TENANT = "default"
+STATE_DIR = ".flexmatch"
+T = TypeVar("T")
+
+
+def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end from synchronous code, inside a running loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(awaitable)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, awaitable).result()
+
+
+class KnowledgeBase:
+    """A folder with a ``flexmatch.yaml``, its chains and prompts, and a Qdrant store."""
+
+    def __init__(
+        self,
+        path: Path,
+        config: KBConfig,
+        *,
+        env: dict[str, str] | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.path = path
+        self.config = config
+        self.context = ChainContext(kb_dir=path, llm=self._make_llm(), env=env)
+        self.embedder = embedder or make_embedder(config.models)
+        self._store: VectorStore | None = None
+        self._source_chains: dict[str, SourceChains] = {}
+        self._query_chains: QueryChains | None = None
+        self._formatters: dict[str | None, ResultFormatter] = {}
+        self._active_runs = ActiveRuns()
+        self._store_lock = threading.Lock()
+
+    # -- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | Path = ".",
+        *,
+        config: KBConfig | None = None,
+        env: dict[str, str] | None = None,
+        embedder: Embedder | None = None,
+    ) -> KnowledgeBase:
+        """Open the knowledge base in ``path`` (its ``flexmatch.yaml``, or all defaults)."""
+        folder = Path(path).expanduser().resolve()
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{folder}: a knowledge base is a folder, not a file")
+        return cls(folder, config or load_config(folder, env), env=env, embedder=embedder)
+
+    @staticmethod
+    def init(path: str | Path, template: str = "default") -> Path:
+        """Create a knowledge-base folder from a built-in config template."""
+        folder = Path(path).expanduser().resolve()
+        target = folder / CONFIG_FILE
+        if target.exists():
+            raise ConfigError(f"{target} already exists; not overwriting it")
+        source = resources.find("configs", template, None, suffixes=("", ".yaml", ".yml"))
+        template_text = source.read_text(encoding="utf-8")
+        folder.mkdir(parents=True, exist_ok=True)
+        for sub in ("chains", "prompts"):
+            (folder / sub).mkdir(exist_ok=True)
+        target.write_text(template_text, encoding="utf-8")
+        load_config(folder)  # a template that does not validate is a bug: say so now
+        return target
+
+    def _make_llm(self) -> LLM | None:
+        models = self.config.models
+        if not models.llm:
+            return None
+        return LLM(
+            models.llm,
+            api_base=models.llm_api_base,
+            api_key=models.llm_api_key,
+            concurrency=models.llm_concurrency,
+            timeout=models.llm_timeout,
+            max_retries=models.llm_max_retries,
+            retry_base_delay=models.llm_retry_delay,
+            cache=LLMCache(self.path / STATE_DIR / "llm-cache.sqlite"),
+        )
+
+    @property
+    def llm(self) -> LLM | None:
+        return self.context.llm
+
+    @property
+    def notices(self) -> list[str]:
+        """Things the user should know once, e.g. which chains fell back for lack of an LLM."""
+        return list(dict.fromkeys(self.context.notices))
+
+    @property
+    def store(self) -> VectorStore:
+        with self._store_lock:  # two threads must not open the embedded store twice
+            if self._store is None:
+                settings = self.config.store
+                path = Path(settings.path)
+                self._store = open_store(
+                    path=path if path.is_absolute() else self.path / path,
+                    url=settings.url,
+                    api_key=settings.api_key,
+                    collection=settings.collection,
+                    lock_timeout=settings.lock_timeout,
+                )
+            return self._store
+
+    def warm_up(self) -> None:
+        """Load the embedding model now (a server does this before it says it is ready)."""
+        self.embedder.embed(["warm up"])
+
+    # -- chains ------------------------------------------------------------------------
+    def source_chains(self, source: str) -> SourceChains:
+        if source not in self.config.sources:
+            known = ", ".join(sorted(self.config.sources))
+            raise ConfigError(
+                f"{self.path / CONFIG_FILE}: no source named '{source}' (sources: {known})"
+            )
+        if source not in self._source_chains:
+            self._source_chains[source] = SourceChains.build(
+                self.config.sources[source], self.context
+            )
+        return self._source_chains[source]
+
+    def query_chains(self) -> QueryChains:
+        if self._query_chains is None:
+            self._query_chains = QueryChains.build(self.config.query, self.context)
+        return self._query_chains
+
+    def formatter(self, name: str | None = None) -> ResultFormatter:
+        """The configured result formatter, or the one named."""
+        if name not in self._formatters:
+            ref = self.config.query.formatter if name is None else ChainRef(chain=name)
+            self._formatters[name] = build_chain(ref, ResultFormatter, self.context)
+        return self._formatters[name]
+
+    def use_query_config(self, query: QueryConfig) -> None:
+        """Switch the query settings (and chains) of an open knowledge base, e.g. to compare
+        setups on one ingested corpus."""
+        self.config = self.config.model_copy(update={"query": query})
+        self._query_chains = None
+        self._formatters = {}
+
+    def chains_in_use(self) -> list[ChainUse]:
+        """What each source and the query path resolve to (after any LLM fallback)."""
+        placed = [
+            (f"source {name}", chain)
+            for name in self.config.sources
+            for chain in self.source_chains(name).all()
+        ]
+        chains = self.query_chains()
+        placed += [("query", c) for c in (chains.transform, chains.reranker, self.formatter())]
+        return [
+            ChainUse(where=at, kind=c.kind, chain=c.spec.name, type=c.spec.type, file=c.spec.path)
+            for at, c in placed
+        ]
+
+    def choose_source(self, name: object = None, *, records: bool = False) -> str:
+        """The source a caller named (or the default one), checked; ``records`` asks for a
+        records source. Raises ``SourceChoiceError``."""
+        return choose_source(self.config, name, records=records)
+
+    # -- ingest ------------------------------------------------------------------------
+    def _reader(self, source: str | None) -> SourceReader:
+        name = source or self.config.default_source
+        self.source_chains(name)  # validates the name and the chains up front
+        return SourceReader(name, self.config.sources[name], self.path, self.config.ingest)
+
+    async def _run(
+        self,
+        items: Iterable[Item],
+        tenant: str,
+        progress: ProgressCallback | None = None,
+        planned: int = 0,
+    ) -> IngestReport:
+        report = IngestReport(planned=planned)
+        indexer = Indexer(self.store, self.embedder, tenant, self.config.ingest, report)
+        run = IngestRun(
+            report=report,
+            index=lambda document: indexer.index(document, self.source_chains(document.source)),
+            registry=DocumentRegistry(self.store),
+            llm=self.llm,
+            concurrency=self.config.ingest.document_concurrency,
+            tenant=tenant,
+            active=self._active_runs,
+        )
+        self.store.prepare(self.embedder.name, self.embedder.dimension)
+        return await run.run(items, progress=progress)
+
+    async def aingest(
+        self,
+        inputs: Iterable[str | Path] = (),
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Load, chunk, enrich, embed and store every document in ``inputs`` (files,
+        folders, JSON Lines corpora, http(s) URLs; records files for a records source).
+
+        ``progress`` gets the report after each document; ``report.planned`` is the
+        number of documents found, known from the first call on."""
+        reader = self._reader(source)
+        plan = await asyncio.to_thread(reader.plan, inputs)
+        total = await asyncio.to_thread(lambda: plan.total)
+        return await self._run(reader.read(plan), tenant, progress, total)
+
+    async def aadd_records(
+        self,
+        records: Iterable[Any],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> IngestReport:
+        """Ingest structured records (JSON-like objects) through a records source's template."""
+        return await self._run(self._reader(source).records(records), tenant)
+
+    async def aingest_urls(
+        self,
+        urls: Iterable[str],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Import web pages only: anything that is not an http(s) URL is refused, never
+        read as a local path (what services exposed to callers must use)."""
+        urls = list(urls)
+        return await self._run(self._reader(source).read_urls(urls), tenant, progress, len(urls))
+
+    async def aingest_upload(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> IngestReport:
+        """Ingest one file given as bytes; with ``document_id`` it replaces that document."""
+        item = self._reader(source).upload(filename, data, document_id, metadata)
+        return await self._run([item], tenant, None, 1)
+
+    def ingest(self, inputs: Iterable[str | Path] = (), **kwargs: Any) -> IngestReport:
+        return run_sync(self.aingest(inputs, **kwargs))
+
+    def add_records(self, records: Iterable[Any], **kwargs: Any) -> IngestReport:
+        return run_sync(self.aadd_records(records, **kwargs))
+
+    @staticmethod
+    def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
+        """Run one of the async methods from synchronous code."""
+        return run_sync(awaitable)
+
+    # -- documents -----------------------------------------------------------------------
+    @property
+    def registry(self) -> DocumentRegistry:
+        return DocumentRegistry(self.store)
+
+    def list_documents(
+        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> list[DocumentRecord]:
+        return self.registry.list(tenant, source)
+
+    def get_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> DocumentDetail:
+        """A document with its chunks, matching texts and qualifying texts."""
+        detail = self.registry.detail(tenant, document_id)
+        if detail is None:
+            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
+        return detail
+
+    def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
+        if not self.registry.remove(tenant, document_id):
+            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
+
+    def stats(self, *, tenant: str = DEFAULT_TENANT) -> Stats:
+        return self.registry.stats(tenant)
+
+    # -- query -------------------------------------------------------------------------
+    async def asearch(
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        top_k: int | None = None,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> Answer:
+        """The whole answer to ``text``: the variants searched, the results best first."""
+        if not text.strip():
+            raise ConfigError("the query is empty")
+        return await search(
+            text,
+            chains=self.query_chains(),
+            embedder=self.embedder,
+            store=self.store,
+            tenant=tenant,
+            settings=self.config.query,
+            top_k=top_k or self.config.query.top_k,
+            top_n=top_n or self.config.query.top_n,
+            filters=search_filters(filters),
+        )
+
+    async def aquery(self, text: str, **kwargs: Any) -> list[SearchResult]:
+        """The chunks that best answer ``text``, best first (``asearch`` has the same
+        options and also returns the variants searched)."""
+        return (await self.asearch(text, **kwargs)).results
+
+    def search(self, text: str, **kwargs: Any) -> Answer:
+        return run_sync(self.asearch(text, **kwargs))
+
+    def query(self, text: str, **kwargs: Any) -> list[SearchResult]:
+        return run_sync(self.aquery(text, **kwargs))
+
+    async def asimilar(
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> list[SearchResult]:
+        """The chunks most similar to ``text``: no query rewrite, no reranking."""
+        if not text.strip():
+            raise ConfigError("the text is empty")
+        return await similar(
+            text,
+            embedder=self.embedder,
+            store=self.store,
+            tenant=tenant,
+            top_k=max(top_n * 4, 20),
+            top_n=top_n,
+            filters=search_filters(filters),
+        )
+
+    async def aformat(
+        self,
+        text: str,
+        results: list[SearchResult],
+        formatter: str | None = None,
+        *,
+        explain: bool = False,
+        variants: list[str] | None = None,
+        warnings: list[str] | None = None,
+    ) -> str:
+        """What the agent sees: the configured formatter chain (or the one named) over the
+        tool result; ``explain`` adds each result's signals and the variants searched."""
+        result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
+        return await self.formatter(formatter).run(result)
+
+    async def aformat_answer(
+        self, answer: Answer, formatter: str | None = None, *, explain: bool = False
+    ) -> str:
+        return await self.aformat(
+            answer.query,
+            answer.results,
+            formatter,
+            explain=explain,
+            variants=answer.variants,
+            warnings=answer.warnings,
+        )
+
+    def format(
+        self,
+        text: str,
+        results: list[SearchResult],
+        formatter: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        return run_sync(self.aformat(text, results, formatter, **kwargs))
+
+    # -- housekeeping ------------------------------------------------------------------
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self.llm is not None:
+            self.llm.cache.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def evaluate_setups(
+    setups: list[Setup],
+    dataset: BeirDataset,
+    work_dir: Path,
+    *,
+    limit: int | None = None,
+    embedder: Embedder | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, tuple[IngestReport, Scores]]:
+    """Ingest the corpus once per distinct ingest side, then run each setup's queries."""
+    groups: dict[str, list[Setup]] = {}
+    for setup in setups:
+        groups.setdefault(setup.ingest_key, []).append(setup)
+    results: dict[str, tuple[IngestReport, Scores]] = {}
+    total = min(limit or len(dataset.queries), len(dataset.queries))
+    for index, members in enumerate(groups.values()):
+        folder = work_dir / f"kb-{index}"
+        kb = KnowledgeBase.open(folder, config=members[0].config, env={}, embedder=embedder)
+        with kb:
+            embedder = kb.embedder
+            if progress is not None:
+                progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
+            report = await kb.aingest([dataset.corpus])
+            for setup in members:
+                kb.use_query_config(setup.config.query)
+                done = 0
+
+                def tick(name: str = setup.name) -> None:
+                    nonlocal done
+                    done += 1
+                    if progress is not None:
+                        progress(name, done, total)
+
+                scores = await evaluate(kb, dataset, limit, on_query=tick)
+                results[setup.name] = (report, scores)
+    return results

@@ -1,0 +1,103 @@
+"""The one shape results leave FlexMatch in.
+
+A query's ``Answer`` (what the query path produced) becomes a ``ToolResult``: the JSON
+object an agent receives. The ``json`` and ``markdown`` formatter chains render it, and
+every interface (Python ``KnowledgeBase.format``, ``flexmatch query --json``, the HTTP
+API, the MCP server, the agent tool) goes through it, so they all say the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from flexmatch.models import SearchResult, Signals
+
+
+class Answer(BaseModel):
+    """What one query produced: the variants searched, the results, and any warnings."""
+
+    query: str
+    variants: list[str] = Field(default_factory=list)
+    results: list[SearchResult] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    took_ms: float = 0.0
+
+
+class ResultItem(BaseModel):
+    """One result as an agent sees it."""
+
+    rank: int
+    source: str
+    document_id: str
+    chunk_id: str
+    uri: str
+    title: str
+    heading_path: list[str]
+    qualifying_text: str
+    content: str
+    matched_text: str
+    score: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    explanation: Signals | None = Field(None, description="Every signal, when asked to explain.")
+
+
+class ToolResult(BaseModel):
+    """The tool result: the query, its results best first, and (when explained) the
+    rewritten variants that were searched."""
+
+    query: str
+    variants: list[str] | None = Field(None, description="The searched variants (explain).")
+    warnings: list[str] | None = Field(None, description="What did not go as configured.")
+    results: list[ResultItem]
+
+    def to_json(self) -> str:
+        """The canonical JSON text (the same bytes from every interface)."""
+        return self.model_dump_json(indent=2, exclude_none=True)
+
+
+def tool_result(
+    query: str,
+    results: list[SearchResult],
+    *,
+    explain: bool = False,
+    variants: list[str] | None = None,
+    warnings: list[str] | None = None,
+) -> ToolResult:
+    """The tool result for ``results``; ``explain`` adds each result's signals."""
+    items = [
+        ResultItem(
+            rank=rank,
+            source=r.source,
+            document_id=r.document_id,
+            chunk_id=r.chunk_id,
+            uri=r.uri,
+            title=r.title,
+            heading_path=r.heading_path,
+            qualifying_text=r.qualifying_text,
+            content=r.content,
+            matched_text=r.matched_text,
+            score=round(r.score, 4),
+            metadata=r.metadata,
+            explanation=r.signals if explain else None,
+        )
+        for rank, r in enumerate(results, start=1)
+    ]
+    return ToolResult(
+        query=query,
+        variants=list(variants) if explain and variants is not None else None,
+        warnings=list(warnings) if warnings else None,
+        results=items,
+    )
+
+
+def answer_result(answer: Answer, *, explain: bool = False) -> ToolResult:
+    """The tool result of a whole answer."""
+    return tool_result(
+        answer.query,
+        answer.results,
+        explain=explain,
+        variants=answer.variants,
+        warnings=answer.warnings,
+    )

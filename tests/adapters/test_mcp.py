@@ -1,0 +1,129 @@
+"""The MCP server through the official SDK's client: the real ``flexmatch mcp`` command
+over stdio, and the streamable HTTP transport on a real uvicorn server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from flexmatch import KnowledgeBase
+from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS, build_server
+from flexmatch.engine.embeddings import LocalEmbedder
+from tests.adapters.http.harness import DOCS, KB_CONFIG
+from tests.adapters.http.servers import UvicornThread
+from tests.conftest import write_config
+
+FLEXMATCH = Path(sys.executable).parent / "flexmatch"
+QUESTION = "How many blankets were delivered?"
+
+
+def make_kb(folder: Path, embedder: LocalEmbedder) -> Path:
+    """A knowledge base holding the fake memo (tenant "default"), closed again."""
+    write_config(folder, KB_CONFIG)
+    with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:
+        report = kb.ingest([DOCS / "pdf_fake-memo.pdf"])
+    assert report.added == 1
+    return folder
+
+
+def text_of(result: object) -> str:
+    content = result.content  # type: ignore[attr-defined]
+    return str(content[0].text)
+
+
+@pytest.fixture(scope="module")
+def stdio_kb(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Path:
+    return make_kb(tmp_path_factory.mktemp("mcp-stdio") / "kb", embedder)
+
+
+def stdio(kb: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=str(FLEXMATCH),
+        args=["mcp", "--kb", str(kb), *extra],
+        env={"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+
+
+def test_stdio_session_lists_tools_and_searches(stdio_kb: Path) -> None:
+    async def session() -> None:
+        async with Client(stdio(stdio_kb), read_timeout_seconds=60) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {*READ_ONLY_TOOLS, *WRITE_TOOLS}
+            assert tools["search_knowledge"].input_schema["required"] == ["query"]
+            assert tools["search_knowledge"].annotations.read_only_hint is True
+
+            found = await client.call_tool("search_knowledge", {"query": QUESTION, "top_n": 2})
+            assert not found.is_error
+            result = json.loads(text_of(found))
+            assert result["query"] == QUESTION
+            assert "10,000 blankets" in result["results"][0]["content"]
+
+            listed = json.loads(text_of(await client.call_tool("list_documents", {})))
+            assert listed["total"] == 1
+            document_id = listed["documents"][0]["id"]
+            shown = json.loads(
+                text_of(await client.call_tool("get_document", {"document_id": document_id}))
+            )
+            assert shown["chunks"][0]["matching_texts"]
+
+            missing = await client.call_tool("get_document", {"document_id": "nope"})
+            assert missing.is_error and "no document 'nope'" in text_of(missing)
+            refused = await client.call_tool("ingest_url", {"url": "http://127.0.0.1:9/x"})
+            assert json.loads(text_of(refused))["status"] == "failed"
+            assert "loopback" in text_of(refused)
+            added = await client.call_tool(
+                "add_record", {"record": {"fact_id": "f9", "subject": "Gate", "code": "1234"}}
+            )
+            assert json.loads(text_of(added))["status"] == "added"
+
+    asyncio.run(session())
+
+
+def test_stdio_read_only_drops_write_tools(stdio_kb: Path) -> None:
+    async def session() -> None:
+        async with Client(stdio(stdio_kb, "--read-only"), read_timeout_seconds=60) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert names == set(READ_ONLY_TOOLS)
+            refused = await client.call_tool("add_record", {"record": {"a": 1}})
+            assert refused.is_error
+
+    asyncio.run(session())
+
+
+def test_streamable_http_and_tenant_scope(
+    tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder
+) -> None:
+    folder = make_kb(tmp_path_factory.mktemp("mcp-http") / "kb", embedder)
+    kb = KnowledgeBase.open(folder, embedder=embedder, env={})
+    try:
+        app = build_server(kb).streamable_http_app()
+        with UvicornThread(app) as server:
+
+            async def over_http() -> None:
+                async with Client(f"{server.url}/mcp", read_timeout_seconds=60) as client:
+                    found = await client.call_tool("search_knowledge", {"query": QUESTION})
+                    assert "10,000 blankets" in text_of(found)
+                    bad = await client.call_tool(
+                        "search_knowledge", {"query": QUESTION, "top_n": 0}
+                    )
+                    assert bad.is_error
+
+            asyncio.run(over_http())
+
+        async def other_tenant() -> None:
+            async with Client(build_server(kb, tenant="someone-else")) as client:
+                found = json.loads(
+                    text_of(await client.call_tool("search_knowledge", {"query": QUESTION}))
+                )
+                assert found["results"] == []
+                listed = json.loads(text_of(await client.call_tool("list_documents", {})))
+                assert listed["total"] == 0
+
+        asyncio.run(other_tenant())
+    finally:
+        kb.close()

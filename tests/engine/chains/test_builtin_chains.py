@@ -1,0 +1,161 @@
+"""A unit test per no-LLM chain type (the LLM ones run against the fake server in
+tests/engine/test_llm.py and tests/test_knowledge_base.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TypeVar
+
+from flexmatch.chains import (
+    Chain,
+    ChainContext,
+    Chunker,
+    MatchingTextChain,
+    QualifyingTextChain,
+    QueryTransform,
+    Reranker,
+    ResultFormatter,
+    build_chain,
+)
+from flexmatch.config import ChainRef
+from flexmatch.models import Document, Element, SearchResult, Section
+from flexmatch.results import tool_result
+from flexmatch.text import count_tokens
+
+K = TypeVar("K", bound=Chain)
+
+
+def _chain(name: str, kind: type[K], **params: object) -> K:
+    return build_chain(ChainRef(chain=name, params=dict(params)), kind, ChainContext())
+
+
+def _document() -> Document:
+    para = " ".join(f"Sentence number {i} talks about apples and pears." for i in range(60))
+    return Document(
+        id="doc-1",
+        uri="/tmp/fruit.md",
+        source="default",
+        title="Fruit guide",
+        elements=[
+            Element(kind="title", text="Fruit guide"),
+            Element(kind="paragraph", text="This guide explains how orchards grow fruit."),
+            Element(kind="heading", text="Apples", level=1),
+            Element(kind="paragraph", text="Apples grow on trees. They are picked in autumn."),
+            Element(kind="heading", text="Storage", level=2),
+            Element(kind="paragraph", text=para),
+            Element(kind="heading", text="Pears", level=1),
+            Element(kind="list_item", text="Pears ripen off the tree."),
+        ],
+    )
+
+
+def test_structure_chunker_keeps_heading_paths_and_budget() -> None:
+    chunker = _chain("structure", Chunker, max_tokens=120, overlap_tokens=20)
+    sections = asyncio.run(chunker.run(_document()))
+    paths = [s.heading_path for s in sections]
+    assert paths[0] == ["Fruit guide"]
+    assert ["Fruit guide", "Apples"] in paths
+    assert ["Fruit guide", "Apples", "Storage"] in paths
+    assert paths[-1] == ["Fruit guide", "Pears"]  # a level-1 heading pops the level-2 one
+    storage = [s for s in sections if s.heading_path[-1] == "Storage"]
+    assert len(storage) >= 4
+    assert all(count_tokens(s.text) <= 120 for s in sections)
+    # overlap: the next chunk starts with the last two sentences (18 of 20 tokens) of this one
+    tail = ". ".join(storage[0].text.split(". ")[-2:])
+    assert storage[1].text.startswith(tail) and tail.startswith("Sentence number")
+    assert "\n" not in storage[1].text  # sentences of one paragraph stay one paragraph
+
+
+def test_structure_chunker_headings_only_document() -> None:
+    document = Document(
+        id="d",
+        uri="u",
+        source="s",
+        title="T",
+        elements=[Element(kind="heading", text="Only a heading", level=1)],
+    )
+    sections = asyncio.run(_chain("structure", Chunker).run(document))
+    assert [s.text for s in sections] == ["Only a heading"]
+
+
+def test_window_chunker_overlaps() -> None:
+    window = _chain("window", Chunker, max_tokens=50, overlap_tokens=10)
+    sections = asyncio.run(window.run(_document()))
+    assert len(sections) > 5
+    first, second = sections[0].text.split(), sections[1].text.split()
+    assert first[-3:] == second[:3] or set(first[-5:]) & set(second[:10])
+    assert all(s.heading_path == [] for s in sections)
+
+
+def test_sentences_matching_text_prefixes_heading_and_keeps_content() -> None:
+    section = Section(
+        text="Apples grow on trees. They are picked in autumn.", heading_path=["Apples"]
+    )
+    texts = asyncio.run(_chain("sentences", MatchingTextChain).run(section, _document()))
+    assert [t.kind for t in texts] == ["sentence", "sentence", "content"]
+    assert texts[0].text == "Fruit guide › Apples: Apples grow on trees."
+    assert texts[-1].text.endswith("They are picked in autumn.")
+    without = _chain("sentences", MatchingTextChain, include_content=False)
+    assert [t.kind for t in asyncio.run(without.run(section, _document()))] == ["sentence"] * 2
+
+
+def test_content_matching_text_is_the_chunk_only() -> None:
+    section = Section(text="Pears ripen off the tree.", heading_path=["Pears"])
+    texts = asyncio.run(_chain("content", MatchingTextChain).run(section, _document()))
+    assert [(t.kind, t.text) for t in texts] == [
+        ("content", "Fruit guide › Pears\nPears ripen off the tree.")
+    ]
+
+
+def test_headings_qualifying_text() -> None:
+    section = Section(text="Pears ripen off the tree.", heading_path=["Pears"])
+    text = asyncio.run(_chain("headings", QualifyingTextChain).run(section, _document()))
+    assert text == (
+        "From Fruit guide › Pears. The document begins: "
+        "This guide explains how orchards grow fruit."
+    )
+
+
+def test_identity_transform() -> None:
+    assert asyncio.run(_chain("identity", QueryTransform).run("food location")) == ["food location"]
+
+
+def _results() -> list[SearchResult]:
+    return [
+        SearchResult(
+            chunk_id=f"c{i}",
+            document_id=f"d{i}",
+            uri=f"/x/{i}",
+            source="default",
+            title=f"T{i}",
+            heading_path=["H"],
+            content=f"content {i}",
+            qualifying_text="ctx",
+            matched_text=f"Q{i}?",
+            score=1.0 - i / 10,
+        )
+        for i in range(3)
+    ]
+
+
+def test_no_reranker_keeps_order() -> None:
+    results = _results()
+    assert asyncio.run(_chain("none", Reranker).run("q", results)) == results
+
+
+def test_json_formatter_is_a_tool_result() -> None:
+    formatter = _chain("json", ResultFormatter)
+    data = json.loads(asyncio.run(formatter.run(tool_result("q", _results()))))
+    assert data["query"] == "q" and [r["rank"] for r in data["results"]] == [1, 2, 3]
+    first = data["results"][0]
+    wanted = {"source", "title", "qualifying_text", "content", "score", "matched_text", "uri"}
+    assert wanted <= set(first)
+
+
+def test_markdown_formatter_renders_facts_block() -> None:
+    formatter = _chain("markdown", ResultFormatter)
+    text = asyncio.run(formatter.run(tool_result("q", _results())))
+    assert text.startswith("## Facts from the knowledge base")
+    assert "### 1. T0 › H" in text and "- matched: Q0?" in text and "- context: ctx" in text
+    assert "No stored knowledge" in asyncio.run(formatter.run(tool_result("q", [])))

@@ -1,0 +1,65 @@
+"""The LLM client through real litellm against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from flexmatch.engine.llm import LLM
+from flexmatch.engine.llm_cache import LLMCache
+from flexmatch.errors import LLMError
+from flexmatch.testing import FakeLLMServer
+
+
+def _llm(server: FakeLLMServer, cache: LLMCache | None = None, **kwargs: object) -> LLM:
+    options = {"max_retries": 3, "retry_base_delay": 0.01, **kwargs}
+    return LLM("openai/fake", api_base=server.base_url, api_key="k", cache=cache, **options)
+
+
+def test_completion_counts_tokens(llm_server: FakeLLMServer) -> None:
+    llm = _llm(llm_server)
+    text = asyncio.run(llm.complete("Rewrite <query>\nfood location\n</query>"))
+    assert text == '{"questions": ["Food location?"]}'
+    assert llm.usage.calls == 1 and llm.usage.prompt_tokens > 0
+    assert llm.usage.completion_tokens > 0
+
+
+def test_rate_limit_then_success_is_retried(llm_server: FakeLLMServer) -> None:
+    llm_server.fail_next = [429, 500]
+    text = asyncio.run(_llm(llm_server).complete("hello"))
+    assert text == "OK"
+    assert llm_server.calls() == 3 and llm_server.successful_calls() == 1
+
+
+def test_persistent_failure_is_a_clear_error(llm_server: FakeLLMServer) -> None:
+    llm_server.fail_next = [500] * 5
+    with pytest.raises(LLMError, match=r"openai/fake.*failed after retries.*InternalServerError"):
+        asyncio.run(_llm(llm_server, max_retries=2).complete("hello"))
+    assert llm_server.calls() == 3
+
+
+def test_cache_survives_a_restart(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    first = _llm(llm_server, LLMCache(path))
+    asyncio.run(first.complete("same prompt"))
+    second = _llm(llm_server, LLMCache(path))
+    assert asyncio.run(second.complete("same prompt")) == "OK"
+    assert llm_server.calls() == 1
+    assert second.usage.calls == 0 and second.usage.cached_calls == 1
+    asyncio.run(second.complete("another prompt"))
+    assert llm_server.calls() == 2
+
+
+def test_concurrency_limit_is_honoured(llm_server: FakeLLMServer) -> None:
+    llm_server.latency = 0.2
+
+    async def run(llm: LLM) -> float:
+        started = time.perf_counter()
+        await asyncio.gather(*(llm.complete(f"prompt {i}") for i in range(6)))
+        return time.perf_counter() - started
+
+    assert asyncio.run(run(_llm(llm_server, concurrency=2))) >= 0.6
+    assert asyncio.run(run(_llm(llm_server, concurrency=6))) < 0.55

@@ -1,0 +1,153 @@
+"""Hybrid retrieval, filters, thresholds, explanations and the offline reranker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.config import ChainRef, KBConfig, QueryConfig
+from flexmatch.engine.chains import ChainContext, Reranker, build_chain
+from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.models import SearchResult, Signals
+from tests.conftest import run
+
+RECORDS = [
+    {
+        "id": "r1",
+        "title": "Harbour fees",
+        "text": "Mooring costs twelve euros per night.",
+        "tags": ["port", "money"],
+        "category": "travel",
+    },
+    {
+        "id": "r2",
+        "title": "Harbour hours",
+        "text": "The harbour office opens at six.",
+        "tags": ["port"],
+        "category": "travel",
+    },
+    {
+        "id": "r3",
+        "title": "Orchard",
+        "text": "The XJ-9000 tractor harvests apples in autumn.",
+        "tags": ["farm"],
+        "category": "farming",
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder):
+    folder = tmp_path_factory.mktemp("retrieval")
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+    base = KnowledgeBase.open(folder / "kb", env={}, embedder=embedder)
+    base.ingest([corpus])
+    yield base
+    base.close()
+
+
+def _ids(results: list[SearchResult]) -> list[str]:
+    return [r.document_id for r in results]
+
+
+def test_metadata_filters(kb: KnowledgeBase) -> None:
+    assert _ids(kb.query("harbour", filters={"tags": "money"})) == ["r1"]
+    assert set(_ids(kb.query("harbour", filters={"category": "travel"}))) == {"r1", "r2"}
+    assert _ids(kb.query("harbour", filters={"document_id": ["r3"]})) == ["r3"]
+    assert kb.query("harbour", filters={"source": "elsewhere"}) == []
+
+
+def test_lexical_signal_finds_rare_tokens(kb: KnowledgeBase) -> None:
+    kb.use_query_config(QueryConfig(retrieval="lexical", reranker=ChainRef(chain="none")))
+    try:
+        assert _ids(kb.query("XJ-9000"))[0] == "r3"
+    finally:
+        kb.use_query_config(KBConfig().query)
+
+
+def test_every_candidate_has_every_signal(kb: KnowledgeBase) -> None:
+    results = kb.query("How much is mooring per night?", top_n=3)
+    first = results[0].signals
+    assert results[0].document_id == "r1"
+    assert first.dense is not None and first.content is not None and first.question is not None
+    assert first.lexical is not None and first.lexical > 0 and first.dense_rank == 1
+    assert first.first_stage is not None and first.rerank is not None
+    assert all(r.signals.content is not None for r in results)
+
+
+def test_min_score_threshold(kb: KnowledgeBase) -> None:
+    kb.use_query_config(KBConfig().query.model_copy(update={"min_score": 0.6}))
+    try:
+        results = kb.query("How much is mooring per night?")
+        assert _ids(results) == ["r1"] and results[0].signals.dense >= 0.6
+        assert kb.query("quantum chromodynamics of neutron stars") == []
+    finally:
+        kb.use_query_config(KBConfig().query)
+
+
+def test_fusion_reranker_uses_all_signals() -> None:
+    reranker = build_chain(ChainRef(chain="fusion-rerank"), Reranker, ChainContext())
+
+    def candidate(key: str, question: float, content: float, lexical: float) -> SearchResult:
+        return SearchResult(
+            chunk_id=key,
+            document_id=key,
+            uri="",
+            source="s",
+            title="",
+            heading_path=[],
+            content="",
+            qualifying_text="",
+            matched_text="",
+            score=0.0,
+            signals=Signals(question=question, content=content, lexical=lexical),
+        )
+
+    ranked = asyncio.run(
+        reranker.run(
+            "q",
+            [
+                candidate("weak", 0.50, 0.40, 1.0),
+                candidate("lexical-only", 0.50, 0.45, 9.0),
+                candidate("strong", 0.80, 0.70, 8.0),
+            ],
+        )
+    )
+    assert [r.chunk_id for r in ranked] == ["strong", "lexical-only", "weak"]
+    assert ranked[0].score == pytest.approx(0.4 + 0.3 + 0.3 * 7 / 8)
+    assert ranked[0].signals.rerank == ranked[0].score
+    assert ranked[-1].score == pytest.approx(0.0)
+
+
+def test_eval_command_end_to_end(tmp_path: Path) -> None:
+    data = tmp_path / "tiny"
+    (data / "qrels").mkdir(parents=True)
+    (data / "corpus.jsonl").write_text(
+        "\n".join(
+            json.dumps({"_id": r["id"], "title": r["title"], "text": r["text"]}) for r in RECORDS
+        )
+    )
+    queries = [
+        ("q1", "What does mooring cost?", "r1"),
+        ("q2", "When does the harbour office open?", "r2"),
+        ("q3", "Which machine harvests apples?", "r3"),
+    ]
+    (data / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in queries)
+    )
+    (data / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in queries)
+    )
+    result = run("eval", str(data), "--baselines", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["setup"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == {"default", "bm25", "dense-passages", "rrf-passages"}
+    assert rows["default"]["ndcg_at_10"] == pytest.approx(1.0) and rows["default"]["queries"] == 3
+    assert all(0 <= row["mrr_at_10"] <= 1 for row in rows.values())
+    missing = run("eval", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "not a BEIR data set" in missing.stderr

@@ -1,0 +1,308 @@
+"""The layout is the architecture: these tests read the package's imports and hold it to it.
+
+foundation (errors, models, config, results, templates, …) ← inputs ← engine ← facade
+(``KnowledgeBase`` and the public ``flexmatch`` namespace) ← adapters (CLI, HTTP, MCP,
+agent tool). Nothing imports upward, nothing imports in a circle, and the adapters see
+only ``flexmatch.__all__``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from functools import cache
+from pathlib import Path
+
+import flexmatch
+from flexmatch import errors
+
+PACKAGE = Path(flexmatch.__file__).resolve().parent
+
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "foundation",
+        (
+            "flexmatch.errors",
+            "flexmatch.extras",
+            "flexmatch.models",
+            "flexmatch.results",
+            "flexmatch.text",
+            "flexmatch.yamlio",
+            "flexmatch.resources",
+            "flexmatch.templates",
+            "flexmatch.config",
+        ),
+    ),
+    ("inputs", ("flexmatch.inputs",)),
+    ("engine", ("flexmatch.engine",)),
+    (
+        "facade",
+        (
+            "flexmatch.knowledge_base",
+            "flexmatch.keys",
+            "flexmatch.evaluation",
+            "flexmatch.chains",
+            "flexmatch",
+        ),
+    ),
+    ("adapters", ("flexmatch.adapters",)),
+]
+# adapters that start another adapter (the CLI launches the HTTP and MCP servers)
+ADAPTER_LAUNCHES = {("cli", "http"), ("cli", "mcp")}
+# packages that are one concept each count as one node of the import graph (the measure
+# that gave the old layout its 14 levels); the wings (engine, inputs, adapters) do not
+CONCEPT_PACKAGES = (
+    "flexmatch.engine.chains",
+    "flexmatch.engine.stores",
+    "flexmatch.inputs.parsing",
+    "flexmatch.adapters.http",
+    "flexmatch.adapters.cli",
+    "flexmatch.testing",
+)
+MAX_DEPTH = 10
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@cache
+def imports() -> dict[str, set[str]]:
+    """Every flexmatch module each module imports, at any depth of its code."""
+    known = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in known else node.module)
+        graph[name] = {m for m in found if m in known and m != name}
+    return graph
+
+
+def layer_of(module: str) -> int:
+    best = (-1, -1)  # (prefix length, layer)
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            inside = module.startswith(prefix + ".") and prefix != "flexmatch"
+            if (module == prefix or inside) and len(prefix) > best[0]:
+                best = (len(prefix), rank)
+    return best[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [m for m in modules() if layer_of(m) < 0 and not m.startswith("flexmatch.testing")]
+    assert unplaced == []
+
+
+def test_the_testing_helpers_stand_alone() -> None:
+    """``flexmatch.testing`` (the fake LLM server) is for plug-in authors too: stdlib only."""
+    for name, targets in imports().items():
+        if name.startswith("flexmatch.testing"):
+            assert all(t.startswith("flexmatch.testing") for t in targets), (name, targets)
+
+
+def test_no_upward_imports() -> None:
+    upward = [
+        f"{source} ({LAYERS[layer_of(source)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
+        for source, targets in imports().items()
+        if layer_of(source) >= 0
+        for target in targets
+        if layer_of(target) > layer_of(source)
+    ]
+    assert upward == []
+
+
+def concept(module: str) -> str:
+    return next((p for p in CONCEPT_PACKAGES if module == p or module.startswith(p + ".")), module)
+
+
+def concept_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for source, targets in imports().items():
+        node = concept(source)
+        graph.setdefault(node, set()).update(concept(t) for t in targets if concept(t) != node)
+    return graph
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    _levels(imports())
+
+
+def test_no_cycles_and_at_most_ten_levels_deep() -> None:
+    """Every import counts, lazy ones too; the longest chain has at most ten nodes."""
+    graph = concept_graph()
+    levels = _levels(graph)
+    deepest = max(graph, key=levels.__getitem__)
+    assert levels[deepest] <= MAX_DEPTH, f"{deepest} sits {levels[deepest]} levels deep"
+
+
+def _levels(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Each node's depth (1 + its deepest import); fails on a cycle, naming it."""
+    depth: dict[str, int] = {}
+    visiting: list[str] = []
+
+    def levels(module: str) -> int:
+        if module in depth:
+            return depth[module]
+        assert module not in visiting, "import cycle: " + " → ".join([*visiting, module])
+        visiting.append(module)
+        depth[module] = 1 + max((levels(t) for t in graph[module]), default=0)
+        visiting.pop()
+        return depth[module]
+
+    for module in graph:
+        levels(module)
+    return depth
+
+
+def test_adapters_use_only_the_public_api() -> None:
+    """An adapter imports names from ``flexmatch`` itself (each one in ``__all__``) and
+    modules of its own adapter; only the CLI starts another adapter."""
+    public = set(flexmatch.__all__) | {"__version__"}
+    problems: list[str] = []
+    for name, path in modules().items():
+        if not name.startswith("flexmatch.adapters."):
+            continue
+        own = name.split(".")[2]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "flexmatch":
+                problems += [
+                    f"{name}: {a.name} is not public" for a in node.names if a.name not in public
+                ]
+                continue
+            targets = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for target in targets:
+                if target == "flexmatch" or not target.startswith("flexmatch."):
+                    continue
+                parts = target.split(".")
+                if parts[1] != "adapters":
+                    problems.append(f"{name} imports internal module {target}")
+                elif len(parts) > 2 and parts[2] != own and (own, parts[2]) not in ADAPTER_LAUNCHES:
+                    problems.append(f"{name} imports another adapter: {target}")
+    assert problems == []
+
+
+def test_every_public_name_resolves() -> None:
+    for name in flexmatch.__all__:
+        assert getattr(flexmatch, name, None) is not None, name
+
+
+def test_one_error_tree_every_error_public() -> None:
+    classes = [
+        obj
+        for obj in vars(errors).values()
+        if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == errors.__name__
+    ]
+    assert all(issubclass(c, errors.FlexMatchError) for c in classes)
+    assert {c.__name__ for c in classes} <= set(flexmatch.__all__)
+    tree = errors.__doc__ or ""
+    assert all(c.__name__ in tree for c in classes), "errors.py's docstring draws the whole tree"
+    elsewhere = [
+        f"{name}: {node.name}"
+        for name, path in modules().items()
+        if name != "flexmatch.errors"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(
+            getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Exception"))
+            for b in node.bases
+        )
+    ]
+    # HTTP responses in exception form, raised and caught inside the HTTP adapter only
+    transport = [
+        "flexmatch.adapters.http.errors: ApiError",
+        "flexmatch.adapters.http.limits: BodyTooLarge",
+    ]
+    assert sorted(elsewhere) == transport, "every error class lives in flexmatch/errors.py"
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(flexmatch.__all__) == [
+        "Answer",
+        "ApiKey",
+        "BASELINES",
+        "BeirDataset",
+        "CONFIG_FILE",
+        "ChainError",
+        "ChainUse",
+        "Chunk",
+        "ChunkView",
+        "ConfigError",
+        "DEFAULT_TENANT",
+        "Document",
+        "DocumentDetail",
+        "DocumentNotFoundError",
+        "DocumentOutcome",
+        "DocumentRecord",
+        "DocumentStatus",
+        "DocumentTooLargeError",
+        "Element",
+        "EmbeddingError",
+        "EmptyDocumentError",
+        "EncryptedDocumentError",
+        "FILTERABLE_FIELDS",
+        "FailedDocument",
+        "FilterError",
+        "Filters",
+        "FlexMatchError",
+        "IngestReport",
+        "KBConfig",
+        "KeyRequestError",
+        "KeyStore",
+        "KnowledgeBase",
+        "LLMError",
+        "MatchingText",
+        "MissingExtraError",
+        "ModelMismatchError",
+        "Outcome",
+        "PERMISSIONS",
+        "ParseError",
+        "ParsedDocument",
+        "Permission",
+        "PromptError",
+        "QueryConfig",
+        "ResultItem",
+        "Scores",
+        "SearchResult",
+        "Section",
+        "Setup",
+        "Signals",
+        "SkippedDocument",
+        "SourceChoiceError",
+        "SourceConfig",
+        "SourceStats",
+        "Stats",
+        "StoreError",
+        "ToolCallError",
+        "ToolResult",
+        "UnsupportedFormatError",
+        "Usage",
+        "WebImportError",
+        "answer_result",
+        "check_tenant",
+        "evaluate",
+        "evaluate_setups",
+        "load_config",
+        "load_setup",
+        "registered_chains",
+        "require_extra",
+        "run_sync",
+        "tool_result",
+    ]
