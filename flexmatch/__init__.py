@@ -38,6 +38,7 @@ from flexmatch.evaluation import (
     load_setup,
 )
 from flexmatch.extras import require as require_extra
+from flexmatch.inputs.sources import safe_filename
 from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant
 from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups, run_sync
 from flexmatch.models import (
@@ -135,6 +136,7 @@ __all__ = [
     "registered_chains",
     "require_extra",
     "run_sync",
+    "safe_filename",
     "tool_result",
 ]
 __version__ = "0.1.0"

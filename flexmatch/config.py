@@ -87,7 +87,7 @@ class SourceConfig(_Strict):
     exclude: list[str] = Field(default_factory=list)
     urls: list[str] = Field(default_factory=list)
     allow_hosts: list[str] = Field(default_factory=list)
-    timeout: float = Field(15.0, gt=0, le=300)
+    timeout: float = Field(15.0, gt=0, le=300)  # one deadline per page: connect, headers, body
     max_redirects: int = Field(5, ge=0, le=20)
     template: str = "record"
     id_field: str = "id"
@@ -123,6 +123,10 @@ class IngestConfig(_Strict):
     max_document_bytes: int = Field(10_000_000, ge=1, le=HARD_MAX_DOCUMENT_BYTES)
     near_duplicate_threshold: float | None = Field(0.99, gt=0, le=1)
     document_concurrency: int = Field(4, ge=1, le=64)
+    parse_timeout: float = Field(60.0, gt=0, le=3600)  # seconds one document may take to parse
+    parse_memory_mb: int = Field(2048, ge=256, le=65536)  # address space of a parser process
+    parse_workers: int = Field(2, ge=1, le=64)  # parser processes
+    fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
 
 
 class KBConfig(_Strict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
@@ -35,6 +36,7 @@ from flexmatch.engine.query import QueryChains, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
 from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate
+from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.models import (
@@ -83,6 +85,15 @@ class KnowledgeBase:
         self._formatters: dict[str | None, ResultFormatter] = {}
         self._active_runs = ActiveRuns()
         self._store_lock = threading.Lock()
+        ingest = config.ingest
+        self.parse_workers = IsolatedPool(
+            workers=ingest.parse_workers,
+            timeout=ingest.parse_timeout,
+            memory_mb=ingest.parse_memory_mb,
+        )
+        self.fetch_workers = IsolatedPool(
+            workers=ingest.fetch_workers, memory_mb=ingest.parse_memory_mb
+        )
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -214,7 +225,14 @@ class KnowledgeBase:
     def _reader(self, source: str | None) -> SourceReader:
         name = source or self.config.default_source
         self.source_chains(name)  # validates the name and the chains up front
-        return SourceReader(name, self.config.sources[name], self.path, self.config.ingest)
+        return SourceReader(
+            name,
+            self.config.sources[name],
+            self.path,
+            self.config.ingest,
+            self.parse_workers,
+            self.fetch_workers,
+        )
 
     async def _run(
         self,
@@ -253,7 +271,31 @@ class KnowledgeBase:
         reader = self._reader(source)
         plan = await asyncio.to_thread(reader.plan, inputs)
         total = await asyncio.to_thread(lambda: plan.total)
-        return await self._run(reader.read(plan), tenant, progress, total)
+        pages = await self._fetch(reader, plan.urls)  # before the store is opened or locked
+        items = itertools.chain(pages, reader.read(plan, urls=False))
+        return await self._run(items, tenant, progress, total)
+
+    async def _fetch(self, reader: SourceReader, urls: list[str]) -> list[Item]:
+        """Web pages, fetched concurrently (each one bounded by its deadline)."""
+        slots = asyncio.Semaphore(self.config.ingest.fetch_workers)
+
+        async def one(url: str) -> Item:
+            async with slots:
+                return await asyncio.to_thread(reader.read_url, url)
+
+        return list(await asyncio.gather(*(one(url) for url in urls)))
+
+    async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
+        """Fetch and parse web pages (the source's safety rules and deadline apply), without
+        storing them: a service fetches outside its write locks, then ``aingest_documents``."""
+        return await self._fetch(self._reader(source), list(urls))
+
+    async def aingest_documents(
+        self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """Index documents already read (``afetch_pages``); failures are reported as such."""
+        items = list(documents)
+        return await self._run(items, tenant, None, len(items))
 
     async def aadd_records(
         self,
@@ -275,8 +317,29 @@ class KnowledgeBase:
     ) -> IngestReport:
         """Import web pages only: anything that is not an http(s) URL is refused, never
         read as a local path (what services exposed to callers must use)."""
-        urls = list(urls)
-        return await self._run(self._reader(source).read_urls(urls), tenant, progress, len(urls))
+        pages = await self._fetch(self._reader(source), list(urls))
+        return await self._run(pages, tenant, progress, len(pages))
+
+    async def aread_upload(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        source: str | None = None,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[Item]:
+        """The documents in a file given as bytes (read off the event loop, parsed in a
+        worker process), not yet stored; ``aingest_documents`` stores them."""
+        reader = self._reader(source)
+        return await asyncio.to_thread(reader.upload, filename, data, document_id, metadata)
+
+    async def aread_records(
+        self, records: Iterable[Any], *, source: str | None = None
+    ) -> list[Item]:
+        """Records rendered to documents through a records source's template, not yet stored."""
+        reader = self._reader(source)
+        return await asyncio.to_thread(lambda: list(reader.records(records)))
 
     async def aingest_upload(
         self,
@@ -288,9 +351,12 @@ class KnowledgeBase:
         document_id: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> IngestReport:
-        """Ingest one file given as bytes; with ``document_id`` it replaces that document."""
-        item = self._reader(source).upload(filename, data, document_id, metadata)
-        return await self._run([item], tenant, None, 1)
+        """Ingest one file given as bytes (read off the event loop, parsed in a worker
+        process); with ``document_id`` it replaces that document."""
+        items = await self.aread_upload(
+            filename, data, source=source, document_id=document_id, metadata=metadata
+        )
+        return await self._run(items, tenant, None, len(items))
 
     def ingest(self, inputs: Iterable[str | Path] = (), **kwargs: Any) -> IngestReport:
         return run_sync(self.aingest(inputs, **kwargs))
@@ -422,6 +488,8 @@ class KnowledgeBase:
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:
+        self.parse_workers.close()
+        self.fetch_workers.close()
         if self._store is not None:
             self._store.close()
             self._store = None

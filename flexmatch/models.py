@@ -180,8 +180,54 @@ class IngestReport(BaseModel):
     document_ids: list[str] = Field(default_factory=list)  # stored or unchanged, in order
     duplicates: list[SkippedDocument] = Field(default_factory=list)
     failed: list[FailedDocument] = Field(default_factory=list)
+    outcomes: list[DocumentOutcome] = Field(default_factory=list)  # one per input, in order
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
+
+    # -- what happened to each input (counts and outcomes kept together) ---------------
+    def record_failed(self, failure: FailedDocument) -> None:
+        self.failed.append(failure)
+        self.outcomes.append(
+            DocumentOutcome(input=failure.uri, outcome="failed", error=failure.error)
+        )
+
+    def record_duplicate(self, skipped: SkippedDocument) -> None:
+        self.duplicates.append(skipped)
+        self.outcomes.append(
+            DocumentOutcome(
+                input=skipped.uri,
+                outcome="duplicate",
+                document_id=skipped.document_id,
+                error=skipped.reason,
+            )
+        )
+
+    def record_unchanged(self, document_id: str, uri: str) -> None:
+        self.unchanged += 1
+        self.document_ids.append(document_id)
+        self.outcomes.append(
+            DocumentOutcome(input=uri, outcome="unchanged", document_id=document_id)
+        )
+
+    def record_stored(
+        self, document_id: str, uri: str, *, changed: bool, chunks: int, matching_texts: int
+    ) -> None:
+        if changed:
+            self.changed += 1
+        else:
+            self.added += 1
+        self.document_ids.append(document_id)
+        self.chunks += chunks
+        self.matching_texts += matching_texts
+        self.outcomes.append(
+            DocumentOutcome(
+                input=uri,
+                outcome="changed" if changed else "added",
+                document_id=document_id,
+                chunks=chunks,
+                matching_texts=matching_texts,
+            )
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -198,6 +244,11 @@ class IngestReport(BaseModel):
 
         ``document_id`` names the document when the run cannot (a record given its id).
         """
+        if len(self.outcomes) == 1:
+            one = self.outcomes[0]
+            return one.model_copy(
+                update={"input": label, "document_id": one.document_id or document_id}
+            )
         if self.failed:
             error = "; ".join(f.error for f in self.failed)
             return DocumentOutcome(input=label, outcome="failed", error=error)

@@ -1,12 +1,21 @@
 """Templates (prompts and record renderings): sandboxed Jinja, strict undefined variables.
 
-Data inside prompts is wrapped in tags (``<chunk>``, ``<document>``…); the ``fence``
-filter makes sure a document cannot close those tags itself and pose as instructions.
+Every piece of document-derived text in a prompt (title, headings, URL, metadata, chunk
+text, and LLM output stored from documents) sits inside a data block whose tags carry a
+*boundary*: ``<chunk-{{ boundary }}>`` … ``</chunk-{{ boundary }}>``. The boundary is a
+hash of everything the template was given, so it is the same for the same input (the LLM
+cache keeps working) and the data cannot contain it (it would have to contain a hash of
+itself; the rare accident is detected and re-drawn). The ``fence`` filter also
+neutralises anything inside data that looks like one of our tags, however it is spelled
+(spaces, line breaks, zero-width or full-width characters), as a second guard.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +26,42 @@ from jinja2.sandbox import SandboxedEnvironment
 from flexmatch import resources
 from flexmatch.errors import PromptError
 
-_TAG = re.compile(r"<(/?)(\s*)(chunk|document|query|candidates|instructions|title)\b", re.I)
+TAG_NAMES = (
+    "chunk",
+    "document",
+    "query",
+    "candidates",
+    "candidate",
+    "instructions",
+    "title",
+    "section",
+    "fact",
+    "facts",
+    "data",
+    "system",
+)
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+)
+_TAG = re.compile(r"<\s*(/?)\s*(" + "|".join(TAG_NAMES) + r")(?=[\s>/-]|$)", re.I)
 
 
 def fence(text: Any) -> str:
-    """Neutralise our delimiter tags inside data so it cannot end its own block."""
-    return _TAG.sub(lambda m: f"‹{m.group(1)}{m.group(3)}", str(text))
+    """Data made safe to place between our tags: invisible characters dropped, full-width
+    and other compatibility forms folded (NFKC), and every tag-like ``<name`` or
+    ``</name`` of ours turned into ``‹name`` so the data cannot open or close a block."""
+    value = unicodedata.normalize("NFKC", _INVISIBLE.sub("", str(text)))
+    return _TAG.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", value)
+
+
+def boundary_for(context: dict[str, Any]) -> str:
+    """A boundary for one rendering: a hash of its input that no string in it contains."""
+    blob = json.dumps(context, sort_keys=True, default=str, ensure_ascii=False)
+    for attempt in range(100):
+        candidate = hashlib.sha256(f"{attempt}:{blob}".encode()).hexdigest()[:16]
+        if candidate not in blob:
+            return candidate
+    raise PromptError("no boundary could be drawn for this input")  # pragma: no cover
 
 
 def truncate_chars(text: Any, limit: int) -> str:
@@ -45,7 +84,9 @@ class PromptTemplate:
             raise PromptError(f"{path}:{exc.lineno}: template syntax error: {exc.message}") from exc
 
     def check(self, provided: set[str]) -> None:
-        """Fail at load time if the template uses a variable the chain never provides."""
+        """Fail at load time if the template uses a variable the chain never provides
+        (``boundary`` is always provided)."""
+        provided = provided | {"boundary"}
         unknown = self.variables - provided
         if unknown:
             raise PromptError(
@@ -54,8 +95,9 @@ class PromptTemplate:
             )
 
     def render(self, **context: Any) -> str:
+        """The rendered text; ``boundary`` is drawn from ``context`` for the data blocks."""
         try:
-            return self._template.render(**context).strip()
+            return self._template.render(boundary=boundary_for(context), **context).strip()
         except jinja2.UndefinedError as exc:
             raise PromptError(f"{self.path}: {exc.message}") from exc
         except jinja2.TemplateError as exc:

@@ -132,9 +132,10 @@ def build_server(
         await warm.ready()
         if not url.lower().startswith(("http://", "https://")):
             raise ToolError("'url' must be an http(s) URL")
-        try:
+        try:  # fetched outside the write lock: a slow server holds up no other import
+            pages = await kb.afetch_pages([url], source=source_of(source))
             async with writes:
-                report = await kb.aingest_urls([url], source=source_of(source), tenant=tenant)
+                report = await kb.aingest_documents(pages, tenant=tenant)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return json.dumps(report.outcome(url).summary(), ensure_ascii=False)

@@ -97,10 +97,10 @@ class Indexer:
             try:
                 await self._index(document, chains)
             except FlexMatchError as exc:
-                self.report.failed.append(FailedDocument(uri=document.uri, error=str(exc)))
+                self.report.record_failed(FailedDocument(uri=document.uri, error=str(exc)))
             except Exception as exc:  # a bug or an OS error: report it, keep the run going
                 error = f"{document.uri}: {type(exc).__name__}: {exc}"
-                self.report.failed.append(FailedDocument(uri=document.uri, error=error))
+                self.report.record_failed(FailedDocument(uri=document.uri, error=error))
 
     async def _index(self, document: Document, chains: SourceChains) -> None:
         check_size(document, self.settings.max_document_bytes)
@@ -109,12 +109,11 @@ class Indexer:
         if record and record.status == "complete" and record.version == version:
             if record.pending_version is not None:
                 self.registry.cleanup(self.tenant, record)
-            self.report.unchanged += 1
-            self.report.document_ids.append(document.id)
+            self.report.record_unchanged(document.id, document.uri)
             return
         duplicate = self._duplicate_of(document)  # a changed one keeps its old version
         if duplicate is not None:
-            self.report.duplicates.append(duplicate)
+            self.report.record_duplicate(duplicate)
             return
         self._hashes_in_run[document.content_hash] = document
         base = record or DocumentRecord(
@@ -145,13 +144,13 @@ class Indexer:
             raise ChainError(f"{document.uri}: another writer replaced it while it was indexed")
         stored_chunks = len({p.payload["chunk_id"] for p in points})
         self.registry.commit(self.tenant, pending, stored_chunks, len(points))
-        self.report.document_ids.append(document.id)
-        if record is not None and record.version is not None:
-            self.report.changed += 1
-        else:
-            self.report.added += 1
-        self.report.chunks += stored_chunks
-        self.report.matching_texts += len(points)
+        self.report.record_stored(
+            document.id,
+            document.uri,
+            changed=record is not None and record.version is not None,
+            chunks=stored_chunks,
+            matching_texts=len(points),
+        )
 
     def _duplicate_of(self, document: Document) -> SkippedDocument | None:
         """An identical text already stored (or taken by this run) under another id."""

@@ -102,7 +102,7 @@ class IngestRun:
             if item is None:
                 break
             if isinstance(item, FailedDocument):
-                report.failed.append(item)
+                report.record_failed(item)
                 self._tell(progress)
                 continue
             pending.add(asyncio.create_task(index(item)))

@@ -78,7 +78,7 @@ class LLM:
         model = model or self.model
         messages = [{"role": "user", "content": prompt}]
         params = {"temperature": self.temperature}
-        key = cache_key(model, messages, params)
+        key = cache_key(model, messages, params, self.api_base)
         cached = self.cache.get(key)
         if cached is not None:
             self.usage.cached_calls += 1

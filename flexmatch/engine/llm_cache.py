@@ -1,7 +1,8 @@
 """A persistent cache of LLM results, so a re-run pays for nothing twice.
 
-Keyed on the model, the rendered prompt and the call parameters; litellm's own caches
-do not work offline here, and a SQLite file in the knowledge base survives restarts.
+Keyed on everything that can change an answer: the model, the server it is asked on
+(``api_base``), the rendered prompt and the call parameters. litellm's own caches do not
+work offline here, and a SQLite file in the knowledge base survives restarts.
 """
 
 from __future__ import annotations
@@ -13,8 +14,16 @@ from pathlib import Path
 from typing import Any
 
 
-def cache_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
-    blob = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True)
+def cache_key(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    api_base: str | None = None,
+) -> str:
+    blob = json.dumps(
+        {"model": model, "api_base": api_base, "messages": messages, "params": params},
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from flexmatch.errors import DocumentTooLargeError, FlexMatchError, ParseError
 from flexmatch.inputs.parsing import parse_file, parse_text
-from flexmatch.models import Document, Element, FailedDocument
+from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
 
 Item = Document | FailedDocument
 
@@ -102,8 +102,14 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield entry
 
 
-def load(task: LoadTask, source: str, max_bytes: int) -> Iterator[Document | FailedDocument]:
-    """The documents in one file, or a failure naming it."""
+Parse = Callable[[Path], ParsedDocument]
+
+
+def load(
+    task: LoadTask, source: str, max_bytes: int, parse: Parse = parse_file
+) -> Iterator[Document | FailedDocument]:
+    """The documents in one file, or a failure naming it; ``parse`` reads one file (in a
+    worker process, when the caller isolates parsing)."""
     if task.is_corpus:
         yield from _load_corpus(task.path, source)
         return
@@ -111,7 +117,7 @@ def load(task: LoadTask, source: str, max_bytes: int) -> Iterator[Document | Fai
 
     def build() -> Document:
         check_file_size(task.path, max_bytes)
-        parsed = parse_file(task.path)
+        parsed = parse(task.path)
         return Document(
             id=document_id(source, uri),
             uri=uri,
@@ -147,6 +153,8 @@ def json_lines(path: Path) -> Iterator[tuple[Any, str] | FailedDocument]:
                 yield FailedDocument(uri=where, error=f"{where}: not UTF-8 text")
             except json.JSONDecodeError as exc:
                 yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
+            except RecursionError:
+                yield FailedDocument(uri=where, error=f"{where}: the JSON nests too deeply")
 
 
 def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:

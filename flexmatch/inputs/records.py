@@ -16,6 +16,23 @@ from flexmatch.models import Document, Element, FailedDocument
 from flexmatch.templates import PromptTemplate, load_prompt
 
 RECORD_VARIABLES = {"record", "key", "source"}
+MAX_RECORD_DEPTH = 32  # objects and lists inside each other; deeper is not a record
+
+
+def record_depth(value: Any) -> int:
+    """How deeply objects and lists nest in ``value`` (iterative: any depth is safe)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_RECORD_DEPTH:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def load_template(config: SourceConfig, kb_dir: Path | None) -> PromptTemplate:
@@ -33,6 +50,9 @@ def entries_in_file(path: Path) -> Iterator[tuple[str | None, Any, str] | Failed
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         yield FailedDocument(uri=str(path), error=f"{path}: not a readable JSON file: {exc}")
+        return
+    except RecursionError:
+        yield FailedDocument(uri=str(path), error=f"{path}: the JSON nests too deeply")
         return
     if isinstance(data, list):
         for index, item in enumerate(data):
@@ -55,6 +75,8 @@ def record_document(
     """One record as a document; its id is the record's id field, its key, or its hash."""
     if key is None and not isinstance(record, dict):
         raise ParseError(f"{where}: a record must be a JSON object")
+    if record_depth(record) > MAX_RECORD_DEPTH:
+        raise ParseError(f"{where}: the record nests deeper than {MAX_RECORD_DEPTH} levels")
     fields = record if isinstance(record, dict) else {}
     given = fields.get(config.id_field, key)
     canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)

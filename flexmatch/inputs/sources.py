@@ -10,10 +10,32 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch.config import IngestConfig, SourceConfig
+from flexmatch.errors import WebImportError
+from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item, LoadTask, attempt, discover, document_id, load
+from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.records import entries_in_file, load_template, record_documents
 from flexmatch.inputs.web import WebPolicy, fetch, parse_page
-from flexmatch.models import Document, Element, FailedDocument
+from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_FILENAME_BYTES = 200
+
+
+def safe_filename(filename: str) -> str:
+    """A client-sent file name made safe to store and show: its last path part, without
+    control characters, at most 200 bytes (its suffix kept)."""
+    name = _CONTROL.sub("", filename.replace("\\", "/").rsplit("/", 1)[-1]).strip()
+    if name in ("", ".", ".."):
+        return "upload"
+    if len(name.encode("utf-8")) > MAX_FILENAME_BYTES:
+        stem, dot, suffix = name.rpartition(".")
+        suffix = f".{suffix[:16]}" if dot and stem else ""
+        budget = MAX_FILENAME_BYTES - len(suffix.encode("utf-8"))
+        name = name[: len(name) - len(suffix)].encode("utf-8")[:budget].decode("utf-8", "ignore")
+        name += suffix
+    return name
+
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -41,12 +63,28 @@ class SourceReader:
     """Reads the inputs of one named source into documents."""
 
     def __init__(
-        self, name: str, config: SourceConfig, kb_dir: Path | None, limits: IngestConfig
+        self,
+        name: str,
+        config: SourceConfig,
+        kb_dir: Path | None,
+        limits: IngestConfig,
+        workers: IsolatedPool | None = None,
+        fetchers: IsolatedPool | None = None,
     ) -> None:
         self.name = name
         self.config = config
         self.kb_dir = kb_dir
         self.limits = limits
+        self.workers = workers  # parse in these processes (else in this one)
+        self.fetchers = fetchers  # fetch web pages in these processes
+
+    def _parse_file(self, path: Path) -> ParsedDocument:
+        if self.workers is None:
+            return parse_file(path)
+        return self.workers.run(parse_file, path, label=str(path))
+
+    def _load(self, task: LoadTask) -> Iterator[Item]:
+        return load(task, self.name, self.limits.max_document_bytes, self._parse_file)
 
     def plan(self, inputs: Iterable[str | Path]) -> Plan:
         """Split inputs into URLs and files (a web source with no inputs takes its ``urls``)."""
@@ -58,9 +96,11 @@ class SourceReader:
         tasks, missing = discover(paths, self.config.include, self.config.exclude)
         return Plan(urls=urls, tasks=tasks, failed=list(missing))
 
-    def read(self, plan: Plan) -> Iterator[Item]:
+    def read(self, plan: Plan, *, urls: bool = True) -> Iterator[Item]:
+        """The plan's documents; ``urls=False`` leaves out its URLs (read them first with
+        ``read_url``, so no store or lock is held while a slow server answers)."""
         yield from plan.failed
-        for url in plan.urls:
+        for url in plan.urls if urls else []:
             yield self.read_url(url)
         if self.config.type == "records":
             template = load_template(self.config, self.kb_dir)
@@ -70,7 +110,7 @@ class SourceReader:
                 )
             return
         for task in plan.tasks:
-            yield from load(task, self.name, self.limits.max_document_bytes)
+            yield from self._load(task)
 
     def read_urls(self, urls: list[str]) -> Iterator[Item]:
         for url in urls:
@@ -85,8 +125,23 @@ class SourceReader:
         )
 
         def build() -> Document:
-            page = fetch(url, policy)
-            parsed = parse_page(page)
+            if self.fetchers is None:
+                page = fetch(url, policy)
+            else:  # the worker is killed at the deadline, however slowly the server sends
+                page = self.fetchers.run(
+                    fetch,
+                    url,
+                    policy,
+                    label=url,
+                    timeout=policy.timeout,
+                    what="fetching",
+                    setting="the source's timeout",
+                    error=WebImportError,
+                )
+            if self.workers is None:
+                parsed = parse_page(page)
+            else:
+                parsed = self.workers.run(parse_page, page, label=url)
             elements = parsed.elements
             if parsed.title and not any(e.kind == "title" for e in elements):
                 elements = [Element(kind="title", text=parsed.title), *elements]
@@ -107,35 +162,47 @@ class SourceReader:
         data: bytes,
         given_id: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> Item:
-        """A file received as bytes (an HTTP upload); its name picks the parser."""
-        name = Path(filename).name
-        if name in ("", ".", ".."):
-            name = "upload"
+    ) -> list[Item]:
+        """A file received as bytes (an HTTP upload); its name picks the parser. A JSON
+        Lines corpus gives one document per line; a given id needs exactly one document."""
+        name = safe_filename(filename)
         uri = f"upload:{name}"
         if len(data) > self.limits.max_document_bytes:
-            return FailedDocument(
-                uri=uri,
-                error=(
-                    f"{name}: the file is {len(data):,} bytes, over the "
-                    f"{self.limits.max_document_bytes:,}-byte cap (ingest.max_document_bytes)"
-                ),
+            error = (
+                f"{name}: the file is {len(data):,} bytes, over the "
+                f"{self.limits.max_document_bytes:,}-byte cap (ingest.max_document_bytes)"
             )
+            return [FailedDocument(uri=uri, error=error)]
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / name
             path.write_bytes(data)
-            items = list(load(LoadTask(path), self.name, self.limits.max_document_bytes))
-        if len(items) != 1 or isinstance(items[0], FailedDocument):
-            errors = "; ".join(i.error for i in items if isinstance(i, FailedDocument))
-            return FailedDocument(uri=uri, error=errors.replace(folder + "/", "") or name)
-        document = items[0]
-        return document.model_copy(
-            update={
-                "id": given_id or document_id(self.name, uri),
-                "uri": uri,
-                "metadata": {**document.metadata, **(metadata or {})},
-            }
-        )
+            items = list(self._load(LoadTask(path)))
+        prefix = f"{folder}/"
+        items = [
+            FailedDocument(uri=uri, error=i.error.replace(prefix, ""))
+            if isinstance(i, FailedDocument)
+            else i
+            for i in items
+        ]
+        if not items:
+            return [FailedDocument(uri=uri, error=f"{name}: the file holds no document")]
+        if given_id is not None and len(items) != 1:
+            error = f"{name}: holds {len(items)} documents; replacing one needs one document"
+            return [FailedDocument(uri=uri, error=error)]
+        documents = [i for i in items if isinstance(i, Document)]
+        single = len(items) == 1
+        return [
+            item.model_copy(
+                update={
+                    "id": given_id or (document_id(self.name, uri) if single else item.id),
+                    "uri": uri if single else f"{uri}#{item.id}",
+                    "metadata": {**item.metadata, **(metadata or {})},
+                }
+            )
+            if isinstance(item, Document) and item in documents
+            else item
+            for item in items
+        ]
 
     def records(self, records: Iterable[Any]) -> Iterator[Item]:
         """Records handed over in code (e.g. facts an agent extracted)."""

@@ -179,10 +179,11 @@ def fetch(url: str, policy: WebPolicy) -> FetchedPage:
 
 
 def _read_capped(response: Any, url: str, policy: WebPolicy) -> bytes:
-    """The body, refused past the byte cap or past the total time allowed (a server that
-    trickles bytes must not hold a fetch open for ever)."""
+    """The body, refused past the byte cap or past the time allowed (a server that trickles
+    bytes must not hold a fetch open for ever; the worker running a fetch is also killed
+    at the deadline, which covers a read that never returns)."""
     max_bytes = policy.max_bytes
-    deadline = time.monotonic() + 4 * policy.timeout
+    deadline = time.monotonic() + policy.timeout
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         size = int(declared)
@@ -191,7 +192,7 @@ def _read_capped(response: Any, url: str, policy: WebPolicy) -> bytes:
     size = 0
     for chunk in response.iter_content(64 * 1024):
         if time.monotonic() > deadline:
-            raise WebImportError(f"{url}: the page took longer than {4 * policy.timeout:.0f}s")
+            raise WebImportError(f"{url}: the page took longer than {policy.timeout:g}s")
         size += len(chunk)
         if size > max_bytes:
             raise WebImportError(f"{url}: the page is over the {max_bytes:,}-byte cap")

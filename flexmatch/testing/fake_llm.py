@@ -55,6 +55,7 @@ _MODELS = ["fake", "fake-embed", "rerank-v3.5"]
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 _COUNT_RE = re.compile(r"(\d+)\s+questions", re.IGNORECASE)
 _CANDIDATE_RE = re.compile(r"^\s*\[(\d+)\]\s*(.*)$")
+_CANDIDATE_TAG_RE = re.compile(r'<candidate index="(\d+)">(.*?)</candidate>', re.DOTALL)
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
     [
@@ -197,20 +198,22 @@ def _sentences(text: str) -> list[str]:
 
 def _rerank_answer(prompt: str) -> str:
     query = _tag(prompt, "query") or ""
-    block = _tag(prompt, "candidates") or ""
-    scores = []
-    for line in block.splitlines():
-        m = _CANDIDATE_RE.match(line)
-        if not m:
-            continue
-        score = round(10.0 * overlap_score(query, m.group(2)), 2)
-        scores.append({"index": int(m.group(1)), "score": score})
+    block = _tag(prompt, "candidates")
+    if block is not None:  # "[i] text" lines inside <candidates>
+        found = [m.groups() for m in map(_CANDIDATE_RE.match, block.splitlines()) if m]
+    else:  # <candidate index="i">text</candidate>
+        found = _CANDIDATE_TAG_RE.findall(prompt)
+    scores = [
+        {"index": int(index), "score": round(10.0 * overlap_score(query, text), 2)}
+        for index, text in found
+    ]
     return json.dumps({"scores": scores})
 
 
 def _context_answer(prompt: str) -> str:
     document = _tag(prompt, "document") or ""
-    title = next((ln.strip() for ln in document.splitlines() if ln.strip()), "")[:80]
+    first_line = next((ln.strip() for ln in document.splitlines() if ln.strip()), "")
+    title = (_tag(prompt, "title") or first_line)[:80]
     sentences = _sentences(_tag(prompt, "chunk") or "")
     first = sentences[0] if sentences else ""
     return f'This section of "{title}" covers: {first}'
@@ -236,7 +239,7 @@ def _rewrite_answer(prompt: str) -> str:
 def default_responder(messages: list[dict]) -> str:
     """Deterministic assistant content derived from the prompt (see module docstring)."""
     prompt = _prompt_text(messages)
-    if "<candidates>" in prompt:
+    if "<candidates>" in prompt or "<candidate index=" in prompt:
         return _rerank_answer(prompt)
     if "<document>" in prompt:
         return _context_answer(prompt)

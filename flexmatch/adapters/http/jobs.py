@@ -21,8 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from flexmatch import DocumentOutcome, FlexMatchError, IngestReport
-from flexmatch.adapters.http.writes import TenantWriter
+from flexmatch import Document, DocumentOutcome, FailedDocument, FlexMatchError, KnowledgeBase
+from flexmatch.adapters.http.writes import TenantWriter, Ticket
 
 log = logging.getLogger("flexmatch.adapters.http")
 
@@ -58,12 +58,16 @@ class Job(BaseModel):
     tenant: str = Field(exclude=True)
 
 
+Read = Callable[[], Awaitable[list[Document | FailedDocument]]]
+
+
 @dataclass
 class WorkItem:
-    """One document to ingest: a label for the report, the call, and its id when known."""
+    """One input to ingest: a label for the report, how to read it (parse the upload, fetch
+    the page) and its document id when known."""
 
     label: str
-    ingest: Callable[[], Awaitable[IngestReport]]
+    read: Read
     document_id: str | None = None
 
 
@@ -88,18 +92,31 @@ def _count(counts: JobCounts, outcome: DocumentOutcome) -> None:
 
 
 class JobRegistry:
-    """The jobs of one server: submitted, run as tasks on its loop, kept for polling."""
+    """The jobs of one server: submitted, run as tasks on its loop, kept for polling.
 
-    def __init__(self, writer: TenantWriter, keep: int = 1_000) -> None:
+    A job's inputs are read concurrently (up to ``readers`` at once), outside the tenant's
+    write order, and written in the order they were accepted."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        writer: TenantWriter,
+        ready: Callable[[], Awaitable[None]],
+        keep: int = 1_000,
+        readers: int = 4,
+    ) -> None:
+        self.kb = kb
         self.writer = writer
+        self.ready = ready
         self.keep = keep
+        self.readers = readers
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def submit(
         self, tenant: str, kind: JobKind, items: list[WorkItem], source: str | None = None
     ) -> Job:
-        """Register a job and start it; it runs after earlier writes to the same tenant."""
+        """Register a job and start it; its writes queue behind earlier writes to the tenant."""
         job = Job(
             id=secrets.token_hex(8),
             kind=kind,
@@ -108,9 +125,10 @@ class JobRegistry:
             created_at=_now(),
             tenant=tenant,
         )
+        tickets = [self.writer.ticket(tenant) for _ in items]  # the order of acceptance
         self._jobs[job.id] = job
         self._forget_old()
-        task = asyncio.get_running_loop().create_task(self._run(job, items))
+        task = asyncio.get_running_loop().create_task(self._run(job, items, tickets))
         self._tasks[job.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(job.id, None))
         return job
@@ -123,38 +141,62 @@ class JobRegistry:
     def list(self, tenant: str) -> list[Job]:
         return [job for job in reversed(self._jobs.values()) if job.tenant == tenant]
 
-    async def _run(self, job: Job, items: list[WorkItem]) -> None:
+    async def _run(self, job: Job, items: list[WorkItem], tickets: list[Ticket]) -> None:
+        slots = asyncio.Semaphore(self.readers)
+
+        async def read(item: WorkItem) -> list[Document | FailedDocument]:
+            async with slots:
+                try:
+                    return await item.read()
+                except FlexMatchError as exc:
+                    return [FailedDocument(uri=item.label, error=str(exc))]
+
+        reads: list[asyncio.Future[list[Document | FailedDocument]] | None] = [
+            asyncio.ensure_future(read(item)) for item in items
+        ]
         try:
-            items.reverse()
-            while items:
-                item = items.pop()  # dropped once done: an upload's bytes are freed early
-                async with self.writer.write(job.tenant):
-                    if job.status == "queued":
-                        job.status, job.started_at = "running", _now()
-                    outcome = await self._one(item)
-                job.documents.append(outcome)
-                _count(job.counts, outcome)
+            job.status, job.started_at = "running", _now()
+            for index, (item, ticket) in enumerate(zip(items, tickets, strict=True)):
+                pending = reads[index]
+                assert pending is not None
+                documents = await pending
+                reads[index] = None  # an upload's bytes are freed early
+                async with self.writer.apply(ticket):
+                    outcomes = await self._write(item, documents, job.tenant)
+                for outcome in outcomes:
+                    job.documents.append(outcome)
+                    _count(job.counts, outcome)
                 job.processed += 1
             job.status = "done"
         except asyncio.CancelledError:
             job.status, job.error = "failed", "the server shut down before the job finished"
             raise
-        except Exception as exc:  # pragma: no cover - _one catches what it can
+        except Exception as exc:  # pragma: no cover - _write catches what it can
             log.error("job %s failed", job.id, exc_info=exc)
             job.status, job.error = "failed", "internal error (see the server log)"
         finally:
+            for ticket in tickets:  # a job that stopped early must not hold up the tenant
+                ticket.abandon()
+            for waiting in reads:
+                if waiting is not None:
+                    waiting.cancel()
             job.finished_at = _now()
 
-    @staticmethod
-    async def _one(item: WorkItem) -> DocumentOutcome:
+    async def _write(
+        self, item: WorkItem, documents: list[Document | FailedDocument], tenant: str
+    ) -> list[DocumentOutcome]:
         try:
-            return (await item.ingest()).outcome(item.label, item.document_id)
+            await self.ready()
+            report = await self.kb.aingest_documents(documents, tenant=tenant)
         except FlexMatchError as exc:
-            return DocumentOutcome(input=item.label, outcome="failed", error=str(exc))
+            return [DocumentOutcome(input=item.label, outcome="failed", error=str(exc))]
         except Exception as exc:
-            log.error("ingesting %s failed", item.label, exc_info=exc)
+            log.error("ingesting %r failed", item.label, exc_info=exc)
             error = "internal error (see the server log)"
-            return DocumentOutcome(input=item.label, outcome="failed", error=error)
+            return [DocumentOutcome(input=item.label, outcome="failed", error=error)]
+        if len(report.outcomes) > 1:  # a corpus file: one outcome per document in it
+            return report.outcomes
+        return [report.outcome(item.label, item.document_id)]
 
     def _forget_old(self) -> None:
         """Drop the oldest finished jobs beyond ``keep``; running ones stay."""

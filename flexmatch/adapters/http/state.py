@@ -52,15 +52,24 @@ class ServiceState:
     def build(cls, kb: KnowledgeBase, keys: KeyStore, limits: Limits) -> ServiceState:
         cache = SearchCache(limits.cache_entries, limits.cache_ttl_seconds)
         writer = TenantWriter(cache)
-        return cls(
+        warm: list[ServiceState] = []  # the jobs wait for the state's warm-up
+
+        async def ready() -> None:
+            await warm[0].warmed()
+
+        state = cls(
             kb=kb,
             keys=keys,
             limits=limits,
             cache=cache,
             limiter=RateLimiter(limits.rate_per_second, limits.burst),
             writer=writer,
-            jobs=JobRegistry(writer, limits.jobs_kept),
+            jobs=JobRegistry(
+                kb, writer, ready, limits.jobs_kept, readers=kb.config.ingest.fetch_workers
+            ),
         )
+        warm.append(state)
+        return state
 
     def start_warm_up(self) -> None:
         """Load the embedding model and open the store in the background."""

@@ -9,8 +9,11 @@ with a clear message.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,23 @@ from flexmatch.engine.stores.base import (
 from flexmatch.errors import ModelMismatchError, StoreError
 
 META_FILE = "flexmatch-store.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def disk_bytes(path: Path) -> int:
+    """Allocated size (blocks), where the platform says; else the apparent size."""
+    stat = path.stat()
+    blocks = getattr(stat, "st_blocks", None)
+    return stat.st_size if blocks is None else int(blocks) * 512
 
 
 def _edge() -> Any:
@@ -99,27 +119,61 @@ class EdgeStore(QueryMethods):
                 )
             self._open()
             return
+        self._create(embedding_model, dimension)
+        self._open()
+
+    def _create(self, embedding_model: str, dimension: int) -> None:
+        """Build the store aside and rename it into place, so a kill at any moment leaves
+        either no store or a whole one; another process creating it at once wins cleanly."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clear_interrupted_creation()
+        staging = (
+            self.path.parent / f".{self.path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        )
         edge = _edge()
         config = edge.EdgeConfig(
             vectors={DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)},
             sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
         )
-        self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self._shard = edge.EdgeShard.create(str(self.path / "shard"), config)
+            staging.mkdir()
+            shard = edge.EdgeShard.create(str(staging / "shard"), config)
             for field in INDEXED_FIELDS:
-                self._shard.update(
+                shard.update(
                     edge.UpdateOperation.create_field_index(field, edge.PayloadSchemaType.Keyword)
                 )
-            self._shard.flush()
+            shard.flush()
+            shard.close()
+            meta = {"embedding_model": embedding_model, "dimension": dimension}
+            meta["schema"] = SCHEMA_VERSION
+            (staging / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+            try:
+                os.rename(staging, self.path)  # atomic; refused if the store appeared meanwhile
+            except OSError:
+                if not self.exists():
+                    raise
         except Exception as exc:
             raise StoreError(f"cannot create a store at {self.path}: {exc}") from exc
-        meta = {
-            "embedding_model": embedding_model,
-            "dimension": dimension,
-            "schema": SCHEMA_VERSION,
-        }
-        (self.path / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _clear_interrupted_creation(self) -> None:
+        """Remove what a creation killed before it finished left behind: a store folder
+        with a shard but no metadata (nothing can have been committed to it), and staging
+        folders of processes that no longer run."""
+        for leftover in self.path.parent.glob(f".{self.path.name}.creating-*"):
+            pid = leftover.name.rsplit("creating-", 1)[1].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(leftover, ignore_errors=True)
+        if self.path.is_dir() and not self.exists():
+            contents = {p.name for p in self.path.iterdir()}
+            if contents <= {"shard"}:
+                shutil.rmtree(self.path)
+            else:
+                raise StoreError(
+                    f"{self.path} is not a FlexMatch store and is not empty; "
+                    "point store.path at a new folder"
+                )
 
     def close(self) -> None:
         if self._shard is not None:
@@ -128,9 +182,11 @@ class EdgeStore(QueryMethods):
             self._shard = None
 
     def size_bytes(self) -> int | None:
+        """Bytes the store really takes on disk (its files are sparse: their apparent size
+        can be hundreds of times larger)."""
         if not self.path.exists():
             return 0
-        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+        return sum(disk_bytes(p) for p in self.path.rglob("*") if p.is_file())
 
     # -- data ------------------------------------------------------------------------
     def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:

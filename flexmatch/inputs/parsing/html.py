@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,6 +96,10 @@ def decode_html(data: bytes) -> tuple[str, str]:
     return data.decode("cp1252", errors="replace"), "cp1252"
 
 
+MAX_NESTING = 200  # blocks nested deeper than this are read as plain text of their ancestor
+_END = object()
+
+
 def _is_text(node: PageElement) -> bool:
     from bs4.element import NavigableString, PreformattedString
 
@@ -102,39 +107,68 @@ def _is_text(node: PageElement) -> bool:
 
 
 def _text(node: PageElement) -> str:
-    """Text of a node; block descendants and ``<br>`` are separated by spaces."""
+    """Text of a node; block descendants and ``<br>`` are separated by spaces.
+
+    Iterative, so a deeply nested page costs time linear in its size and no recursion."""
     from bs4.element import Tag
 
-    if _is_text(node):
-        return str(node)
-    if not isinstance(node, Tag):
-        return ""
-    if node.name == "br":
-        return " "
-    inner = "".join(_text(child) for child in node.children)
-    return f" {inner} " if node.name in _BLOCKS else inner
+    out: list[str] = []
+    stack: list[tuple[PageElement, bool]] = [(node, False)]
+    while stack:
+        item, closing = stack.pop()
+        if closing:
+            out.append(" ")
+        elif _is_text(item):
+            out.append(str(item))
+        elif isinstance(item, Tag):
+            if item.name == "br":
+                out.append(" ")
+                continue
+            if item.name in _BLOCKS:
+                out.append(" ")
+                stack.append((item, True))
+            stack.extend((child, False) for child in reversed(item.contents))
+    return "".join(out)
 
 
-def _has_block(tag: Tag) -> bool:
-    return tag.find(lambda t: t.name in _BLOCKS) is not None
+def _block_holders(root: Tag) -> set[int]:
+    """ids of the tags that have a block element somewhere below them (one linear pass)."""
+    from bs4.element import Tag
+
+    tags = [root, *(t for t in root.descendants if isinstance(t, Tag))]
+    holders: set[int] = set()
+    for tag in reversed(tags):  # children before their parents
+        if any(
+            isinstance(c, Tag) and (c.name in _BLOCKS or id(c) in holders) for c in tag.contents
+        ):
+            holders.add(id(tag))
+    return holders
 
 
 class _Walker:
-    """Walks the cleaned tree in document order and emits elements."""
+    """Walks the cleaned tree in document order and emits elements, without recursion."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Tag) -> None:
         self.builder = ElementBuilder()
         self._buffer: list[str] = []
+        self._holders = _block_holders(root)
 
     def _flush(self) -> None:
         if self._buffer:
             self.builder.add("paragraph", "".join(self._buffer))
             self._buffer.clear()
 
-    def walk(self, node: Tag) -> None:
+    def walk(self, root: Tag) -> None:
         from bs4.element import Tag
 
-        for child in node.children:
+        stack: list[Iterator[PageElement]] = [iter(root.contents)]
+        while stack:
+            child = next(stack[-1], _END)
+            if child is _END:
+                stack.pop()
+                if stack:
+                    self._flush()  # leaving a nested block
+                continue
             if _is_text(child):
                 self._buffer.append(str(child))
                 continue
@@ -149,7 +183,7 @@ class _Walker:
                 self.builder.add("paragraph", _text(child))
             elif name == "li":
                 self._flush()
-                self._list_item(child)
+                stack.append(iter(self._list_item(child)))
             elif name == "pre":
                 self._flush()
                 self.builder.add("code", child.get_text())
@@ -158,39 +192,47 @@ class _Walker:
                 self._table(child)
             elif name == "br":
                 self._buffer.append(" ")
-            elif name in _BLOCKS or _has_block(child):
+            elif (name in _BLOCKS or id(child) in self._holders) and len(stack) < MAX_NESTING:
                 self._flush()
-                self.walk(child)
-                self._flush()
+                stack.append(iter(child.contents))
             else:
                 self._buffer.append(_text(child))
 
-    def _list_item(self, li: Tag) -> None:
+    def _list_item(self, li: Tag) -> list[Tag]:
+        """Add the item's own text; return its nested lists and tables, to walk next."""
         from bs4.element import Tag
 
         parts: list[str] = []
         nested: list[Tag] = []
-        for child in li.children:
+        for child in li.contents:
             if isinstance(child, Tag) and (child.name in _LISTS or child.name == "table"):
                 nested.append(child)
             else:
                 parts.append(_text(child))
         self.builder.add("list_item", "".join(parts))
-        for child in nested:
-            if child.name == "table":
-                self._table(child)
-            else:
-                self.walk(child)
+        return nested
 
     def _table(self, table: Tag) -> None:
-        caption = table.find("caption")
-        if caption is not None and caption.find_parent("table") is table:
+        from bs4.element import Tag
+
+        caption = next((c for c in table.contents if getattr(c, "name", None) == "caption"), None)
+        if caption is not None:
             self.builder.add("paragraph", _text(caption))
-        lines = []
-        for row in table.find_all("tr"):
-            if row.find_parent("table") is not table:
+        rows: list[Tag] = []
+        for child in table.contents:  # the table's own rows, not those of nested tables
+            if not isinstance(child, Tag):
                 continue
-            cells = [clean_inline(_text(c)) for c in row.find_all(["td", "th"], recursive=False)]
+            if child.name == "tr":
+                rows.append(child)
+            elif child.name in ("thead", "tbody", "tfoot"):
+                rows.extend(r for r in child.contents if isinstance(r, Tag) and r.name == "tr")
+        lines = []
+        for row in rows:
+            cells = [
+                clean_inline(_text(c))
+                for c in row.contents
+                if isinstance(c, Tag) and c.name in ("td", "th")
+            ]
             cells = [c for c in cells if c]
             if cells:
                 lines.append(" | ".join(cells))
@@ -216,7 +258,7 @@ def _parse_html(data: bytes, label: Path | str, base_title: str) -> ParsedDocume
         for tag in soup.find_all(DROPPED_TAGS):
             tag.decompose()
         for tag in soup.find_all(True):
-            if tag.decomposed or tag.attrs is None:
+            if tag.attrs is None:  # inside a tag decomposed already
                 continue
             if (
                 tag.has_attr("hidden")
@@ -226,7 +268,7 @@ def _parse_html(data: bytes, label: Path | str, base_title: str) -> ParsedDocume
                 tag.decompose()
         if soup.head is not None:
             soup.head.decompose()
-        walker = _Walker()
+        walker = _Walker(soup)
         walker.walk(soup)
         walker._flush()
     builder = walker.builder

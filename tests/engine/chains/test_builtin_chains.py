@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import TypeVar
 
 from flexmatch.chains import (
@@ -157,5 +158,7 @@ def test_markdown_formatter_renders_facts_block() -> None:
     formatter = _chain("markdown", ResultFormatter)
     text = asyncio.run(formatter.run(tool_result("q", _results())))
     assert text.startswith("## Facts from the knowledge base")
-    assert "### 1. T0 › H" in text and "- matched: Q0?" in text and "- context: ctx" in text
+    assert "title: T0\nsection: H\n" in text and "matched: Q0?" in text and "context: ctx" in text
+    opening = re.search(r'<fact-([0-9a-f]{16}) rank="1">', text)
+    assert opening is not None and text.count(f"</fact-{opening.group(1)}>") == 4  # 3 + named
     assert "No stored knowledge" in asyncio.run(formatter.run(tool_result("q", [])))

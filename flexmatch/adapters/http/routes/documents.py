@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Response, UploadFile
 
-from flexmatch import DocumentDetail, DocumentNotFoundError, IngestReport, SourceChoiceError
+from flexmatch import (
+    Document,
+    DocumentDetail,
+    DocumentNotFoundError,
+    FailedDocument,
+    SourceChoiceError,
+    safe_filename,
+)
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import ApiError, not_found
 from flexmatch.adapters.http.jobs import JobKind, WorkItem
@@ -22,6 +30,7 @@ from flexmatch.adapters.http.schemas import (
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["documents"])
+Read = Coroutine[Any, Any, list[Document | FailedDocument]]
 
 Reader = Annotated[Principal, Depends(require("read"))]
 Writer = Annotated[Principal, Depends(require("write"))]
@@ -81,17 +90,14 @@ async def upload_documents(
     tenant = principal.tenant
     items = []
     for upload in files:
-        filename = upload.filename or "upload"
+        filename = safe_filename(upload.filename or "upload")
         data = await upload.read()
         await upload.close()
 
-        async def ingest(filename: str = filename, data: bytes = data) -> IngestReport:
-            await state.warmed()
-            return await state.kb.aingest_upload(
-                filename, data, source=name, tenant=tenant, metadata=extra
-            )
+        def read(filename: str = filename, data: bytes = data) -> Read:
+            return state.kb.aread_upload(filename, data, source=name, metadata=extra)
 
-        items.append(WorkItem(label=filename, ingest=ingest))
+        items.append(WorkItem(label=filename, read=read))
     return _accepted(state, response, tenant, "upload", items, name)
 
 
@@ -109,11 +115,10 @@ async def import_urls(
     items = []
     for url in body.urls:
 
-        async def ingest(url: str = url) -> IngestReport:
-            await state.warmed()
-            return await state.kb.aingest_urls([url], source=name, tenant=tenant)
+        def fetch(url: str = url) -> Read:
+            return state.kb.afetch_pages([url], source=name)
 
-        items.append(WorkItem(label=url, ingest=ingest))
+        items.append(WorkItem(label=url, read=fetch))
     return _accepted(state, response, tenant, "url", items, name)
 
 
@@ -131,16 +136,15 @@ async def add_records(
     items = []
     for index, record in enumerate(body.records):
 
-        async def ingest(record: dict[str, Any] = record) -> IngestReport:
-            await state.warmed()
-            return await state.kb.aadd_records([record], source=name, tenant=tenant)
+        def render(record: dict[str, Any] = record) -> Read:
+            return state.kb.aread_records([record], source=name)
 
         given = record.get(id_field)
         document_id = str(given) if given not in (None, "") else None
         items.append(
             WorkItem(
                 label=f"record {index}" + (f" ({document_id})" if document_id else ""),
-                ingest=ingest,
+                read=render,
                 document_id=document_id,
             )
         )
@@ -202,21 +206,23 @@ async def replace_document(
             "send the document's content as 'file' (with any new 'metadata'); the knowledge "
             "base re-indexes from the content and keeps no copy of the original",
         )
-    filename = file.filename or "upload"
+    filename = safe_filename(file.filename or "upload")
     data = await file.read()
     await file.close()
     tenant = principal.tenant
-    await state.warmed()
-    async with state.writer.write(tenant):
-        current = _detail(state, tenant, document_id).document
-        report = await state.kb.aingest_upload(
-            filename,
-            data,
-            source=current.source,
-            tenant=tenant,
-            document_id=document_id,
-            metadata=extra,
+    ticket = state.writer.ticket(tenant)  # this PUT's place among the tenant's writes
+    try:
+        source = _detail(state, tenant, document_id).document.source
+        documents = await state.kb.aread_upload(  # parsed before its turn, in a worker
+            filename, data, source=source, document_id=document_id, metadata=extra
         )
+    except BaseException:
+        ticket.abandon()
+        raise
+    await state.warmed()
+    async with state.writer.apply(ticket):
+        _detail(state, tenant, document_id)  # still there in its turn
+        report = await state.kb.aingest_documents(documents, tenant=tenant)
     outcome = report.outcome(filename, document_id)
     if outcome.outcome == "failed":
         raise ApiError(422, "ingest_failed", outcome.error or "the new content was not ingested")

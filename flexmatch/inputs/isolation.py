@@ -1,0 +1,107 @@
+"""Parsing and fetching in worker processes: a hostile input costs a worker, never the caller.
+
+Every parse (and every web fetch) runs in a separate process with a wall-clock bound
+(``ingest.parse_timeout``; a web source's ``timeout``) and an address-space cap
+(``ingest.parse_memory_mb``). A worker that runs over is killed and replaced (pebble's
+process pool): a pathological file, or a server that trickles one byte a second, is one
+clear per-input error, and the caller's event loop, threads and memory are never held by
+it. Workers fork from a clean preloaded server process (``forkserver``), so they start in
+milliseconds and never inherit the caller's threads or locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from flexmatch.errors import FlexMatchError, ParseError
+
+T = TypeVar("T")
+_PRELOAD = ["flexmatch.inputs.parsing", "flexmatch.inputs.web"]
+
+
+def _limit_memory(megabytes: int) -> None:  # runs in the worker
+    import resource
+
+    limit = megabytes * 1024 * 1024
+    with contextlib.suppress(ValueError, OSError):  # a platform without it still parses
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+class IsolatedPool:
+    """A small pool of worker processes shared by one knowledge base's ingests."""
+
+    def __init__(self, *, workers: int = 2, timeout: float = 60.0, memory_mb: int = 2048) -> None:
+        self.workers = workers
+        self.timeout = timeout
+        self.memory_mb = memory_mb
+        self._pool: Any = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> Any:
+        with self._lock:
+            if self._pool is None or not self._pool.active:
+                import pebble
+
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload(_PRELOAD)
+                self._pool = pebble.ProcessPool(
+                    max_workers=self.workers,
+                    initializer=_limit_memory,
+                    initargs=(self.memory_mb,),
+                    context=context,
+                )
+            return self._pool
+
+    def run(
+        self,
+        function: Callable[..., T],
+        *args: Any,
+        label: str,
+        timeout: float | None = None,
+        what: str = "parsing",
+        setting: str = "ingest.parse_timeout",
+        error: type[FlexMatchError] = ParseError,
+    ) -> T:
+        """``function(*args)`` in a worker, stopped after ``timeout`` (default: the pool's);
+        errors name ``label`` (the file or URL)."""
+        from pebble import ProcessExpired
+
+        limit = timeout or self.timeout
+        future = self._ensure().schedule(function, args=args, timeout=limit)
+        try:
+            return future.result()
+        except FutureTimeout:
+            raise error(
+                f"{label}: {what} took longer than {limit:g}s and was stopped ({setting})"
+            ) from None
+        except ProcessExpired as exc:
+            raise error(
+                f"{label}: the {what} worker died ({_death(exc.exitcode)}); the input is not "
+                f"readable within {self.memory_mb} MB (ingest.parse_memory_mb)"
+            ) from None
+        except FlexMatchError:
+            raise
+        except MemoryError:
+            raise error(
+                f"{label}: {what} needs more than {self.memory_mb} MB (ingest.parse_memory_mb)"
+            ) from None
+        except Exception as exc:
+            raise error(f"{label}: {what} failed: {type(exc).__name__}: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.stop()
+                self._pool.join(timeout=5)
+                self._pool = None
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
