@@ -5,6 +5,7 @@ in ``__all__``; the modules behind it are internal and may move.
 """
 
 from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
+from flexmatch.engine.archive import Original
 from flexmatch.engine.chains.registry import registered as registered_chains
 from flexmatch.engine.points import FILTERABLE_FIELDS, Filters
 from flexmatch.errors import (
@@ -45,6 +46,7 @@ from flexmatch.models import (
     ChainUse,
     Chunk,
     ChunkView,
+    CostEstimate,
     Document,
     DocumentDetail,
     DocumentOutcome,
@@ -56,6 +58,7 @@ from flexmatch.models import (
     MatchingText,
     Outcome,
     ParsedDocument,
+    ReindexPlan,
     SearchResult,
     Section,
     Signals,
@@ -80,6 +83,7 @@ __all__ = [
     "Chunk",
     "ChunkView",
     "ConfigError",
+    "CostEstimate",
     "Document",
     "DocumentDetail",
     "DocumentNotFoundError",
@@ -104,12 +108,14 @@ __all__ = [
     "MatchingText",
     "MissingExtraError",
     "ModelMismatchError",
+    "Original",
     "Outcome",
     "ParseError",
     "ParsedDocument",
     "Permission",
     "PromptError",
     "QueryConfig",
+    "ReindexPlan",
     "ResultItem",
     "Scores",
     "SearchResult",

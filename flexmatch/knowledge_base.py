@@ -24,10 +24,12 @@ from flexmatch.config import (
     choose_source,
     load_config,
 )
+from flexmatch.engine.archive import DocumentArchive, Original
 from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, make_embedder
-from flexmatch.engine.ingest import Indexer, SourceChains
+from flexmatch.engine.estimate import estimate
+from flexmatch.engine.ingest import Indexer, SourceChains, version_of
 from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback
 from flexmatch.engine.llm import LLM
 from flexmatch.engine.llm_cache import LLMCache
@@ -41,9 +43,12 @@ from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.models import (
     ChainUse,
+    Document,
     DocumentDetail,
     DocumentRecord,
+    FailedDocument,
     IngestReport,
+    ReindexPlan,
     SearchResult,
     Stats,
 )
@@ -94,6 +99,7 @@ class KnowledgeBase:
         self.fetch_workers = IsolatedPool(
             workers=ingest.fetch_workers, memory_mb=ingest.parse_memory_mb
         )
+        self.archive = DocumentArchive(path / STATE_DIR / "archive")
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -242,7 +248,9 @@ class KnowledgeBase:
         planned: int = 0,
     ) -> IngestReport:
         report = IngestReport(planned=planned)
-        indexer = Indexer(self.store, self.embedder, tenant, self.config.ingest, report)
+        indexer = Indexer(
+            self.store, self.embedder, tenant, self.config.ingest, report, self.archive
+        )
         run = IngestRun(
             report=report,
             index=lambda document: indexer.index(document, self.source_chains(document.source)),
@@ -389,6 +397,91 @@ class KnowledgeBase:
     def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
         if not self.registry.remove(tenant, document_id):
             raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
+        self.archive.remove(tenant, document_id)
+
+    def _archived(self, document_id: str, tenant: str) -> Document:
+        self.get_document(document_id, tenant=tenant)  # not found in this tenant: say so
+        document = self.archive.get(tenant, document_id)
+        if document is None:
+            raise DocumentNotFoundError(
+                f"document '{document_id}' has no stored copy (it was ingested before "
+                "FlexMatch kept one); ingest it again from its source"
+            )
+        return document
+
+    def get_original(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Original:
+        """The file a document was uploaded as (uploads only)."""
+        self.get_document(document_id, tenant=tenant)
+        original = self.archive.original(tenant, document_id)
+        if original is None:
+            raise DocumentNotFoundError(
+                f"document '{document_id}' was not uploaded as a file: no original is kept"
+            )
+        return original
+
+    async def aupdate_metadata(
+        self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """Replace a document's metadata, re-indexed from its stored copy (no upload; the
+        LLM cache answers every chain that saw the same text before)."""
+        document = self._archived(document_id, tenant)
+        changed = document.model_copy(update={"metadata": metadata})
+        return await self._run([changed], tenant, None, 1)
+
+    # -- re-indexing ---------------------------------------------------------------------
+    async def areindex_plan(
+        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> ReindexPlan:
+        """Which documents the current chains would index differently (a chain's YAML,
+        params, prompt text or model changed), and what re-indexing them would cost."""
+        if source is not None:
+            self.source_chains(source)  # an unknown source is named
+        plan = ReindexPlan(tenant=tenant, source=source)
+        documents: list[Document] = []
+        for record in self.list_documents(source=source, tenant=tenant):
+            plan.documents += 1
+            if record.source not in self.config.sources:
+                continue  # its source was removed from the config: nothing to index it with
+            chains = self.source_chains(record.source)
+            current = version_of(record.content_hash, record.metadata, chains)
+            if record.version == current and record.status == "complete":
+                continue
+            plan.stale.append(record.id)
+            archived = self.archive.get(tenant, record.id)
+            if archived is None:
+                plan.missing.append(record.id)
+            else:
+                documents.append(archived)
+        plan.estimate = await estimate(documents, self.source_chains, self.llm)
+        return plan
+
+    async def areindex(
+        self,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Re-index, from their stored copies, the documents whose chains changed; only the
+        changed chains' LLM calls are paid for (the cache answers the others)."""
+        plan = await self.areindex_plan(source=source, tenant=tenant)
+        missing = set(plan.missing)
+        items: list[Item] = [
+            document
+            for document_id in plan.stale
+            if document_id not in missing
+            and (document := self.archive.get(tenant, document_id)) is not None
+        ]
+        items += [
+            FailedDocument(
+                uri=document_id, error=f"{document_id}: no stored copy; ingest it from its source"
+            )
+            for document_id in plan.missing
+        ]
+        return await self._run(items, tenant, progress, len(items))
+
+    def reindex(self, **kwargs: Any) -> IngestReport:
+        return run_sync(self.areindex(**kwargs))
 
     def stats(self, *, tenant: str = DEFAULT_TENANT) -> Stats:
         return self.registry.stats(tenant)

@@ -47,6 +47,9 @@ class Document(BaseModel):
     title: str
     elements: list[Element]
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # an uploaded file as it was sent, kept beside the document (never in its JSON)
+    original: bytes | None = Field(None, exclude=True, repr=False)
+    original_name: str | None = Field(None, exclude=True)
 
     @property
     def text(self) -> str:
@@ -274,6 +277,44 @@ class IngestReport(BaseModel):
 
 
 DocumentStatus = Literal["pending", "complete", "failed", "removing"]
+
+
+class CostEstimate(BaseModel):
+    """What indexing some documents would take: chunks, LLM calls and their price."""
+
+    documents: int = 0
+    chunks: int = 0
+    document_tokens: int = 0  # the documents' own text, ~4 characters a token
+    llm_calls: int = 0  # calls that would be paid for
+    cached_calls: int = 0  # answered by the LLM cache: free
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_models: list[str] = Field(default_factory=list)  # not in litellm's cost map
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def calls_per_chunk(self) -> float:
+        calls = self.llm_calls + self.cached_calls
+        return round(calls / self.chunks, 3) if self.chunks else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_per_million_document_tokens(self) -> float | None:
+        if not self.document_tokens:
+            return None
+        return round(self.cost_usd * 1_000_000 / self.document_tokens, 4)
+
+
+class ReindexPlan(BaseModel):
+    """What ``reindex`` found: which documents the current chains would index differently."""
+
+    tenant: str
+    source: str | None = None
+    documents: int = 0  # looked at
+    stale: list[str] = Field(default_factory=list)  # ids whose version would change
+    missing: list[str] = Field(default_factory=list)  # stale, with no archived copy to re-read
+    estimate: CostEstimate = Field(default_factory=CostEstimate)
 
 
 class DocumentRecord(BaseModel):

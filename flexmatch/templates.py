@@ -77,6 +77,7 @@ class PromptTemplate:
 
     def __init__(self, path: Path, source: str, env: SandboxedEnvironment) -> None:
         self.path = path
+        self.source = source
         try:
             self.variables = meta.find_undeclared_variables(env.parse(source))
             self._template = env.from_string(source)

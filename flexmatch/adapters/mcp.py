@@ -1,15 +1,20 @@
 """The knowledge base as an MCP server (``flexmatch mcp``), on the official ``mcp`` SDK.
 
 Tools: ``search_knowledge``, ``list_documents``, ``get_document`` and, unless read-only,
-``ingest_url`` and ``add_record``. One server process serves one tenant (``--tenant``)
-and holds the knowledge base open for its whole life (the embedded store admits one
-process at a time). Transports: stdio (for a desktop client that starts the server) and
-streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``).
+``ingest_url`` and ``add_record``. The server holds the knowledge base open for its whole
+life (the embedded store admits one process at a time). Transports:
+
+- stdio, for a desktop client that starts the server: one tenant (``--tenant``);
+- streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``): every call carries
+  an API key (``Authorization: Bearer fm_...``, the REST API's keys), which gives the
+  tenant and the permissions (read for the reading tools, write for the others). Without
+  keys (``--no-auth``) it serves ``--tenant``, and only on a loopback address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -18,8 +23,11 @@ from pydantic import Field
 
 from flexmatch import (
     DEFAULT_TENANT,
+    ConfigError,
     FlexMatchError,
+    KeyStore,
     KnowledgeBase,
+    Permission,
     __version__,
     check_tenant,
 )
@@ -40,18 +48,66 @@ MAX_TOP_N = 20
 MAX_QUERY_CHARS = 2_000
 
 
+class _KeyVerifier:
+    """The REST API's keys as MCP bearer tokens: the tenant rides in ``subject`` and the
+    permissions in ``scopes`` of the access token the SDK hands to each tool call."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        key = await asyncio.to_thread(self.keys.verify, token)
+        if key is None:
+            return None
+        return AccessToken(
+            token=token, client_id=key.id, scopes=list(key.permissions), subject=key.tenant
+        )
+
+
 def build_server(
-    kb: KnowledgeBase, *, tenant: str = DEFAULT_TENANT, read_only: bool = False
+    kb: KnowledgeBase,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    read_only: bool = False,
+    keys: KeyStore | None = None,
+    url: str = "http://127.0.0.1:8000",
 ) -> MCPServer:
-    """An MCP server whose tools act on ``kb`` within ``tenant``."""
+    """An MCP server whose tools act on ``kb``: within ``tenant``, or, with ``keys``, within
+    the tenant of the API key each HTTP call carries (``url`` is where it is served)."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
     check_tenant(tenant)
+    auth: dict[str, Any] = {}
+    if keys is not None:
+        auth = {
+            "token_verifier": _KeyVerifier(keys),
+            "auth": AuthSettings(
+                issuer_url=url,
+                resource_server_url=f"{url}/mcp",
+                validate_token_resource=False,  # our keys are not audience-bound tokens
+            ),
+        }
     server: MCPServer = MCPServer(
-        "flexmatch", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+        "flexmatch", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", **auth
     )
+
+    def caller(needs: Permission) -> str:
+        """The tenant this call acts in, if the caller may do what it needs."""
+        if keys is None:
+            return tenant
+        token = get_access_token()
+        if token is None or not token.subject:
+            raise ToolError("an API key is required")
+        if needs not in token.scopes and "admin" not in token.scopes:
+            raise ToolError(f"this API key does not have the '{needs}' permission")
+        return token.subject
+
     warm = _Warm(kb)
     writes = asyncio.Lock()  # one ingest at a time: a run repairs what others left pending
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -82,11 +138,12 @@ def build_server(
         """Search the knowledge base for the passages that best answer a question.
 
         Returns the same JSON tool result as ``flexmatch query --json``."""
+        scope = caller("read")
         await warm.ready()
         try:
             name = source_of(source)
             filters = {"source": name} if name is not None else None
-            answer = await kb.asearch(query, top_n=top_n, filters=filters, tenant=tenant)
+            answer = await kb.asearch(query, top_n=top_n, filters=filters, tenant=scope)
             return await kb.aformat_answer(answer, "json")
         except FlexMatchError as exc:
             raise failed(exc) from exc
@@ -99,8 +156,9 @@ def build_server(
         offset: Annotated[int, Field(ge=0)] = 0,
     ) -> str:
         """The documents in the knowledge base: id, title, uri, source, status, chunks."""
+        scope = caller("read")
         try:
-            records = kb.list_documents(source=source, tenant=tenant)
+            records = kb.list_documents(source=source, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         page = [
@@ -114,8 +172,9 @@ def build_server(
         document_id: Annotated[str, Field(description="An id from list_documents.")],
     ) -> str:
         """A document with its chunks, the questions each answers, and its context."""
+        scope = caller("read")
         try:
-            detail = kb.get_document(document_id, tenant=tenant)
+            detail = kb.get_document(document_id, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return detail.model_dump_json()
@@ -129,13 +188,14 @@ def build_server(
         source: Annotated[str | None, Field(description="Data source to file it under.")] = None,
     ) -> str:
         """Import a web page (private and local addresses are refused)."""
+        scope = caller("write")
         await warm.ready()
         if not url.lower().startswith(("http://", "https://")):
             raise ToolError("'url' must be an http(s) URL")
         try:  # fetched outside the write lock: a slow server holds up no other import
             pages = await kb.afetch_pages([url], source=source_of(source))
             async with writes:
-                report = await kb.aingest_documents(pages, tenant=tenant)
+                report = await kb.aingest_documents(pages, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return json.dumps(report.outcome(url).summary(), ensure_ascii=False)
@@ -146,13 +206,14 @@ def build_server(
         source: Annotated[str | None, Field(description="A records source.")] = None,
     ) -> str:
         """Store a structured fact so it can be searched later."""
+        scope = caller("write")
         await warm.ready()
         if not record:
             raise ToolError("'record' must be a non-empty JSON object")
         try:
             name = source_of(source, records=True)
             async with writes:
-                report = await kb.aadd_records([record], source=name, tenant=tenant)
+                report = await kb.aadd_records([record], source=name, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return json.dumps(report.outcome("record").summary(), ensure_ascii=False)
@@ -177,6 +238,15 @@ class _Warm:
                 self.done = True
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def run(
     kb_dir: Path,
     *,
@@ -185,11 +255,22 @@ def run(
     transport: Transport = "stdio",
     host: str = "127.0.0.1",
     port: int = 8000,
+    auth: bool = True,
 ) -> None:
-    """Serve until the client disconnects (stdio) or the process is interrupted (http)."""
+    """Serve until the client disconnects (stdio) or the process is interrupted (http).
+
+    Over HTTP every call needs an API key, unless ``auth`` is off, which only a loopback
+    address allows."""
+    if transport == "http" and not auth and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve MCP on {host} without API keys: drop --no-auth (calls then "
+            "need a key from 'flexmatch keys create') or bind to 127.0.0.1"
+        )
     with KnowledgeBase.open(kb_dir) as kb:
-        server = build_server(kb, tenant=tenant, read_only=read_only)
         if transport == "stdio":
-            server.run("stdio")
-        else:
-            server.run("streamable-http", host=host, port=port)
+            build_server(kb, tenant=tenant, read_only=read_only).run("stdio")
+            return
+        keys = KeyStore.for_kb(kb.path) if auth else None
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+        server = build_server(kb, tenant=tenant, read_only=read_only, keys=keys, url=url)
+        server.run("streamable-http", host=host, port=port)

@@ -11,10 +11,12 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from flexmatch.config import IngestConfig, SourceConfig
+from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
     Chain,
     ChainContext,
@@ -58,9 +60,10 @@ class SourceChains:
         )
 
     def fingerprint(self) -> str:
-        """Changes whenever a chain or its params change, so documents get re-indexed."""
-        specs = [c.spec.model_dump(exclude={"path", "description"}) for c in self.all()]
-        return hashlib.sha256(json.dumps(specs, sort_keys=True).encode()).hexdigest()[:16]
+        """Changes whenever a chain's definition changes (its YAML, params, prompt text or
+        model), so the documents it made get re-indexed."""
+        definitions = [chain.definition() for chain in self.all()]
+        return hashlib.sha256(json.dumps(definitions, sort_keys=True).encode()).hexdigest()[:16]
 
     def all(self) -> list[Chain]:
         return [self.chunker, self.matching_text, self.qualifying_text]
@@ -80,9 +83,11 @@ class Indexer:
         tenant: str,
         settings: IngestConfig,
         report: IngestReport,
+        archive: DocumentArchive | None = None,
     ) -> None:
         self.store = store
         self.registry = DocumentRegistry(store)
+        self.archive = archive
         self.embedder = embedder
         self.tenant = tenant
         self.settings = settings
@@ -109,6 +114,8 @@ class Indexer:
         if record and record.status == "complete" and record.version == version:
             if record.pending_version is not None:
                 self.registry.cleanup(self.tenant, record)
+            if self.archive is not None and self.archive.get(self.tenant, document.id) is None:
+                await asyncio.to_thread(self.archive.put, self.tenant, document)  # kept from now
             self.report.record_unchanged(document.id, document.uri)
             return
         duplicate = self._duplicate_of(document)  # a changed one keeps its old version
@@ -143,6 +150,8 @@ class Indexer:
         if current is None or current.pending_version != version:
             raise ChainError(f"{document.uri}: another writer replaced it while it was indexed")
         stored_chunks = len({p.payload["chunk_id"] for p in points})
+        if self.archive is not None:  # before the commit: a committed version is archived
+            await asyncio.to_thread(self.archive.put, self.tenant, document)
         self.registry.commit(self.tenant, pending, stored_chunks, len(points))
         self.report.record_stored(
             document.id,
@@ -275,10 +284,14 @@ class VectorSet:
 
 def document_version(document: Document, chains: SourceChains) -> str:
     """Changes with the text, the metadata or the chains, so any of them re-indexes."""
-    metadata = {k: v for k, v in document.metadata.items() if k != "fetched_at"}
-    blob = json.dumps(
-        [document.content_hash, chains.fingerprint(), metadata], sort_keys=True, default=str
-    )
+    return version_of(document.content_hash, document.metadata, chains)
+
+
+def version_of(content_hash: str, metadata: dict[str, Any], chains: SourceChains) -> str:
+    """The version a document of this text and metadata gets from these chains (a stored
+    record has both, so its current version can be checked without the document)."""
+    kept = {k: v for k, v in metadata.items() if k != "fetched_at"}
+    blob = json.dumps([content_hash, chains.fingerprint(), kept], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 

@@ -73,12 +73,19 @@ class LLM:
             self._semaphores = {loop: asyncio.Semaphore(self.concurrency)}
         return self._semaphores[loop]
 
+    def _key(self, prompt: str, model: str) -> tuple[str, list[dict[str, str]], dict[str, Any]]:
+        messages = [{"role": "user", "content": prompt}]
+        params: dict[str, Any] = {"temperature": self.temperature}
+        return cache_key(model, messages, params, self.api_base), messages, params
+
+    def is_cached(self, prompt: str, *, model: str | None = None) -> bool:
+        """Whether ``complete`` would answer this prompt from the cache (no call, no cost)."""
+        return self.cache.get(self._key(prompt, model or self.model)[0]) is not None
+
     async def complete(self, prompt: str, *, model: str | None = None) -> str:
         """The assistant's text for a single-user-message prompt."""
         model = model or self.model
-        messages = [{"role": "user", "content": prompt}]
-        params = {"temperature": self.temperature}
-        key = cache_key(model, messages, params, self.api_base)
+        key, messages, params = self._key(prompt, model)
         cached = self.cache.get(key)
         if cached is not None:
             self.usage.cached_calls += 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from flexmatch.config import QueryConfig
 from flexmatch.engine.chains import ChainContext, QueryTransform, Reranker, build_chain
+from flexmatch.engine.chains.base import collecting_warnings
 from flexmatch.engine.embeddings import Embedder
 from flexmatch.engine.points import Filters
 from flexmatch.engine.retrieval import Retriever
@@ -45,13 +46,20 @@ async def search(
 ) -> Answer:
     """The query path, start to end; ``filters`` are payload conditions (checked)."""
     started = time.perf_counter()
-    variants = await chains.transform.run(text)
-    vectors = await asyncio.to_thread(embedder.embed, variants)
-    retriever = Retriever(store, tenant, settings)
-    candidates = retriever.retrieve(variants, vectors, top_k, filters)
-    reranked = await chains.reranker.run(text, candidates)
+    with collecting_warnings() as warnings:
+        variants = await chains.transform.run(text)
+        vectors = await asyncio.to_thread(embedder.embed, variants)
+        retriever = Retriever(store, tenant, settings)
+        candidates = retriever.retrieve(variants, vectors, top_k, filters)
+        reranked = await chains.reranker.run(text, candidates)
     took = round((time.perf_counter() - started) * 1000, 1)
-    return Answer(query=text, variants=variants, results=reranked[:top_n], took_ms=took)
+    return Answer(
+        query=text,
+        variants=variants,
+        results=reranked[:top_n],
+        warnings=warnings,
+        took_ms=took,
+    )
 
 
 async def similar(

@@ -197,6 +197,8 @@ class SourceReader:
                     "id": given_id or (document_id(self.name, uri) if single else item.id),
                     "uri": uri if single else f"{uri}#{item.id}",
                     "metadata": {**item.metadata, **(metadata or {})},
+                    "original": data if single else None,  # kept to be downloaded again
+                    "original_name": name if single else None,
                 }
             )
             if isinstance(item, Document) and item in documents

@@ -18,6 +18,7 @@ from flexmatch import (
     BASELINES,
     DEFAULT_TENANT,
     BeirDataset,
+    CostEstimate,
     FlexMatchError,
     IngestReport,
     KBConfig,
@@ -146,13 +147,21 @@ def query(
     """Answer a query with the chunks that best match it."""
     with KnowledgeBase.open(kb) as base:
         answer = base.search(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
+        for warning in answer.warnings:
+            errors.print(f"[yellow]warning:[/] {escape(warning)}")
         if as_json or markdown:
             chain = "json" if as_json else "markdown"
             output = base.run_sync(base.aformat_answer(answer, chain, explain=explain))
             sys.stdout.write(output.rstrip("\n") + "\n")
         else:
             _say_notices(base)
-            result = tool_result(text, answer.results, explain=explain, variants=answer.variants)
+            result = tool_result(
+                text,
+                answer.results,
+                explain=explain,
+                variants=answer.variants,
+                warnings=answer.warnings,
+            )
             _print_results(result.query, result.variants, result.results)
 
 
@@ -203,6 +212,52 @@ def _print_results(text: str, variants: list[str] | None, results: list[ResultIt
         )
         title = f"{r.rank}. {escape(where)}  ({r.score:.3f})"
         console.print(Panel(body, title=title, title_align="left"))
+
+
+def _print_estimate(estimate: CostEstimate) -> None:
+    price = f"${estimate.cost_usd:.4f}"
+    if estimate.unpriced_models:
+        price += f" (no price known for {', '.join(estimate.unpriced_models)})"
+    console.print(
+        f"{estimate.chunks} chunks · {estimate.llm_calls} LLM calls to pay for "
+        f"({estimate.cached_calls} answered by the cache) · ~{estimate.prompt_tokens:,} prompt "
+        f"+ ~{estimate.completion_tokens:,} completion tokens · ~{price}"
+    )
+
+
+@app.command()
+def reindex(
+    kb: KbOption = Path("."),
+    source: Annotated[str | None, typer.Option(help="Only this source.")] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would change and cost; change nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-index the documents whose chains changed (YAML, params, prompt text or model),
+    from the knowledge base's stored copies; the LLM cache serves unchanged chains."""
+    with KnowledgeBase.open(kb) as base:
+        plan = base.run_sync(base.areindex_plan(source=source, tenant=tenant))
+        if dry_run:
+            if as_json:
+                sys.stdout.write(plan.model_dump_json(indent=2) + "\n")
+                return
+            console.print(
+                f"{len(plan.stale)} of {plan.documents} documents would be re-indexed"
+                + (f" ({len(plan.missing)} have no stored copy)" if plan.missing else "")
+            )
+            _print_estimate(plan.estimate)
+            for document_id in plan.missing:
+                errors.print(f"[yellow]no stored copy:[/] {escape(document_id)}")
+            return
+        report = base.reindex(source=source, tenant=tenant)
+    if as_json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        _print_report(report)
+    if report.failed:
+        raise typer.Exit(2)
 
 
 @app.command()

@@ -63,7 +63,9 @@ def serve(
 
 def mcp(
     kb: KbOption = Path("."),
-    tenant: Annotated[str, typer.Option(help="The one tenant this server serves.")] = "default",
+    tenant: Annotated[
+        str, typer.Option(help="The tenant served over stdio (or over HTTP with --no-auth).")
+    ] = "default",
     read_only: Annotated[
         bool, typer.Option("--read-only", help="Offer no tools that write.")
     ] = False,
@@ -72,8 +74,13 @@ def mcp(
     ] = "stdio",
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
+    no_auth: Annotated[
+        bool,
+        typer.Option("--no-auth", help="HTTP without API keys (loopback only): serves --tenant."),
+    ] = False,
 ) -> None:
-    """Serve the knowledge base as an MCP server (stdio or streamable HTTP)."""
+    """Serve the knowledge base as an MCP server (stdio, or streamable HTTP where every
+    call needs an API key from 'flexmatch keys create')."""
     require("mcp", "mcp", "flexmatch mcp")
     from flexmatch.adapters.mcp import run
 
@@ -87,6 +94,7 @@ def mcp(
         transport=chosen,
         host=host,
         port=port,
+        auth=not no_auth,
     )
 
 

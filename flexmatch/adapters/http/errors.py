@@ -91,6 +91,31 @@ def not_found(what: str, ident: str) -> ApiError:
     return ApiError(404, "not_found", f"no {what} '{ident}'")
 
 
+def _query_names(dependant: Any) -> set[str]:
+    names = {str(getattr(p, "alias", p.name)) for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+async def reject_unknown_query(request: Request) -> None:
+    """A query parameter the endpoint does not take is refused, not silently ignored
+    (``limit`` on a search would otherwise quietly return the default number)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise ApiError(
+            422,
+            "unknown_parameter",
+            f"unknown query parameter {unknown[0]!r} (this endpoint takes: {takes})",
+        )
+
+
 def _from_flexmatch(exc: FlexMatchError) -> tuple[int, str]:
     """Status and code for an error the core raised on purpose (its message is user-facing)."""
     for kind, status, code in (
@@ -153,7 +178,7 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, FlexMatchError)
         status, code = _from_flexmatch(exc)
         if status >= 500:
-            log.warning("request failed: %s", exc)
+            log.warning("request failed: %r", str(exc))
         return error_response(status, code, str(exc))
 
     async def crash(_: Request, exc: Exception) -> JSONResponse:

@@ -7,6 +7,9 @@ an import path.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +21,19 @@ from flexmatch.engine.llm import LLM
 from flexmatch.errors import ChainError, ConfigError
 from flexmatch.templates import PromptTemplate, load_prompt
 from flexmatch.yamlio import validate
+
+_WARNINGS: ContextVar[list[str] | None] = ContextVar("flexmatch_chain_warnings", default=None)
+
+
+@contextmanager
+def collecting_warnings() -> Iterator[list[str]]:
+    """Collect what chains run inside this block report with ``Chain.warn``."""
+    found: list[str] = []
+    token = _WARNINGS.set(found)
+    try:
+        yield found
+    finally:
+        _WARNINGS.reset(token)
 
 
 class NoParams(BaseModel):
@@ -64,6 +80,30 @@ class Chain:
             spec = self.spec
             raise ConfigError(f"{spec.path}: field 'prompt': a '{spec.type}' chain needs one")
         return self.prompt.render(params=self.spec.params, **variables)
+
+    @property
+    def model(self) -> str | None:
+        """The model that answers this chain's prompts (None when it calls no LLM)."""
+        if not self.uses_llm or self.context.llm is None:
+            return None
+        return self.spec.model or self.context.llm.model
+
+    def definition(self) -> dict[str, Any]:
+        """Everything that decides what this chain produces: its spec (type, params,
+        output rules), its prompt's text and the model; stored documents are re-indexed
+        when it changes."""
+        return {
+            "spec": self.spec.model_dump(mode="json", exclude={"path", "description"}),
+            "prompt": self.prompt.source if self.prompt is not None else None,
+            "model": self.model,
+        }
+
+    def warn(self, message: str) -> None:
+        """Tell the caller something did not go as configured (e.g. an LLM answer that
+        could not be parsed, so a fallback was used); shown by every interface."""
+        found = _WARNINGS.get()
+        if found is not None:
+            found.append(f"{self.spec.name}: {message}")
 
     async def complete(self, prompt: str) -> str:
         """One LLM call for this chain (cached, retried, counted by the LLM client)."""

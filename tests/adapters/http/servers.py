@@ -19,16 +19,16 @@ import uvicorn
 class UvicornThread:
     """An ASGI app served by uvicorn on a free 127.0.0.1 port, in a background thread."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, port: int = 0) -> None:
         self.app = app
-        self.port = 0
+        self.port = port
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> UvicornThread:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on")
         self._server = uvicorn.Server(config)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import mimetypes
+import urllib.parse
 from collections.abc import Coroutine
 from typing import Annotated, Any, Literal
 
@@ -17,7 +19,7 @@ from flexmatch import (
     safe_filename,
 )
 from flexmatch.adapters.http.auth import Principal, require
-from flexmatch.adapters.http.errors import ApiError, not_found
+from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
 from flexmatch.adapters.http.jobs import JobKind, WorkItem
 from flexmatch.adapters.http.schemas import (
     Deleted,
@@ -29,7 +31,7 @@ from flexmatch.adapters.http.schemas import (
 )
 from flexmatch.adapters.http.state import ServiceState, get_state
 
-router = APIRouter(prefix="/v1", tags=["documents"])
+router = APIRouter(prefix="/v1", tags=["documents"], dependencies=[Depends(reject_unknown_query)])
 Read = Coroutine[Any, Any, list[Document | FailedDocument]]
 
 Reader = Annotated[Principal, Depends(require("read"))]
@@ -179,6 +181,26 @@ def _detail(state: ServiceState, tenant: str, document_id: str) -> DocumentDetai
         raise not_found("document", document_id) from None
 
 
+@router.get(
+    "/documents/{document_id:path}/original",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "The file."}},
+)
+async def download_original(document_id: str, principal: Reader, state: State) -> Response:
+    """The file a document was uploaded as, byte for byte (uploads only)."""
+    try:
+        original = state.kb.get_original(document_id, tenant=principal.tenant)
+    except DocumentNotFoundError:
+        raise not_found("original of document", document_id) from None
+    media_type = mimetypes.guess_type(original.filename)[0] or "application/octet-stream"
+    quoted = urllib.parse.quote(original.filename)
+    return Response(
+        original.data,
+        media_type=media_type,
+        headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"},
+    )
+
+
 @router.get("/documents/{document_id:path}", response_model=DocumentDetail)
 async def get_document(document_id: str, principal: Reader, state: State) -> DocumentDetail:
     """A document with its chunks, their matching texts and qualifying texts."""
@@ -195,34 +217,39 @@ async def replace_document(
         str | None, Form(description="A JSON object: the document's new metadata.")
     ] = None,
 ) -> ReplaceResult:
-    """Replace a document's content (and metadata), re-indexed atomically: readers see the
-    old version until the new one is complete. The content is required: the knowledge
-    base re-indexes from it and keeps no copy of the original file."""
+    """Replace a document's content and/or its metadata, re-indexed atomically: readers see
+    the old version until the new one is complete. With metadata alone, the knowledge
+    base re-indexes from its stored copy (the LLM cache answers every chain again)."""
     extra = parse_metadata(metadata)
-    if file is None:
+    if file is None and extra is None:
         raise ApiError(
             422,
             "content_required",
-            "send the document's content as 'file' (with any new 'metadata'); the knowledge "
-            "base re-indexes from the content and keeps no copy of the original",
+            "send the new content as 'file', new 'metadata' (a JSON object), or both",
         )
-    filename = safe_filename(file.filename or "upload")
-    data = await file.read()
-    await file.close()
     tenant = principal.tenant
     ticket = state.writer.ticket(tenant)  # this PUT's place among the tenant's writes
+    filename = "metadata"
     try:
         source = _detail(state, tenant, document_id).document.source
-        documents = await state.kb.aread_upload(  # parsed before its turn, in a worker
-            filename, data, source=source, document_id=document_id, metadata=extra
-        )
+        documents = None
+        if file is not None:
+            filename = safe_filename(file.filename or "upload")
+            data = await file.read()
+            await file.close()
+            documents = await state.kb.aread_upload(  # parsed before its turn, in a worker
+                filename, data, source=source, document_id=document_id, metadata=extra
+            )
     except BaseException:
         ticket.abandon()
         raise
     await state.warmed()
     async with state.writer.apply(ticket):
         _detail(state, tenant, document_id)  # still there in its turn
-        report = await state.kb.aingest_documents(documents, tenant=tenant)
+        if documents is None:
+            report = await state.kb.aupdate_metadata(document_id, extra or {}, tenant=tenant)
+        else:
+            report = await state.kb.aingest_documents(documents, tenant=tenant)
     outcome = report.outcome(filename, document_id)
     if outcome.outcome == "failed":
         raise ApiError(422, "ingest_failed", outcome.error or "the new content was not ingested")

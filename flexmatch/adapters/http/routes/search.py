@@ -9,11 +9,11 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from flexmatch import Filters, Stats, answer_result, tool_result
 from flexmatch.adapters.http.auth import Principal, require
-from flexmatch.adapters.http.errors import ApiError
+from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
 from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
 from flexmatch.adapters.http.state import ServiceState, get_state
 
-router = APIRouter(prefix="/v1", tags=["search"])
+router = APIRouter(prefix="/v1", tags=["search"], dependencies=[Depends(reject_unknown_query)])
 
 Reader = Annotated[Principal, Depends(require("read"))]
 State = Annotated[ServiceState, Depends(get_state)]
@@ -94,13 +94,18 @@ async def search_get(
     response: Response,
     query: Annotated[str, Query(min_length=1)],
     top_n: Annotated[int | None, Query(ge=1, le=100)] = None,
+    limit: Annotated[
+        int | None, Query(ge=1, le=100, description="The same as top_n (a common name).")
+    ] = None,
     source: Annotated[str | None, Query(description="Only this source.")] = None,
     explain: bool = False,
 ) -> SearchResponse:
     """``POST /v1/search`` as a link: the query in the URL, an optional source filter."""
+    if top_n is not None and limit is not None and top_n != limit:
+        raise ApiError(422, "conflicting_parameters", "top_n and limit differ; send one")
     filters: Filters | None = {"source": source} if source else None
     return await run_search(
-        state, principal.tenant, "search", query, top_n, filters, explain, response
+        state, principal.tenant, "search", query, top_n or limit, filters, explain, response
     )
 
 

@@ -26,8 +26,11 @@ class LLMQuestions(MatchingTextChain):
     uses_llm = True
     prompt_variables = SECTION_VARIABLES
 
+    def prompt_text(self, section: Section, document: Document) -> str:
+        return self.render(**section_variables(section, document))
+
     async def run(self, section: Section, document: Document) -> list[MatchingText]:
-        raw = await self.complete(self.render(**section_variables(section, document)))
+        raw = await self.complete(self.prompt_text(section, document))
         rules = self.spec.output.model_copy(
             update={"max_items": min(self.spec.output.max_items, self.params.count)}
         )

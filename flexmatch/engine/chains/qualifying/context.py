@@ -25,8 +25,11 @@ class LLMContext(QualifyingTextChain):
     uses_llm = True
     prompt_variables = SECTION_VARIABLES
 
-    async def run(self, section: Section, document: Document) -> str:
+    def prompt_text(self, section: Section, document: Document) -> str:
         variables = section_variables(section, document)
         variables["document"]["text"] = document.text[: self.params.max_document_chars]
-        raw = await self.complete(self.render(**variables))
+        return self.render(**variables)
+
+    async def run(self, section: Section, document: Document) -> str:
+        raw = await self.complete(self.prompt_text(section, document))
         return parse_text(raw, self.spec.output)

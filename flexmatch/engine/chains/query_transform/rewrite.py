@@ -25,6 +25,8 @@ class LLMQuestion(QueryTransform):
 
     async def run(self, query: str) -> list[str]:
         questions = parse_list(await self.complete(self.render(query=query)), self.spec.output)
+        if not questions:
+            self.warn("the LLM's rewrite could not be parsed; searched with the query as typed")
         variants = ([query] if self.params.keep_original else []) + questions
         unique = list(dict.fromkeys(v for v in variants if v.strip()))
         return unique or [query]

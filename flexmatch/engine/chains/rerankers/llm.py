@@ -43,5 +43,7 @@ class LLMReranker(Reranker):
             if isinstance(index, int) and 0 <= index < len(head) and isinstance(score, int | float):
                 scores[index] = max(0.0, min(10.0, float(score))) / 10.0
         if not scores:  # unusable output: keep the first-stage order rather than guess
+            if head:
+                self.warn("the LLM's scores could not be parsed; kept the first-stage order")
             return candidates
         return rescored(head, scores) + candidates[len(head) :]
