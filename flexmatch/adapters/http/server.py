@@ -9,7 +9,6 @@ from pathlib import Path
 from flexmatch import KnowledgeBase, StoreError
 from flexmatch.adapters.http.limits import Limits
 
-
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
