@@ -233,19 +233,23 @@ class _Walker:
                 for c in row.contents
                 if isinstance(c, Tag) and c.name in ("td", "th")
             ]
-            cells = [c for c in cells if c]
-            if cells:
-                lines.append(" | ".join(cells))
+            cells = [c for c in cells if c] or [clean_inline(_text(row))]  # text without cells
+            if any(cells):
+                lines.append(" | ".join(c for c in cells if c))
+        if not lines:  # a "table" holding text but no rows: keep the text
+            self.builder.add("paragraph", _text(table))
+            return
         self.builder.add("table", "\n".join(lines))
 
 
 def _parse_html(data: bytes, label: Path | str, base_title: str) -> ParsedDocument:
-    from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
+    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
 
     with parse_errors(label, "HTML"):
         text, encoding = decode_html(data)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+            warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
             soup = BeautifulSoup(text, "lxml")
         title = meaningful_title(soup.title.get_text()) if soup.title else ""
         metadata: dict[str, str] = {"encoding": encoding}
