@@ -1,148 +1,167 @@
 """FlexMatch: a question-indexed knowledge base for AI agents.
 
 Everything an application or an adapter (CLI, HTTP, MCP, agent tool) may use is named
-in ``__all__``; the modules behind it are internal and may move.
+in ``__all__``; the modules behind it are internal and may move. Names load on first
+use (``EXPORTS`` says from where), so ``import flexmatch`` and ``flexmatch --help`` stay
+fast: nothing heavy is imported until it is needed.
 """
 
-from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
-from flexmatch.engine.archive import Original
-from flexmatch.engine.chains.registry import registered as registered_chains
-from flexmatch.engine.points import FILTERABLE_FIELDS, Filters
-from flexmatch.errors import (
-    ChainError,
-    ConfigError,
-    DocumentNotFoundError,
-    DocumentTooLargeError,
-    EmbeddingError,
-    EmptyDocumentError,
-    EncryptedDocumentError,
-    FilterError,
-    FlexMatchError,
-    KeyRequestError,
-    LLMError,
-    MissingExtraError,
-    ModelMismatchError,
-    ParseError,
-    PromptError,
-    SourceChoiceError,
-    StoreError,
-    ToolCallError,
-    UnsupportedFormatError,
-    WebImportError,
-)
-from flexmatch.evaluation import (
-    BASELINES,
-    BeirDataset,
-    Scores,
-    Setup,
-    evaluate,
-    load_setup,
-)
-from flexmatch.extras import require as require_extra
-from flexmatch.inputs.sources import safe_filename
-from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant
-from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups, run_sync
-from flexmatch.models import (
-    ChainUse,
-    Chunk,
-    ChunkView,
-    CostEstimate,
-    Document,
-    DocumentDetail,
-    DocumentOutcome,
-    DocumentRecord,
-    DocumentStatus,
-    Element,
-    FailedDocument,
-    IngestReport,
-    MatchingText,
-    Outcome,
-    ParsedDocument,
-    ReindexPlan,
-    SearchResult,
-    Section,
-    Signals,
-    SkippedDocument,
-    SourceStats,
-    Stats,
-    Usage,
-)
-from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result
+from __future__ import annotations
 
-__all__ = [
-    "BASELINES",
-    "CONFIG_FILE",
-    "DEFAULT_TENANT",
-    "FILTERABLE_FIELDS",
-    "PERMISSIONS",
-    "Answer",
-    "ApiKey",
-    "BeirDataset",
-    "ChainError",
-    "ChainUse",
-    "Chunk",
-    "ChunkView",
-    "ConfigError",
-    "CostEstimate",
-    "Document",
-    "DocumentDetail",
-    "DocumentNotFoundError",
-    "DocumentOutcome",
-    "DocumentRecord",
-    "DocumentStatus",
-    "DocumentTooLargeError",
-    "Element",
-    "EmbeddingError",
-    "EmptyDocumentError",
-    "EncryptedDocumentError",
-    "FailedDocument",
-    "FilterError",
-    "Filters",
-    "FlexMatchError",
-    "IngestReport",
-    "KBConfig",
-    "KeyRequestError",
-    "KeyStore",
-    "KnowledgeBase",
-    "LLMError",
-    "MatchingText",
-    "MissingExtraError",
-    "ModelMismatchError",
-    "Original",
-    "Outcome",
-    "ParseError",
-    "ParsedDocument",
-    "Permission",
-    "PromptError",
-    "QueryConfig",
-    "ReindexPlan",
-    "ResultItem",
-    "Scores",
-    "SearchResult",
-    "Section",
-    "Setup",
-    "Signals",
-    "SkippedDocument",
-    "SourceChoiceError",
-    "SourceConfig",
-    "SourceStats",
-    "Stats",
-    "StoreError",
-    "ToolCallError",
-    "ToolResult",
-    "UnsupportedFormatError",
-    "Usage",
-    "WebImportError",
-    "answer_result",
-    "check_tenant",
-    "evaluate",
-    "evaluate_setups",
-    "load_config",
-    "load_setup",
-    "registered_chains",
-    "require_extra",
-    "run_sync",
-    "safe_filename",
-    "tool_result",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# public name → (module, name in it)
+EXPORTS: dict[str, tuple[str, str]] = {
+    "Answer": ("flexmatch.results", "Answer"),
+    "ApiKey": ("flexmatch.keys", "ApiKey"),
+    "BASELINES": ("flexmatch.evaluation", "BASELINES"),
+    "BeirDataset": ("flexmatch.evaluation", "BeirDataset"),
+    "CONFIG_FILE": ("flexmatch.config", "CONFIG_FILE"),
+    "ChainError": ("flexmatch.errors", "ChainError"),
+    "ChainUse": ("flexmatch.models", "ChainUse"),
+    "Chunk": ("flexmatch.models", "Chunk"),
+    "ChunkView": ("flexmatch.models", "ChunkView"),
+    "ConfigError": ("flexmatch.errors", "ConfigError"),
+    "CostEstimate": ("flexmatch.models", "CostEstimate"),
+    "DEFAULT_TENANT": ("flexmatch.knowledge_base", "DEFAULT_TENANT"),
+    "Document": ("flexmatch.models", "Document"),
+    "DocumentDetail": ("flexmatch.models", "DocumentDetail"),
+    "DocumentNotFoundError": ("flexmatch.errors", "DocumentNotFoundError"),
+    "DocumentOutcome": ("flexmatch.models", "DocumentOutcome"),
+    "DocumentRecord": ("flexmatch.models", "DocumentRecord"),
+    "DocumentStatus": ("flexmatch.models", "DocumentStatus"),
+    "DocumentTooLargeError": ("flexmatch.errors", "DocumentTooLargeError"),
+    "Element": ("flexmatch.models", "Element"),
+    "EmbeddingError": ("flexmatch.errors", "EmbeddingError"),
+    "EmptyDocumentError": ("flexmatch.errors", "EmptyDocumentError"),
+    "EncryptedDocumentError": ("flexmatch.errors", "EncryptedDocumentError"),
+    "FILTERABLE_FIELDS": ("flexmatch.engine.points", "FILTERABLE_FIELDS"),
+    "FailedDocument": ("flexmatch.models", "FailedDocument"),
+    "FilterError": ("flexmatch.errors", "FilterError"),
+    "Filters": ("flexmatch.engine.points", "Filters"),
+    "FlexMatchError": ("flexmatch.errors", "FlexMatchError"),
+    "IngestReport": ("flexmatch.models", "IngestReport"),
+    "KBConfig": ("flexmatch.config", "KBConfig"),
+    "KeyRequestError": ("flexmatch.errors", "KeyRequestError"),
+    "KeyStore": ("flexmatch.keys", "KeyStore"),
+    "KnowledgeBase": ("flexmatch.knowledge_base", "KnowledgeBase"),
+    "LLMError": ("flexmatch.errors", "LLMError"),
+    "MatchingText": ("flexmatch.models", "MatchingText"),
+    "MissingExtraError": ("flexmatch.errors", "MissingExtraError"),
+    "ModelMismatchError": ("flexmatch.errors", "ModelMismatchError"),
+    "Original": ("flexmatch.engine.archive", "Original"),
+    "Outcome": ("flexmatch.models", "Outcome"),
+    "PERMISSIONS": ("flexmatch.keys", "PERMISSIONS"),
+    "ParseError": ("flexmatch.errors", "ParseError"),
+    "ParsedDocument": ("flexmatch.models", "ParsedDocument"),
+    "Permission": ("flexmatch.keys", "Permission"),
+    "PromptError": ("flexmatch.errors", "PromptError"),
+    "QueryConfig": ("flexmatch.config", "QueryConfig"),
+    "ReindexPlan": ("flexmatch.models", "ReindexPlan"),
+    "ResultItem": ("flexmatch.results", "ResultItem"),
+    "Scores": ("flexmatch.evaluation", "Scores"),
+    "SearchResult": ("flexmatch.models", "SearchResult"),
+    "Section": ("flexmatch.models", "Section"),
+    "Setup": ("flexmatch.evaluation", "Setup"),
+    "Signals": ("flexmatch.models", "Signals"),
+    "SkippedDocument": ("flexmatch.models", "SkippedDocument"),
+    "SourceChoiceError": ("flexmatch.errors", "SourceChoiceError"),
+    "SourceConfig": ("flexmatch.config", "SourceConfig"),
+    "SourceStats": ("flexmatch.models", "SourceStats"),
+    "Stats": ("flexmatch.models", "Stats"),
+    "StoreError": ("flexmatch.errors", "StoreError"),
+    "ToolCallError": ("flexmatch.errors", "ToolCallError"),
+    "ToolResult": ("flexmatch.results", "ToolResult"),
+    "UnsupportedFormatError": ("flexmatch.errors", "UnsupportedFormatError"),
+    "Usage": ("flexmatch.models", "Usage"),
+    "WebImportError": ("flexmatch.errors", "WebImportError"),
+    "answer_result": ("flexmatch.results", "answer_result"),
+    "check_tenant": ("flexmatch.keys", "check_tenant"),
+    "evaluate": ("flexmatch.evaluation", "evaluate"),
+    "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
+    "load_config": ("flexmatch.config", "load_config"),
+    "load_setup": ("flexmatch.evaluation", "load_setup"),
+    "prepare_local_model": ("flexmatch.engine.embeddings", "prepare_local_model"),
+    "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
+    "require_extra": ("flexmatch.extras", "require"),
+    "run_sync": ("flexmatch.knowledge_base", "run_sync"),
+    "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
+    "tool_result": ("flexmatch.results", "tool_result"),
+}
+__all__ = sorted(EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in EXPORTS:
+        module, attribute = EXPORTS[name]
+        value = getattr(import_module(module), attribute)
+        globals()[name] = value  # later look-ups are plain attribute reads
+        return value
+    raise AttributeError(f"module 'flexmatch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return [*__all__, "__version__"]
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
+    from flexmatch.engine.archive import Original
+    from flexmatch.engine.chains.registry import registered as registered_chains
+    from flexmatch.engine.embeddings import prepare_local_model
+    from flexmatch.engine.points import FILTERABLE_FIELDS, Filters
+    from flexmatch.errors import (
+        ChainError,
+        ConfigError,
+        DocumentNotFoundError,
+        DocumentTooLargeError,
+        EmbeddingError,
+        EmptyDocumentError,
+        EncryptedDocumentError,
+        FilterError,
+        FlexMatchError,
+        KeyRequestError,
+        LLMError,
+        MissingExtraError,
+        ModelMismatchError,
+        ParseError,
+        PromptError,
+        SourceChoiceError,
+        StoreError,
+        ToolCallError,
+        UnsupportedFormatError,
+        WebImportError,
+    )
+    from flexmatch.evaluation import BASELINES, BeirDataset, Scores, Setup, evaluate, load_setup
+    from flexmatch.extras import require as require_extra
+    from flexmatch.inputs.sources import safe_filename
+    from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant
+    from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups, run_sync
+    from flexmatch.models import (
+        ChainUse,
+        Chunk,
+        ChunkView,
+        CostEstimate,
+        Document,
+        DocumentDetail,
+        DocumentOutcome,
+        DocumentRecord,
+        DocumentStatus,
+        Element,
+        FailedDocument,
+        IngestReport,
+        MatchingText,
+        Outcome,
+        ParsedDocument,
+        ReindexPlan,
+        SearchResult,
+        Section,
+        Signals,
+        SkippedDocument,
+        SourceStats,
+        Stats,
+        Usage,
+    )
+    from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result

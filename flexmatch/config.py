@@ -47,6 +47,7 @@ class ModelsConfig(_Strict):
     embedding_api_base: str | None = None
     embedding_api_key: str | None = None
     embedding_batch_size: int = Field(64, ge=1, le=4096)
+    embedding_threads: int = Field(1, ge=1, le=64)  # intra-op threads of the local model
 
     @field_validator(
         "llm",

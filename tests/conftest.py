@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,8 +44,9 @@ def docs_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> LocalEmbedder:
-    model = LocalEmbedder()
+def embedder() -> OnnxEmbedder:
+    """The offline default model, as knowledge bases use it (loaded once per run)."""
+    model = OnnxEmbedder()
     assert model.dimension == 384
     return model
 

@@ -304,6 +304,7 @@ def test_public_api_is_pinned() -> None:
         "evaluate_setups",
         "load_config",
         "load_setup",
+        "prepare_local_model",
         "registered_chains",
         "require_extra",
         "run_sync",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,24 +15,12 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flexmatch import (
-    BASELINES,
-    DEFAULT_TENANT,
-    BeirDataset,
-    CostEstimate,
-    FlexMatchError,
-    IngestReport,
-    KBConfig,
-    KnowledgeBase,
-    ResultItem,
-    evaluate_setups,
-    load_config,
-    load_setup,
-    registered_chains,
-    tool_result,
-)
+import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
 from flexmatch.adapters.cli import service_commands
-from flexmatch.adapters.cli.options import JsonOption, KbOption, TenantOption
+from flexmatch.adapters.cli.options import DEFAULT_TENANT, JsonOption, KbOption, TenantOption
+
+if TYPE_CHECKING:
+    from flexmatch import CostEstimate, IngestReport, ResultItem
 
 app = typer.Typer(
     help="FlexMatch: a question-indexed knowledge base for AI agents.",
@@ -45,9 +34,17 @@ console = Console()
 errors = Console(stderr=True)
 
 
-def _say_notices(kb: KnowledgeBase) -> None:
+def _say_notices(kb: fm.KnowledgeBase) -> None:
     for notice in kb.notices:
         errors.print(f"[yellow]note:[/] {escape(notice)}")
+
+
+@app.command()
+def prepare() -> None:
+    """Export the packaged embedding model to ONNX Runtime once (needs the 'local' extra),
+    so every later command starts without torch."""
+    path = fm.prepare_local_model()
+    console.print(f"Embedding model ready: {escape(str(path))}")
 
 
 @app.command()
@@ -56,7 +53,7 @@ def init(
     template: Annotated[str, typer.Option(help="Built-in config template.")] = "default",
 ) -> None:
     """Create a knowledge base: flexmatch.yaml plus chains/ and prompts/ for overrides."""
-    path = KnowledgeBase.init(directory, template)
+    path = fm.KnowledgeBase.init(directory, template)
     console.print(f"Created {escape(str(path))}")
 
 
@@ -72,7 +69,7 @@ def ingest(
     as_json: JsonOption = False,
 ) -> None:
     """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         columns = (
             TextColumn("[bold]ingest"),
             BarColumn(),
@@ -145,7 +142,7 @@ def query(
     ] = None,
 ) -> None:
     """Answer a query with the chunks that best match it."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         answer = base.search(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
         for warning in answer.warnings:
             errors.print(f"[yellow]warning:[/] {escape(warning)}")
@@ -155,7 +152,7 @@ def query(
             sys.stdout.write(output.rstrip("\n") + "\n")
         else:
             _say_notices(base)
-            result = tool_result(
+            result = fm.tool_result(
                 text,
                 answer.results,
                 explain=explain,
@@ -237,7 +234,7 @@ def reindex(
 ) -> None:
     """Re-index the documents whose chains changed (YAML, params, prompt text or model),
     from the knowledge base's stored copies; the LLM cache serves unchanged chains."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         plan = base.run_sync(base.areindex_plan(source=source, tenant=tenant))
         if dry_run:
             if as_json:
@@ -266,10 +263,10 @@ def chains(kb: KbOption = Path(".")) -> None:
     table = Table(title="Registered chain types")
     table.add_column("kind")
     table.add_column("types")
-    for kind, names in registered_chains().items():
+    for kind, names in fm.registered_chains().items():
         table.add_row(kind, ", ".join(names))
     console.print(table)
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         used = Table(title="Chains in use")
         for column in ("where", "kind", "chain", "file"):
             used.add_column(column)
@@ -287,7 +284,7 @@ def docs_list(
     as_json: JsonOption = False,
 ) -> None:
     """The documents in the knowledge base."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         records = base.list_documents(source=source, tenant=tenant)
     if as_json:
         console.print_json(json.dumps([r.model_dump() for r in records], ensure_ascii=False))
@@ -308,7 +305,7 @@ def docs_show(
     as_json: JsonOption = False,
 ) -> None:
     """A document's metadata, and its chunks with matching and qualifying texts."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         detail = base.get_document(document_id, tenant=tenant)
     if as_json:
         console.print_json(detail.model_dump_json())
@@ -341,7 +338,7 @@ def docs_remove(
     tenant: TenantOption = DEFAULT_TENANT,
 ) -> None:
     """Remove a document and everything derived from it."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         base.remove_document(document_id, tenant=tenant)
     console.print(f"Removed {escape(document_id)}")
 
@@ -351,7 +348,7 @@ def stats(
     kb: KbOption = Path("."), tenant: TenantOption = DEFAULT_TENANT, as_json: JsonOption = False
 ) -> None:
     """Documents, chunks and matching texts per source; incomplete documents; store size."""
-    with KnowledgeBase.open(kb) as base:
+    with fm.KnowledgeBase.open(kb) as base:
         result = base.stats(tenant=tenant)
     if as_json:
         console.print_json(result.model_dump_json())
@@ -392,10 +389,10 @@ def evaluate(
     import asyncio
     import tempfile
 
-    data = BeirDataset.load(dataset, split)
-    base = load_config(config.parent) if config else KBConfig()
-    names = list(setup or ["default"]) + (list(BASELINES) if baselines else [])
-    setups = [load_setup(name, base) for name in dict.fromkeys(names)]
+    data = fm.BeirDataset.load(dataset, split)
+    base = fm.load_config(config.parent) if config else fm.KBConfig()
+    names = list(setup or ["default"]) + (list(fm.BASELINES) if baselines else [])
+    setups = [fm.load_setup(name, base) for name in dict.fromkeys(names)]
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -412,7 +409,7 @@ def evaluate(
 
         with tempfile.TemporaryDirectory(prefix="flexmatch-eval-") as work:
             results = asyncio.run(
-                evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
+                fm.evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
             )
     if as_json:
         rows = [
@@ -442,9 +439,11 @@ service_commands.register(app)
 
 def main() -> None:
     """Entry point: user errors are one clear line and exit code 2, never a traceback."""
+    # pydantic scans every installed package for plug-ins on first use: not for a CLI
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         app()
-    except FlexMatchError as exc:
+    except fm.FlexMatchError as exc:
         errors.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(2)
     except KeyboardInterrupt:

@@ -17,4 +17,5 @@ KbOption = Annotated[
     ),
 ]
 TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant scope.")]
+DEFAULT_TENANT = "default"  # the same as flexmatch.DEFAULT_TENANT, without importing it
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]

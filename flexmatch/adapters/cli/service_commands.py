@@ -16,8 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flexmatch import KeyRequestError, KeyStore
-from flexmatch import require_extra as require
+import flexmatch as fm  # names load on first use
 from flexmatch.adapters.cli.options import KbOption
 
 HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
@@ -48,7 +47,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    require("fastapi", "server", "flexmatch serve")
+    fm.require_extra("fastapi", "server", "flexmatch serve")
     from flexmatch.adapters.http.limits import Limits
     from flexmatch.adapters.http.server import serve as run_server
 
@@ -81,7 +80,7 @@ def mcp(
 ) -> None:
     """Serve the knowledge base as an MCP server (stdio, or streamable HTTP where every
     call needs an API key from 'flexmatch keys create')."""
-    require("mcp", "mcp", "flexmatch mcp")
+    fm.require_extra("mcp", "mcp", "flexmatch mcp")
     from flexmatch.adapters.mcp import run
 
     if transport not in ("stdio", "http"):
@@ -113,7 +112,7 @@ def keys_create(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Create a key and print it once (only its hash is stored)."""
-    key, token = KeyStore.for_kb(_kb_folder(kb)).create(tenant, permissions, name)
+    key, token = fm.KeyStore.for_kb(_kb_folder(kb)).create(tenant, permissions, name)
     if as_json:
         console.print_json(json.dumps({"token": token, **key.model_dump()}))
         return
@@ -131,7 +130,7 @@ def keys_list(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """The keys (never their secrets), revoked ones included."""
-    keys = KeyStore.for_kb(_kb_folder(kb)).list(tenant)
+    keys = fm.KeyStore.for_kb(_kb_folder(kb)).list(tenant)
     if as_json:
         console.print_json(json.dumps([k.model_dump() for k in keys]))
         return
@@ -150,8 +149,8 @@ def keys_revoke(
     kb: KbOption = Path("."),
 ) -> None:
     """Revoke a key; a running server refuses it from its next request."""
-    if not KeyStore.for_kb(_kb_folder(kb)).revoke(key_id):
-        raise KeyRequestError(f"no key '{key_id}'")
+    if not fm.KeyStore.for_kb(_kb_folder(kb)).revoke(key_id):
+        raise fm.KeyRequestError(f"no key '{key_id}'")
     console.print(f"Revoked {escape(key_id)}")
 
 
