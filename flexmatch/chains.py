@@ -11,40 +11,8 @@ A package makes its chains available to every knowledge base through the
 ``flexmatch.chains`` entry-point group, the same way the built-ins register.
 """
 
-from flexmatch.engine.chains import (
-    CHAIN_KINDS,
-    Chain,
-    ChainContext,
-    ChainSpec,
-    Chunker,
-    MatchingTextChain,
-    QualifyingTextChain,
-    QueryTransform,
-    Reranker,
-    ResultFormatter,
-    build_chain,
-    load_spec,
-    register,
-    registered,
-)
+from flexmatch.engine.chains import *  # noqa: F403  (the names of its __all__)
+from flexmatch.engine.chains import __all__ as _kinds_and_registry
 from flexmatch.engine.chains.output import parse_json, parse_list, parse_text
 
-__all__ = [
-    "CHAIN_KINDS",
-    "Chain",
-    "ChainContext",
-    "ChainSpec",
-    "Chunker",
-    "MatchingTextChain",
-    "QualifyingTextChain",
-    "QueryTransform",
-    "Reranker",
-    "ResultFormatter",
-    "build_chain",
-    "load_spec",
-    "parse_json",
-    "parse_list",
-    "parse_text",
-    "register",
-    "registered",
-]
+__all__ = [*_kinds_and_registry, "parse_json", "parse_list", "parse_text"]

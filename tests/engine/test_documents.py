@@ -9,36 +9,16 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.stores.base import StoredPoint
 from flexmatch.errors import DocumentNotFoundError, StoreError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config
-
-HARBOUR = "\n\n".join(
-    [
-        "# Harbour",
-        "The harbour opens at six in the morning.",
-        "## Fees",
-        "Mooring costs twelve euros.\n",
-    ]
-)
-ORCHARD = "# Orchard\n\nApples are picked in September.\n\n## Storage\n\nFruit is kept cold.\n"
+from tests.engine.samples import HARBOUR, ORCHARD, match_points, write
 
 
-def _write(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _match_points(kb: KnowledgeBase, tenant: str = "default") -> list[dict]:
-    return [h.payload for h in kb.store.scroll(tenant, {"record": "match"})]
-
-
-def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    doc = _write(tmp_path / "docs", "harbour.md", HARBOUR)
+def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    doc = write(tmp_path / "docs", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([doc])
         registry = DocumentRegistry(kb.store)
@@ -46,7 +26,7 @@ def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: LocalEmbed
         old = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
         # a new version half-written: its points are stored, the record not yet committed
         pending = registry.begin("default", record, "v-new")
-        point = _match_points(kb)[0]
+        point = match_points(kb)[0]
         vector = embedder.embed(["The harbour now opens at noon."])[0]
         kb.store.upsert(
             "default",
@@ -68,20 +48,20 @@ def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: LocalEmbed
         registry.commit("default", pending, 1, 1)
         after = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
     assert after == {"The harbour now opens at noon."}
-    assert {p["version"] for p in _match_points(kb)} == {"v-new"}  # old points cleaned up
+    assert {p["version"] for p in match_points(kb)} == {"v-new"}  # old points cleaned up
 
 
 def test_interrupted_write_is_repaired_on_the_next_run(
-    tmp_path: Path, embedder: LocalEmbedder
+    tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
-    doc = _write(tmp_path / "docs", "harbour.md", HARBOUR)
+    doc = write(tmp_path / "docs", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([doc])
         registry = DocumentRegistry(kb.store)
         (record,) = registry.list("default")
-        committed = len(_match_points(kb))
+        committed = len(match_points(kb))
         registry.begin("default", record, "v-crashed")  # then the process died
-        point = _match_points(kb)[0]
+        point = match_points(kb)[0]
         kb.store.upsert(
             "default",
             [
@@ -97,13 +77,13 @@ def test_interrupted_write_is_repaired_on_the_next_run(
         report = kb.ingest([doc])
         (after,) = kb.list_documents()
         assert report.repaired == 1 and report.unchanged == 1  # unchanged content, repaired state
-        assert len(_match_points(kb)) == committed
+        assert len(match_points(kb)) == committed
         assert after.status == "complete" and after.pending_version is None
 
 
-def test_tenants_are_isolated(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
-    orchard = _write(tmp_path / "d", "orchard.md", ORCHARD)
+def test_tenants_are_isolated(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = write(tmp_path / "d", "orchard.md", ORCHARD)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour], tenant="alice")
         kb.ingest([orchard], tenant="bob")
@@ -126,8 +106,8 @@ def test_tenants_are_isolated(tmp_path: Path, embedder: LocalEmbedder) -> None:
         assert kb.stats(tenant="nobody").documents == 0 and kb.query("x", tenant="nobody") == []
 
 
-def test_remove_deletes_every_point(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+def test_remove_deletes_every_point(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour])
         (record,) = kb.list_documents()
@@ -136,8 +116,8 @@ def test_remove_deletes_every_point(tmp_path: Path, embedder: LocalEmbedder) -> 
         assert kb.ingest([harbour]).added == 1  # and it can come back
 
 
-def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, "store:\n  lock_timeout: 0.5\n")
     with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as first:
@@ -152,8 +132,8 @@ def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: Loca
         assert again.ingest([harbour]).unchanged == 1
 
 
-def test_document_listing_and_detail(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
+def test_document_listing_and_detail(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour])
         (record,) = kb.list_documents(source="default")
@@ -170,13 +150,13 @@ def test_document_listing_and_detail(tmp_path: Path, embedder: LocalEmbedder) ->
 
 
 def test_concurrent_runs_in_one_tenant_do_not_repair_each_other(
-    tmp_path: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     llm_server.latency = 0.1
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, llm_config(llm_server))
-    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
-    orchard = _write(tmp_path / "d", "orchard.md", ORCHARD)
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = write(tmp_path / "d", "orchard.md", ORCHARD)
 
     async def both(kb: KnowledgeBase) -> list:
         import asyncio
@@ -192,17 +172,17 @@ def test_concurrent_runs_in_one_tenant_do_not_repair_each_other(
     assert all(r.status == "complete" and r.chunks == 2 for r in records) and len(records) == 2
 
 
-def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     from flexmatch.config import ChainRef, QueryConfig
 
-    doc = _write(tmp_path / "docs", "harbour.md", HARBOUR)
+    doc = write(tmp_path / "docs", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([doc])
         kb.use_query_config(QueryConfig(retrieval="dense", reranker=ChainRef(chain="none")))
         registry = DocumentRegistry(kb.store)
         (record,) = registry.list("default")
         registry.begin("default", record, "v-in-flight")
-        point = _match_points(kb)[0]
+        point = match_points(kb)[0]
         vector = embedder.embed(["When does the harbour open?"])[0]
         kb.store.upsert(
             "default",

@@ -8,38 +8,16 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.errors import ConfigError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config
-
-HARBOUR = "\n\n".join(
-    [
-        "# Harbour",
-        "The harbour opens at six in the morning.",
-        "## Fees",
-        "Mooring costs twelve euros.\n",
-    ]
-)
-ORCHARD = "# Orchard\n\nApples are picked in September.\n\n## Storage\n\nFruit is kept cold.\n"
+from tests.engine.samples import HARBOUR, ORCHARD, match_points, write
 
 
-def _write(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _match_points(kb: KnowledgeBase, tenant: str = "default") -> list[dict]:
-    return [h.payload for h in kb.store.scroll(tenant, {"record": "match"})]
-
-
-def test_exact_duplicates_are_skipped_with_a_reason(
-    tmp_path: Path, embedder: LocalEmbedder
-) -> None:
-    first = _write(tmp_path / "a", "harbour.md", HARBOUR)
-    copy = _write(tmp_path / "b", "harbour-copy.md", HARBOUR)
+def test_exact_duplicates_are_skipped_with_a_reason(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    first = write(tmp_path / "a", "harbour.md", HARBOUR)
+    copy = write(tmp_path / "b", "harbour-copy.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         report = kb.ingest([first, copy])
         again = kb.ingest([copy])
@@ -49,12 +27,12 @@ def test_exact_duplicates_are_skipped_with_a_reason(
     assert again.added == 0 and len(again.duplicates) == 1
 
 
-def test_near_duplicate_chunks_are_stored_once(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_near_duplicate_chunks_are_stored_once(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     shared = "Every visitor signs the register at the front desk."
     rules = f"# Visitor rules\n\n## Register\n\n{shared}\n\n"
-    a = _write(tmp_path / "d", "a.md", rules + "## Parking\n\nPark on level two.\n")
-    b = _write(tmp_path / "d", "b.md", rules + "## Food\n\nThe canteen serves lunch.\n")
-    repeated = _write(
+    a = write(tmp_path / "d", "a.md", rules + "## Parking\n\nPark on level two.\n")
+    b = write(tmp_path / "d", "b.md", rules + "## Food\n\nThe canteen serves lunch.\n")
+    repeated = write(
         tmp_path / "d",
         "memo.md",
         "# Memo\n\n## Note\n\nBring a helmet.\n\n## Other\n\nNo dogs.\n\n"
@@ -63,29 +41,27 @@ def test_near_duplicate_chunks_are_stored_once(tmp_path: Path, embedder: LocalEm
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([a])
         report = kb.ingest([b, repeated])
-        contents = [p["content"] for p in _match_points(kb) if p["match_kind"] == "content"]
+        contents = [p["content"] for p in match_points(kb) if p["match_kind"] == "content"]
         memo = next(r for r in kb.list_documents() if r.uri.endswith("memo.md"))
     assert report.near_duplicate_chunks == 2  # b's register chunk, the memo's repeated note
     assert contents.count(shared) == 1
     assert memo.chunks == 2
 
 
-def test_near_duplicate_threshold_can_be_turned_off(
-    tmp_path: Path, embedder: LocalEmbedder
-) -> None:
+def test_near_duplicate_threshold_can_be_turned_off(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     write_config(tmp_path / "kb", "ingest:\n  near_duplicate_threshold: null\n")
-    a = _write(tmp_path / "d", "a.md", "# A\n\nSame sentence everywhere in this text.\n")
-    b = _write(tmp_path / "d", "b.md", "# B\n\nSame sentence everywhere in this text.\n")
+    a = write(tmp_path / "d", "a.md", "# A\n\nSame sentence everywhere in this text.\n")
+    b = write(tmp_path / "d", "b.md", "# B\n\nSame sentence everywhere in this text.\n")
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
         report = kb.ingest([a, b])
     assert report.added == 2 and report.near_duplicate_chunks == 0
 
 
-def test_size_caps(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_size_caps(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     write_config(tmp_path / "kb", "ingest:\n  max_document_bytes: 200\n")
-    small = _write(tmp_path / "d", "small.md", "# S\n\nShort enough.\n")
-    big = _write(tmp_path / "d", "big.md", "# B\n\n" + "word " * 100)
-    corpus = _write(tmp_path / "d", "c.jsonl", '{"_id": "x", "text": "' + "long " * 100 + '"}\n')
+    small = write(tmp_path / "d", "small.md", "# S\n\nShort enough.\n")
+    big = write(tmp_path / "d", "big.md", "# B\n\n" + "word " * 100)
+    corpus = write(tmp_path / "d", "c.jsonl", '{"_id": "x", "text": "' + "long " * 100 + '"}\n')
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
         report = kb.ingest([small, big, corpus])
     assert report.added == 1
@@ -100,12 +76,12 @@ def test_size_caps(tmp_path: Path, embedder: LocalEmbedder) -> None:
 
 
 def test_llm_failure_leaves_only_that_document_to_retry(
-    tmp_path: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, llm_config(llm_server).replace("llm_max_retries: 3", "llm_max_retries: 1"))
-    harbour = _write(tmp_path / "d", "harbour.md", HARBOUR)
-    orchard = _write(tmp_path / "d", "orchard.md", ORCHARD)
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = write(tmp_path / "d", "orchard.md", ORCHARD)
     with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
         kb.ingest([harbour, orchard])
     orchard.write_text(ORCHARD + "\nPears follow in October.\n")
@@ -131,10 +107,8 @@ def test_llm_failure_leaves_only_that_document_to_retry(
     assert retry.usage.calls + retry.usage.cached_calls == 2 * retry.chunks
 
 
-def test_one_id_twice_in_a_batch_is_written_in_turn(
-    tmp_path: Path, embedder: LocalEmbedder
-) -> None:
-    corpus = _write(
+def test_one_id_twice_in_a_batch_is_written_in_turn(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    corpus = write(
         tmp_path / "d",
         "c.jsonl",
         '{"_id": "x", "text": "First text about harbours."}\n'
@@ -143,7 +117,7 @@ def test_one_id_twice_in_a_batch_is_written_in_turn(
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         report = kb.ingest([corpus])
         (record,) = kb.list_documents()
-        points = _match_points(kb)
+        points = match_points(kb)
     assert report.added == 1 and report.changed == 1 and not report.failed
     assert record.status == "complete" and record.chunks == 1
     assert {p["content"] for p in points} == {"Second text about orchards."}
