@@ -43,6 +43,7 @@ from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.models import (
     ChainUse,
+    CostEstimate,
     Document,
     DocumentDetail,
     DocumentRecord,
@@ -304,6 +305,19 @@ class KnowledgeBase:
         """Index documents already read (``afetch_pages``); failures are reported as such."""
         items = list(documents)
         return await self._run(items, tenant, None, len(items))
+
+    async def aestimate(
+        self, inputs: Iterable[str | Path] = (), *, source: str | None = None
+    ) -> CostEstimate:
+        """What ingesting ``inputs`` would cost, before anything is spent: the documents
+        are read and chunked, the exact prompts rendered and checked against the LLM
+        cache; nothing is stored and no LLM is called (web pages are fetched)."""
+        reader = self._reader(source)
+        plan = await asyncio.to_thread(reader.plan, inputs)
+        pages = await self._fetch(reader, plan.urls)
+        items = [*pages, *(await asyncio.to_thread(lambda: list(reader.read(plan, urls=False))))]
+        documents = [item for item in items if isinstance(item, Document)]
+        return await estimate(documents, self.source_chains, self.llm)
 
     async def aadd_records(
         self,

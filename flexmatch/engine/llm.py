@@ -90,7 +90,7 @@ class LLM:
         if cached is not None:
             self.usage.cached_calls += 1
             return cached[0]
-        litellm = import_litellm()
+        litellm = await asyncio.to_thread(import_litellm)  # seconds, once: never on the loop
         try:
             async with self._semaphore():
                 async for attempt in AsyncRetrying(

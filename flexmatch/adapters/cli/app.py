@@ -67,9 +67,25 @@ def ingest(
     source: Annotated[str | None, typer.Option(help="Source (from flexmatch.yaml).")] = None,
     tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Read and chunk, estimate LLM calls, tokens and cost; store nothing."
+        ),
+    ] = False,
 ) -> None:
     """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
     with fm.KnowledgeBase.open(kb) as base:
+        if dry_run:
+            estimate = base.run_sync(base.aestimate(inputs or [], source=source))
+            if as_json:
+                sys.stdout.write(estimate.model_dump_json(indent=2) + "\n")
+            else:
+                console.print(
+                    f"{estimate.documents} documents, ~{estimate.document_tokens:,} tokens"
+                )
+                _print_estimate(estimate)
+            return
         columns = (
             TextColumn("[bold]ingest"),
             BarColumn(),

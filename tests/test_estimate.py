@@ -1,0 +1,55 @@
+"""Cost before spending: ``ingest --dry-run`` renders the exact prompts, asks no LLM,
+stores nothing, and prices what is not already in the LLM cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from flexmatch import KnowledgeBase
+from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.testing import FakeLLMServer
+from tests.conftest import run, write_config
+
+DOC = "# Orchard\n\nApples are picked in September.\n\n## Storage\n\nFruit is kept cold.\n"
+
+
+def _config(server: FakeLLMServer) -> str:
+    return (
+        "models:\n"
+        "  llm: openai/gpt-4o-mini\n"  # a model litellm's local cost map prices
+        f"  llm_api_base: {server.base_url}\n"
+        "  llm_api_key: test-key\n"
+    )
+
+
+def test_estimate_prices_the_calls_and_spends_nothing(
+    tmp_path: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
+) -> None:
+    doc = tmp_path / "orchard.md"
+    doc.write_text(DOC)
+    write_config(tmp_path / "kb", _config(llm_server))
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        before = kb.run_sync(kb.aestimate([doc]))
+        assert llm_server.calls() == 0 and kb.list_documents() == []
+        assert before.documents == 1 and before.chunks == 2
+        assert before.llm_calls == 4 and before.cached_calls == 0  # questions + context
+        assert before.calls_per_chunk == 2.0
+        assert before.cost_usd > 0 and not before.unpriced_models
+        assert before.prompt_tokens > 0 and before.cost_per_million_document_tokens
+        kb.ingest([doc])
+        assert llm_server.successful_calls() == 4  # the estimate was exact
+        after = kb.run_sync(kb.aestimate([doc]))
+        assert after.llm_calls == 0 and after.cached_calls == 4 and after.cost_usd == 0
+
+
+def test_cli_dry_run_json(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    doc = tmp_path / "orchard.md"
+    doc.write_text(DOC)
+    write_config(tmp_path / "kb", _config(llm_server))
+    done = run("ingest", "--kb", str(tmp_path / "kb"), "--dry-run", "--json", str(doc))
+    assert done.returncode == 0, done.stderr
+    estimate = json.loads(done.stdout)
+    assert estimate["llm_calls"] == 4 and estimate["chunks"] == 2
+    assert llm_server.calls() == 0
+    assert not (tmp_path / "kb" / ".flexmatch" / "qdrant").exists()  # nothing stored
