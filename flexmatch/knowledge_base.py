@@ -357,11 +357,12 @@ class KnowledgeBase:
         return await asyncio.to_thread(reader.upload, filename, data, document_id, metadata)
 
     async def aread_records(
-        self, records: Iterable[Any], *, source: str | None = None
+        self, records: Iterable[Any], *, source: str | None = None, first: int = 0
     ) -> list[Item]:
-        """Records rendered to documents through a records source's template, not yet stored."""
+        """Records rendered to documents through a records source's template, not yet
+        stored; ``first`` numbers them (``record:N`` in errors) from that index."""
         reader = self._reader(source)
-        return await asyncio.to_thread(lambda: list(reader.records(records)))
+        return await asyncio.to_thread(lambda: list(reader.records(records, first)))
 
     async def aingest_upload(
         self,

@@ -134,9 +134,10 @@ class SkippedDocument(BaseModel):
 class Usage(BaseModel):
     """LLM usage summed over a run."""
 
-    calls: int = 0
-    cached_calls: int = 0
+    calls: int = 0  # calls made (and paid for)
+    cached_calls: int = 0  # answers the LLM cache gave instead
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens the provider served from its cache
     completion_tokens: int = 0
     cost_usd: float = 0.0
 
@@ -178,6 +179,7 @@ class IngestReport(BaseModel):
     unchanged: int = 0
     chunks: int = 0
     matching_texts: int = 0
+    document_tokens: int = 0  # of the documents written, ~4 characters a token
     near_duplicate_chunks: int = 0
     repaired: int = 0
     document_ids: list[str] = Field(default_factory=list)  # stored or unchanged, in order
@@ -212,9 +214,30 @@ class IngestReport(BaseModel):
             DocumentOutcome(input=uri, outcome="unchanged", document_id=document_id)
         )
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def llm_calls_per_chunk(self) -> float:
+        """LLM calls made per chunk written (questions and qualifying text together)."""
+        return round(self.usage.calls / self.chunks, 3) if self.chunks else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_per_million_document_tokens(self) -> float | None:
+        if not self.document_tokens:
+            return None
+        return round(self.usage.cost_usd * 1_000_000 / self.document_tokens, 4)
+
     def record_stored(
-        self, document_id: str, uri: str, *, changed: bool, chunks: int, matching_texts: int
+        self,
+        document_id: str,
+        uri: str,
+        *,
+        changed: bool,
+        chunks: int,
+        matching_texts: int,
+        document_tokens: int = 0,
     ) -> None:
+        self.document_tokens += document_tokens
         if changed:
             self.changed += 1
         else:
@@ -285,8 +308,8 @@ class CostEstimate(BaseModel):
     documents: int = 0
     chunks: int = 0
     document_tokens: int = 0  # the documents' own text, ~4 characters a token
-    llm_calls: int = 0  # calls that would be paid for
-    cached_calls: int = 0  # answered by the LLM cache: free
+    llm_calls: int = 0  # calls that would be made and paid for
+    cached_calls: int = 0  # chunk answers the LLM cache already holds: free
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -295,8 +318,8 @@ class CostEstimate(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def calls_per_chunk(self) -> float:
-        calls = self.llm_calls + self.cached_calls
-        return round(calls / self.chunks, 3) if self.chunks else 0.0
+        """LLM calls an ingest would make per chunk (cached chunks need none)."""
+        return round(self.llm_calls / self.chunks, 3) if self.chunks else 0.0
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -16,13 +16,15 @@ import os
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from flexmatch.models import Document
 
 
 class Original(BaseModel):
-    """An uploaded file, as it was sent."""
+    """An uploaded file, as it was sent (base64 in its JSON)."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     filename: str
     data: bytes

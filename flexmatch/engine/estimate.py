@@ -1,7 +1,8 @@
 """What an ingest or a re-index would cost, before anything is spent.
 
 Each document is chunked with its source's real chunker and every LLM chain renders the
-exact prompt it would send; a prompt the LLM cache already holds costs nothing. Tokens
+exact prompts it would send, its chunks grouped as an ingest groups them; a chunk whose
+answer the cache already holds costs nothing. Tokens
 are estimated at four characters each (no tokenizer is downloaded), the answer's length
 from the chain's output rules, and the price comes from litellm's local cost map for the
 chain's model (unknown models are priced at nothing and say so).
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from flexmatch.engine.chains import MatchingTextChain, QualifyingTextChain
+from flexmatch.engine.chains.batching import ChunkBatching
 from flexmatch.engine.ingest import SourceChains
 from flexmatch.engine.llm import LLM, import_litellm
-from flexmatch.models import CostEstimate, Document
+from flexmatch.models import CostEstimate, Document, Section
 
 CHARS_PER_TOKEN = 4
 
@@ -26,49 +28,47 @@ async def estimate(
     llm: LLM | None,
 ) -> CostEstimate:
     result = CostEstimate()
-    priced: dict[str, tuple[float, float] | None] = {}
+    pending: dict[int, tuple[ChunkBatching[Any], list[tuple[Section, Document]]]] = {}
     for document in documents:
         chains = chains_for(document.source)
         sections = await chains.chunker.run(document)
         result.documents += 1
         result.chunks += len(sections)
         result.document_tokens += len(document.text) // CHARS_PER_TOKEN
-        llm_chains: list[MatchingTextChain | QualifyingTextChain] = [
-            chains.matching_text,
-            chains.qualifying_text,
-        ]
-        for chain in llm_chains:
-            if llm is None or chain.model is None:
-                continue
-            answer_tokens = _answer_tokens(chain)
-            for section in sections:
-                prompt = chain.prompt_text(section, document)
-                if prompt is None:
-                    continue
-                if llm.is_cached(prompt, model=chain.model):
-                    result.cached_calls += 1
-                    continue
-                result.llm_calls += 1
-                prompt_tokens = len(prompt) // CHARS_PER_TOKEN
-                result.prompt_tokens += prompt_tokens
-                result.completion_tokens += answer_tokens
-                if chain.model not in priced:
-                    priced[chain.model] = _price(chain.model)
-                price = priced[chain.model]
-                if price is None:
-                    result.unpriced_models = sorted({*result.unpriced_models, chain.model})
-                else:
-                    result.cost_usd += prompt_tokens * price[0] + answer_tokens * price[1]
+        for chain in (chains.matching_text, chains.qualifying_text):
+            if llm is not None and isinstance(chain, ChunkBatching) and chain.model is not None:
+                pending.setdefault(id(chain), (chain, []))[1].extend(
+                    (section, document) for section in sections
+                )
+    priced: dict[str, tuple[float, float] | None] = {}
+    for chain, pairs in pending.values():
+        prompts, cached = chain.planned_calls(pairs)  # grouped as the ingest would group
+        result.cached_calls += cached
+        result.llm_calls += len(prompts)
+        model = chain.model or ""
+        if model not in priced:
+            priced[model] = _price(model)
+        for prompt in prompts:
+            prompt_tokens = len(prompt) // CHARS_PER_TOKEN
+            answer_tokens = _answer_tokens(chain, prompt.count('<chunk id="') or 1)
+            result.prompt_tokens += prompt_tokens
+            result.completion_tokens += answer_tokens
+            price = priced[model]
+            if price is None:
+                result.unpriced_models = sorted({*result.unpriced_models, model})
+            else:
+                result.cost_usd += prompt_tokens * price[0] + answer_tokens * price[1]
     result.cost_usd = round(result.cost_usd, 6)
     return result
 
 
-def _answer_tokens(chain: MatchingTextChain | QualifyingTextChain) -> int:
+def _answer_tokens(chain: ChunkBatching[Any], chunks: int) -> int:
+    """Expected answer length: per chunk, a list of short questions or a paragraph."""
     rules = chain.spec.output
-    if rules.format == "json":  # a list of short items
+    if rules.format == "json":  # a list of short items per chunk
         count = min(rules.max_items, int(chain.spec.params.get("count", rules.max_items)))
-        return 10 + count * 20
-    return rules.max_chars // CHARS_PER_TOKEN
+        return 10 + chunks * (count * 20)
+    return 10 + chunks * (rules.max_chars // CHARS_PER_TOKEN)
 
 
 def _price(model: str) -> tuple[float, float] | None:

@@ -159,6 +159,7 @@ class Indexer:
             changed=record is not None and record.version is not None,
             chunks=stored_chunks,
             matching_texts=len(points),
+            document_tokens=len(document.text) // 4,
         )
 
     def _duplicate_of(self, document: Document) -> SkippedDocument | None:

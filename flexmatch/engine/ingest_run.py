@@ -126,6 +126,7 @@ class IngestRun:
             calls=now.calls - before.calls,
             cached_calls=now.cached_calls - before.cached_calls,
             prompt_tokens=now.prompt_tokens - before.prompt_tokens,
+            cached_prompt_tokens=now.cached_prompt_tokens - before.cached_prompt_tokens,
             completion_tokens=now.completion_tokens - before.completion_tokens,
             cost_usd=round(now.cost_usd - before.cost_usd, 6),
         )

@@ -28,6 +28,13 @@ def import_litellm() -> Any:
     return litellm
 
 
+def _takes_cache_control(model: str) -> bool:
+    """Anthropic's models cache a prompt prefix only where ``cache_control`` marks it
+    (OpenAI's cache prefixes by themselves, and other servers may refuse the field)."""
+    name = model.lower()
+    return name.startswith(("anthropic/", "claude")) or "/claude" in name or "anthropic." in name
+
+
 def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
     return (
         litellm.RateLimitError,
@@ -78,19 +85,40 @@ class LLM:
         params: dict[str, Any] = {"temperature": self.temperature}
         return cache_key(model, messages, params, self.api_base), messages, params
 
+    @staticmethod
+    def request_messages(model: str, prompt: str, cacheable: int | None) -> list[dict[str, Any]]:
+        """The messages sent: with ``cacheable`` (the length of a prefix that repeats across
+        calls, e.g. instructions and a document), that prefix is marked for the provider's
+        prompt cache where the model has one (Anthropic's ``cache_control``)."""
+        if cacheable and 0 < cacheable < len(prompt) and _takes_cache_control(model):
+            content = [
+                {
+                    "type": "text",
+                    "text": prompt[:cacheable],
+                    "cache_control": {"type": "ephemeral"},
+                },
+                {"type": "text", "text": prompt[cacheable:]},
+            ]
+            return [{"role": "user", "content": content}]
+        return [{"role": "user", "content": prompt}]
+
     def is_cached(self, prompt: str, *, model: str | None = None) -> bool:
         """Whether ``complete`` would answer this prompt from the cache (no call, no cost)."""
         return self.cache.get(self._key(prompt, model or self.model)[0]) is not None
 
-    async def complete(self, prompt: str, *, model: str | None = None) -> str:
-        """The assistant's text for a single-user-message prompt."""
+    async def complete(
+        self, prompt: str, *, model: str | None = None, cacheable: int | None = None
+    ) -> str:
+        """The assistant's text for a single-user-message prompt (``cacheable``: see
+        ``request_messages``; the cache key is the text either way)."""
         model = model or self.model
-        key, messages, params = self._key(prompt, model)
+        key, _, params = self._key(prompt, model)
         cached = self.cache.get(key)
         if cached is not None:
             self.usage.cached_calls += 1
             return cached[0]
         litellm = await asyncio.to_thread(import_litellm)  # seconds, once: never on the loop
+        messages = self.request_messages(model, prompt, cacheable)
         try:
             async with self._semaphore():
                 async for attempt in AsyncRetrying(
@@ -121,12 +149,15 @@ class LLM:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached_tokens = int(getattr(details, "cached_tokens", 0) or 0)
         try:
             cost = float(litellm.completion_cost(completion_response=response) or 0.0)
         except Exception:  # unknown models have no price; that is not an error
             cost = 0.0
         self.usage.calls += 1
         self.usage.prompt_tokens += prompt_tokens
+        self.usage.cached_prompt_tokens += cached_tokens
         self.usage.completion_tokens += completion_tokens
         self.usage.cost_usd += cost
         return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}

@@ -5,8 +5,10 @@ Every parse (and every web fetch) runs in a separate process with a wall-clock b
 (``ingest.parse_memory_mb``). A worker that runs over is killed and replaced (pebble's
 process pool): a pathological file, or a server that trickles one byte a second, is one
 clear per-input error, and the caller's event loop, threads and memory are never held by
-it. Workers fork from a clean preloaded server process (``forkserver``), so they start in
-milliseconds and never inherit the caller's threads or locks.
+it. Workers are forked (``fork``: a spawned or fork-server worker would re-run the
+caller's main script, and a script without an ``if __name__ == "__main__"`` guard would
+run again in every worker); the parser libraries are imported before the first fork, so
+a worker never imports, and holds nothing of its parent's but memory.
 """
 
 from __future__ import annotations
@@ -21,7 +23,30 @@ from typing import Any, TypeVar
 from flexmatch.errors import FlexMatchError, ParseError
 
 T = TypeVar("T")
-_PRELOAD = ["flexmatch.inputs.parsing", "flexmatch.inputs.web"]
+# imported before forking: a worker then never needs the import lock a thread may hold
+_PRELOAD = (
+    "flexmatch.inputs.parsing",
+    "flexmatch.inputs.web",
+    "bs4",
+    "lxml.html",
+    "markdown_it",
+    "requests",
+    "pdfminer.high_level",
+    "pypdf",
+    "docx",
+    "pptx",
+    "openpyxl",
+    "odf.opendocument",
+    "striprtf.striprtf",
+)
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in _PRELOAD:
+        with contextlib.suppress(ImportError):  # an extra that is not installed
+            importlib.import_module(name)
 
 
 def _limit_memory(megabytes: int) -> None:  # runs in the worker
@@ -47,8 +72,8 @@ class IsolatedPool:
             if self._pool is None or not self._pool.active:
                 import pebble
 
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(_PRELOAD)
+                _preload()
+                context = multiprocessing.get_context("fork")
                 self._pool = pebble.ProcessPool(
                     max_workers=self.workers,
                     initializer=_limit_memory,

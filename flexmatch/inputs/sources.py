@@ -206,8 +206,9 @@ class SourceReader:
             for item in items
         ]
 
-    def records(self, records: Iterable[Any]) -> Iterator[Item]:
-        """Records handed over in code (e.g. facts an agent extracted)."""
+    def records(self, records: Iterable[Any], first: int = 0) -> Iterator[Item]:
+        """Records handed over in code (e.g. facts an agent extracted); ``first`` is the
+        index of the first one, for the names errors give them."""
         template = load_template(self.config, self.kb_dir)
-        entries = ((None, record, f"record:{i}") for i, record in enumerate(records))
+        entries = ((None, record, f"record:{i}") for i, record in enumerate(records, first))
         yield from record_documents(entries, self.name, self.config, template)

@@ -236,11 +236,55 @@ def _rewrite_answer(prompt: str) -> str:
     return json.dumps({"questions": [f"{query}?"]})
 
 
+_CHUNK_BLOCK_RE = re.compile(r'<chunk id="(\d+)">(.*?)</chunk>', re.DOTALL)
+_DOCUMENT_BLOCK_RE = re.compile(r"<document>(.*?)</document>", re.DOTALL)
+_INNER_TAG_RE = re.compile(r"<(title|section)>.*?</\1>", re.DOTALL)
+
+
+def _chunk_blocks(prompt: str) -> list[tuple[int, int, str]]:
+    """(position, id, text) of each ``<chunk id="n">`` block, its title/section removed."""
+    return [
+        (m.start(), int(m.group(1)), _INNER_TAG_RE.sub("", m.group(2)).strip())
+        for m in _CHUNK_BLOCK_RE.finditer(prompt)
+    ]
+
+
+def _grouped_questions_answer(prompt: str) -> str:
+    m = _COUNT_RE.search(prompt)
+    count = int(m.group(1)) if m else 3
+    entries = []
+    for _, number, text in _chunk_blocks(prompt):
+        questions = []
+        for sentence in _sentences(text)[:count]:
+            words = " ".join(sentence.split()[:8]).lower().rstrip(".,;:!?-\"')( ")
+            questions.append(f"What does the text say about {words}?")
+        entries.append({"chunk": number, "questions": questions})
+    return json.dumps({"chunks": entries})
+
+
+def _grouped_context_answer(prompt: str) -> str:
+    documents = [
+        (m.end(), (_tag(m.group(0), "title") or "")[:80])
+        for m in _DOCUMENT_BLOCK_RE.finditer(prompt)
+    ]
+    entries = []
+    for position, number, text in _chunk_blocks(prompt):
+        title = next((t for end, t in reversed(documents) if end <= position), "")
+        sentences = _sentences(text)
+        first = sentences[0] if sentences else ""
+        entries.append({"chunk": number, "context": f'This section of "{title}" covers: {first}'})
+    return json.dumps({"chunks": entries})
+
+
 def default_responder(messages: list[dict]) -> str:
     """Deterministic assistant content derived from the prompt (see module docstring)."""
     prompt = _prompt_text(messages)
     if "<candidates>" in prompt or "<candidate index=" in prompt:
         return _rerank_answer(prompt)
+    if '<chunk id="' in prompt:  # chunks asked about in groups
+        if "<document>" in prompt:
+            return _grouped_context_answer(prompt)
+        return _grouped_questions_answer(prompt)
     if "<document>" in prompt:
         return _context_answer(prompt)
     if "<chunk>" in prompt:

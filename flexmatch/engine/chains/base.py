@@ -105,6 +105,6 @@ class Chain:
         if found is not None:
             found.append(f"{self.spec.name}: {message}")
 
-    async def complete(self, prompt: str) -> str:
+    async def complete(self, prompt: str, cacheable: int | None = None) -> str:
         """One LLM call for this chain (cached, retried, counted by the LLM client)."""
-        return await self.llm.complete(prompt, model=self.spec.model)
+        return await self.llm.complete(prompt, model=self.spec.model, cacheable=cacheable)

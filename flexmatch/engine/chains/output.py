@@ -48,6 +48,12 @@ def parse_list(raw: str, rules: OutputRules) -> list[str]:
     elif data is None:
         items = [_BULLET.sub("", line) for line in raw.splitlines()]
         items = [line for line in items if line and not line.strip().startswith(("{", "}", "["))]
+    return clean_items(items, rules)
+
+
+def clean_items(items: list[Any], rules: OutputRules) -> list[str]:
+    """Strings only, whitespace folded, too long and repeated ones dropped, at most
+    ``rules.max_items``."""
     seen: set[str] = set()
     result: list[str] = []
     for item in items:

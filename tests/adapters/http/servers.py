@@ -26,7 +26,8 @@ class UvicornThread:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> UvicornThread:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly, or asyncio does not set TCP_NODELAY on its connections
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]

@@ -138,8 +138,8 @@ async def add_records(
     items = []
     for index, record in enumerate(body.records):
 
-        def render(record: dict[str, Any] = record) -> Read:
-            return state.kb.aread_records([record], source=name)
+        def render(record: dict[str, Any] = record, index: int = index) -> Read:
+            return state.kb.aread_records([record], source=name, first=index)
 
         given = record.get(id_field)
         document_id = str(given) if given not in (None, "") else None

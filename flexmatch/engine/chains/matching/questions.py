@@ -1,14 +1,24 @@
-"""``llm_questions``: an LLM writes the questions a section answers ("Jeopardy style")."""
+"""``llm_questions``: an LLM writes the questions a section answers ("Jeopardy style").
+
+Chunks are asked about in groups (``chunks_per_call``, from every document being indexed
+at the moment), one call per group; a prompt written for one chunk at a time (it uses
+``chunk`` but not ``chunks``) still works, one call per chunk.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.output import parse_list
+from flexmatch.engine.chains.output import clean_items, parse_json, parse_list
 from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.variables import SECTION_VARIABLES, content_text, section_variables
+from flexmatch.engine.chains.variables import content_text, section_variables
 from flexmatch.models import Document, MatchingText, Section
+
+VARIABLES = frozenset({"chunks", "chunk", "document", "source", "params"})
 
 
 class QuestionParams(BaseModel):
@@ -16,25 +26,67 @@ class QuestionParams(BaseModel):
 
     count: int = Field(5, ge=1, le=30)
     include_content: bool = True
+    chunks_per_call: int = Field(4, ge=1, le=32)
 
 
 @register("matching_text", "llm_questions")
-class LLMQuestions(MatchingTextChain):
+class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
     """An LLM writes the questions the section answers; the chunk text is indexed too."""
 
     Params = QuestionParams
     uses_llm = True
-    prompt_variables = SECTION_VARIABLES
+    prompt_variables = VARIABLES
+
+    @property
+    def grouped(self) -> bool:
+        return self.prompt is not None and "chunks" in self.prompt.variables
+
+    def batch_size(self) -> int:
+        return self.params.chunks_per_call if self.grouped else 1
+
+    def item_inputs(self, request: ChunkRequest) -> Any:
+        document, section = request.document, request.section
+        return [document.title, document.source, section.heading_path, section.text]
+
+    def group_prompt(self, requests: list[ChunkRequest]) -> str:
+        if not self.grouped:
+            one = requests[0]
+            return self.render(**section_variables(one.section, one.document))
+        chunks = [
+            {
+                "id": number,
+                "title": r.document.title,
+                "source": r.document.source,
+                "heading_path": r.section.heading_path,
+                "text": r.section.text,
+            }
+            for number, r in enumerate(requests, start=1)
+        ]
+        return self.render(chunks=chunks)
+
+    def _rules(self) -> Any:
+        rules = self.spec.output
+        return rules.model_copy(update={"max_items": min(rules.max_items, self.params.count)})
+
+    def parse_group(self, raw: str, count: int) -> list[list[str] | None]:
+        if not self.grouped:
+            return [parse_list(raw, self._rules()) or None]
+        found: list[list[str] | None] = [None] * count
+        data = parse_json(raw)
+        entries = data.get("chunks") if isinstance(data, dict) else data
+        for entry in entries if isinstance(entries, list) else []:
+            number = entry.get("chunk") if isinstance(entry, dict) else None
+            questions = entry.get("questions") if isinstance(entry, dict) else None
+            if isinstance(number, int) and 1 <= number <= count and isinstance(questions, list):
+                found[number - 1] = clean_items(questions, self._rules()) or None
+        return found
 
     def prompt_text(self, section: Section, document: Document) -> str:
-        return self.render(**section_variables(section, document))
+        return self.group_prompt([ChunkRequest(section, document)])
 
     async def run(self, section: Section, document: Document) -> list[MatchingText]:
-        raw = await self.complete(self.prompt_text(section, document))
-        rules = self.spec.output.model_copy(
-            update={"max_items": min(self.spec.output.max_items, self.params.count)}
-        )
-        texts = [MatchingText(text=q, kind="question") for q in parse_list(raw, rules)]
+        questions = await self.answer(section, document) or []
+        texts = [MatchingText(text=q, kind="question") for q in questions]
         if self.params.include_content or not texts:
             texts.append(content_text(section, document))
         return texts

@@ -1,35 +1,100 @@
-"""``llm_context``: an LLM reads the document and says how the section fits in it."""
+"""``llm_context``: an LLM reads the document and says how each section fits in it.
+
+Chunks are asked about in groups (``chunks_per_call``; a group holds each of its
+documents once, document first and its chunks after it, so a provider's prompt cache
+serves the repeated document); a prompt written for one chunk at a time (it uses
+``chunk`` but not ``documents``) still works, one call per chunk.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest
 from flexmatch.engine.chains.kinds import QualifyingTextChain
-from flexmatch.engine.chains.output import parse_text
+from flexmatch.engine.chains.output import parse_json, parse_text
 from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.variables import SECTION_VARIABLES, section_variables
+from flexmatch.engine.chains.variables import section_variables
 from flexmatch.models import Document, Section
+
+VARIABLES = frozenset({"documents", "chunk", "document", "source", "params"})
 
 
 class ContextParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_document_chars: int = Field(12000, ge=500, le=400000)
+    chunks_per_call: int = Field(8, ge=1, le=32)
 
 
 @register("qualifying_text", "llm_context")
-class LLMContext(QualifyingTextChain):
+class LLMContext(ChunkBatching[str], QualifyingTextChain):
     """An LLM reads the (budget-truncated) document and says how the section fits in it."""
 
     Params = ContextParams
     uses_llm = True
-    prompt_variables = SECTION_VARIABLES
+    prompt_variables = VARIABLES
+
+    @property
+    def grouped(self) -> bool:
+        return self.prompt is not None and "documents" in self.prompt.variables
+
+    def batch_size(self) -> int:
+        return self.params.chunks_per_call if self.grouped else 1
+
+    def _text(self, document: Document) -> str:
+        return document.text[: self.params.max_document_chars]
+
+    def item_inputs(self, request: ChunkRequest) -> Any:
+        document, section = request.document, request.section
+        return [
+            document.title,
+            document.uri,
+            self._text(document),
+            section.heading_path,
+            section.text,
+        ]
+
+    def group_prompt(self, requests: list[ChunkRequest]) -> str:
+        if not self.grouped:
+            one = requests[0]
+            variables = section_variables(one.section, one.document)
+            variables["document"]["text"] = self._text(one.document)
+            return self.render(**variables)
+        documents: dict[int, dict[str, Any]] = {}
+        for number, request in enumerate(requests, start=1):
+            document = request.document
+            entry = documents.setdefault(
+                id(document),
+                {"title": document.title, "uri": document.uri, "text": self._text(document)},
+            )
+            entry.setdefault("chunks", []).append(
+                {
+                    "id": number,
+                    "heading_path": request.section.heading_path,
+                    "text": request.section.text,
+                }
+            )
+        return self.render(documents=list(documents.values()))
+
+    def parse_group(self, raw: str, count: int) -> list[str | None]:
+        rules = self.spec.output
+        if not self.grouped:
+            return [parse_text(raw, rules) or None]
+        found: list[str | None] = [None] * count
+        data = parse_json(raw)
+        entries = data.get("chunks") if isinstance(data, dict) else data
+        for entry in entries if isinstance(entries, list) else []:
+            number = entry.get("chunk") if isinstance(entry, dict) else None
+            context = entry.get("context") if isinstance(entry, dict) else None
+            if isinstance(number, int) and 1 <= number <= count and isinstance(context, str):
+                found[number - 1] = parse_text(context, rules) or None
+        return found
 
     def prompt_text(self, section: Section, document: Document) -> str:
-        variables = section_variables(section, document)
-        variables["document"]["text"] = document.text[: self.params.max_document_chars]
-        return self.render(**variables)
+        return self.group_prompt([ChunkRequest(section, document)])
 
     async def run(self, section: Section, document: Document) -> str:
-        raw = await self.complete(self.prompt_text(section, document))
-        return parse_text(raw, self.spec.output)
+        return await self.answer(section, document) or ""
