@@ -33,12 +33,12 @@ def test_estimate_prices_the_calls_and_spends_nothing(
         before = kb.run_sync(kb.aestimate([doc]))
         assert llm_server.calls() == 0 and kb.list_documents() == []
         assert before.documents == 1 and before.chunks == 2
-        assert before.llm_calls == 4 and before.cached_calls == 0  # questions + context
-        assert before.calls_per_chunk == 2.0
+        assert before.llm_calls == 2 and before.cached_calls == 0  # one group per chain
+        assert before.calls_per_chunk == 1.0
         assert before.cost_usd > 0 and not before.unpriced_models
         assert before.prompt_tokens > 0 and before.cost_per_million_document_tokens
-        kb.ingest([doc])
-        assert llm_server.successful_calls() == 4  # the estimate was exact
+        report = kb.ingest([doc])
+        assert llm_server.successful_calls() == 2 == report.usage.calls  # the estimate was exact
         after = kb.run_sync(kb.aestimate([doc]))
         assert after.llm_calls == 0 and after.cached_calls == 4 and after.cost_usd == 0
 
@@ -50,6 +50,6 @@ def test_cli_dry_run_json(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     done = run("ingest", "--kb", str(tmp_path / "kb"), "--dry-run", "--json", str(doc))
     assert done.returncode == 0, done.stderr
     estimate = json.loads(done.stdout)
-    assert estimate["llm_calls"] == 4 and estimate["chunks"] == 2
+    assert estimate["llm_calls"] == 2 and estimate["chunks"] == 2
     assert llm_server.calls() == 0
     assert not (tmp_path / "kb" / ".flexmatch" / "qdrant").exists()  # nothing stored

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.errors import ConfigError, ModelMismatchError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config
@@ -41,7 +41,7 @@ def _stored(kb: KnowledgeBase) -> list[dict]:
 
 
 def test_offline_defaults_ingest_and_answer(
-    tmp_path: Path, embedder: LocalEmbedder, docs_dir: Path
+    tmp_path: Path, embedder: OnnxEmbedder, docs_dir: Path
 ) -> None:
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         report = kb.ingest([docs_dir / "fake-html-cp1252.html", docs_dir / "stanley-cups.xlsx"])
@@ -56,7 +56,7 @@ def test_offline_defaults_ingest_and_answer(
 
 
 def test_llm_chains_store_the_servers_questions_and_context(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, llm_config(llm_server))
@@ -72,12 +72,13 @@ def test_llm_chains_store_the_servers_questions_and_context(
         in contexts
     )
     calls = llm_server.calls()
-    assert calls == report.usage.calls == 2 * report.chunks
+    assert calls == report.usage.calls == 2  # one group per chain for the document's chunks
+    assert report.llm_calls_per_chunk < 1
     assert report.usage.prompt_tokens > 0
 
 
 def test_reingest_pays_nothing_twice(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, llm_config(llm_server))
@@ -94,7 +95,7 @@ def test_reingest_pays_nothing_twice(
 
 
 def test_changing_one_chain_repays_only_that_chain(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, llm_config(llm_server))
@@ -108,13 +109,13 @@ def test_changing_one_chain_repays_only_that_chain(
         second = kb.ingest([guide])
         kinds = [p["match_kind"] for p in _stored(kb)]
     assert second.changed == 1  # new chain settings: re-indexed
-    assert second.usage.calls == first.chunks  # the new question prompts
-    assert second.usage.cached_calls == first.chunks  # the context prompts, unchanged
+    assert second.usage.calls == 1  # the new question prompt: one group for the 3 chunks
+    assert second.usage.cached_calls == first.chunks  # each chunk's context, unchanged
     assert kinds.count("question") <= 2 * first.chunks
 
 
 def test_changed_document_replaces_its_chunks(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder
 ) -> None:
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([guide])
@@ -125,7 +126,7 @@ def test_changed_document_replaces_its_chunks(
 
 
 def test_malformed_llm_output_is_handled(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     llm_server.malformed = True
     kb_dir = tmp_path / "kb"
@@ -141,7 +142,7 @@ def test_malformed_llm_output_is_handled(
 
 
 def test_llm_failure_is_reported_per_document(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     llm_server.fail_next = [500] * 50
     kb_dir = tmp_path / "kb"
@@ -153,7 +154,7 @@ def test_llm_failure_is_reported_per_document(
 
 
 def test_query_rewrite_and_llm_rerank(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, llm_config(llm_server, "query:\n  reranker: llm-rerank\n"))
@@ -169,7 +170,7 @@ def test_query_rewrite_and_llm_rerank(
 
 
 def test_cohere_reranker_against_local_server(
-    tmp_path: Path, guide: Path, embedder: LocalEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(
@@ -203,13 +204,13 @@ def test_litellm_embedding_model_and_mismatch(
         kb.ingest([guide])
 
 
-def test_unknown_source_is_named(tmp_path: Path, guide: Path, embedder: LocalEmbedder) -> None:
+def test_unknown_source_is_named(tmp_path: Path, guide: Path, embedder: OnnxEmbedder) -> None:
     kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder)
     with kb, pytest.raises(ConfigError, match="no source named 'web'"):
         kb.ingest([guide], source="web")
 
 
-def test_jsonl_corpus_keeps_ids_and_metadata(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_jsonl_corpus_keeps_ids_and_metadata(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     corpus = tmp_path / "corpus.jsonl"
     rows = [
         {"_id": "a1", "title": "Alpha", "text": "Alpha particles are helium nuclei.", "year": 1899},
@@ -227,7 +228,7 @@ def test_jsonl_corpus_keeps_ids_and_metadata(tmp_path: Path, embedder: LocalEmbe
 
 
 def test_upload_with_a_given_id_replaces_that_document(
-    tmp_path: Path, embedder: LocalEmbedder, docs_dir: Path
+    tmp_path: Path, embedder: OnnxEmbedder, docs_dir: Path
 ) -> None:
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         first = kb.run_sync(
@@ -255,7 +256,7 @@ def test_upload_with_a_given_id_replaces_that_document(
     assert similar[0].document_id == "memo" and similar[0].uri == "upload:memo.md"
 
 
-def test_metadata_change_reindexes(tmp_path: Path, guide: Path, embedder: LocalEmbedder) -> None:
+def test_metadata_change_reindexes(tmp_path: Path, guide: Path, embedder: OnnxEmbedder) -> None:
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         data = guide.read_bytes()
         kb.run_sync(kb.aingest_upload("g.md", data, document_id="g", metadata={"v": 1}))

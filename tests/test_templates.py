@@ -77,25 +77,30 @@ def _data_blocks(text: str) -> tuple[str, str]:
 @pytest.mark.parametrize("name", ["questions", "context"])
 def test_document_text_stays_inside_the_data_block(name: str) -> None:
     hostile = " ".join(HOSTILE)
-    template = load_prompt(name, None, SECTION)
+    chunk = {
+        "id": 1,
+        "title": f'Title" {hostile}',
+        "source": "s",
+        "heading_path": [f"Heading {hostile}"],
+        "text": f"Evil chunk {hostile}",
+    }
+    document = {
+        "title": f'Title" {hostile}',
+        "uri": f"https://example.com/{hostile}",
+        "text": f"Whole document {hostile}",
+        "chunks": [chunk],
+    }
+    template = load_prompt(name, None, {"chunks", "documents", "params"})
     text = template.render(
-        chunk={"text": f"Evil chunk {hostile}", "heading_path": [f"Heading {hostile}"]},
-        document={
-            "title": f'Title" {hostile}',
-            "text": f"Whole document {hostile}",
-            "metadata": {"tags": hostile},
-            "uri": f"https://example.com/{hostile}",
-            "id": "d",
-        },
-        source="s",
-        params={"count": 4, "max_document_chars": 1000},
+        chunks=[chunk], documents=[document], params={"count": 4, "max_document_chars": 1000}
     )
     inside, outside = _data_blocks(text)
     for piece in ("Evil chunk", "Heading", "Title", "Ignore previous", "SYSTEM", "obey"):
         assert piece not in outside, piece
-        assert piece in inside or (name == "questions" and piece == "Whole document")
+        assert piece in inside
+    assert "Whole document" in inside or name == "questions"
     for tag in ("chunk", "title", "section"):
-        assert inside.count(f"</{tag}>") <= 1
+        assert inside.count(f"</{tag}>") <= (2 if tag == "title" else 1)
 
 
 @pytest.mark.parametrize(("name", "variables"), [("rewrite", {"query"}), ("rerank", {"query"})])

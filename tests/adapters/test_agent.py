@@ -24,7 +24,7 @@ from flexmatch.adapters.agent import (
     facts_system_prompt,
     handle_tool_call,
 )
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.adapters.http.servers import ToolCallingLLM
@@ -35,7 +35,7 @@ QUESTION = "How many blankets were delivered?"
 
 
 @pytest.fixture(scope="module")
-def kb_dir(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Path:
+def kb_dir(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Path:
     folder = tmp_path_factory.mktemp("agent") / "kb"
     write_config(folder, KB_CONFIG)
     with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:
@@ -44,7 +44,7 @@ def kb_dir(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) ->
 
 
 @pytest.fixture
-def kb(kb_dir: Path, embedder: LocalEmbedder) -> Iterator[KnowledgeBase]:
+def kb(kb_dir: Path, embedder: OnnxEmbedder) -> Iterator[KnowledgeBase]:
     with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as opened:
         yield opened
 

@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 
 from flexmatch import KnowledgeBase
 from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS, build_server
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import write_config
@@ -22,7 +22,7 @@ FLEXMATCH = Path(sys.executable).parent / "flexmatch"
 QUESTION = "How many blankets were delivered?"
 
 
-def make_kb(folder: Path, embedder: LocalEmbedder) -> Path:
+def make_kb(folder: Path, embedder: OnnxEmbedder) -> Path:
     """A knowledge base holding the fake memo (tenant "default"), closed again."""
     write_config(folder, KB_CONFIG)
     with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:
@@ -37,7 +37,7 @@ def text_of(result: object) -> str:
 
 
 @pytest.fixture(scope="module")
-def stdio_kb(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Path:
+def stdio_kb(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Path:
     return make_kb(tmp_path_factory.mktemp("mcp-stdio") / "kb", embedder)
 
 
@@ -96,7 +96,7 @@ def test_stdio_read_only_drops_write_tools(stdio_kb: Path) -> None:
 
 
 def test_streamable_http_and_tenant_scope(
-    tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder
+    tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder
 ) -> None:
     folder = make_kb(tmp_path_factory.mktemp("mcp-http") / "kb", embedder)
     kb = KnowledgeBase.open(folder, embedder=embedder, env={})

@@ -15,7 +15,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from flexmatch import ConfigError, KeyStore, KnowledgeBase
 from flexmatch.adapters.mcp import build_server, run
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, free_port
 from tests.conftest import run as run_cli
@@ -28,7 +28,7 @@ def _text(result: object) -> str:
     return str(result.content[0].text)  # type: ignore[attr-defined]
 
 
-def test_http_calls_act_as_their_key(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     write_config(tmp_path / "kb", KB_CONFIG)
     kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={})
     kb.ingest([DOCS / "pdf_fake-memo.pdf"], tenant="acme")

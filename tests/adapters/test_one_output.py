@@ -11,7 +11,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, KB_CONFIG, running_api
 from tests.conftest import FLEXMATCH, run, write_config
 
@@ -39,7 +39,7 @@ def _mcp_search(kb_dir: Path) -> str:
 
 
 def test_the_same_query_gives_the_same_json_everywhere(
-    tmp_path: Path, embedder: LocalEmbedder
+    tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, KB_CONFIG)

@@ -102,9 +102,10 @@ def test_llm_failure_leaves_only_that_document_to_retry(
         retry = kb.ingest([harbour, orchard])
         assert kb.stats().incomplete_documents == 0
     assert retry.unchanged == 1 and retry.changed == 1
-    # only the failed document was processed again (its unchanged first chunk from cache)
-    assert llm_server.calls() == retry.usage.calls
-    assert retry.usage.calls + retry.usage.cached_calls == 2 * retry.chunks
+    # only the failed document was processed again: one group call per chain for its chunks
+    # (its unchanged first chunk's answers come from the cache), the other one cost nothing
+    assert llm_server.calls() == retry.usage.calls <= 2
+    assert retry.usage.cached_calls >= 1
 
 
 def test_one_id_twice_in_a_batch_is_written_in_turn(tmp_path: Path, embedder: OnnxEmbedder) -> None:

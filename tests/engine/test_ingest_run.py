@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from flexmatch import IngestReport, KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.conftest import write_config
 
 
 def test_progress_knows_the_plan_from_the_first_call(
-    tmp_path: Path, embedder: LocalEmbedder
+    tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -63,3 +63,32 @@ def test_concurrency_limit_is_honoured(llm_server: FakeLLMServer) -> None:
 
     assert asyncio.run(run(_llm(llm_server, concurrency=2))) >= 0.6
     assert asyncio.run(run(_llm(llm_server, concurrency=6))) < 0.55
+
+
+def test_cache_keeps_servers_apart(tmp_path: Path) -> None:
+    """One cache file, the same model name and prompt on two servers: each answer comes
+    from its own server, and a repeat is served from the cache without a call."""
+    path = tmp_path / "shared-cache.sqlite"
+    with FakeLLMServer() as first, FakeLLMServer() as second:
+        first.responder = lambda messages: "answer from the first server"
+        second.responder = lambda messages: "answer from the second server"
+        cache = LLMCache(path)
+        one = LLM("openai/same-model", api_base=first.base_url, api_key="k", cache=cache)
+        two = LLM("openai/same-model", api_base=second.base_url, api_key="k", cache=cache)
+        assert asyncio.run(one.complete("the same prompt")) == "answer from the first server"
+        assert asyncio.run(two.complete("the same prompt")) == "answer from the second server"
+        assert (first.calls(), second.calls()) == (1, 1) and len(cache) == 2
+        assert one.is_cached("the same prompt") and two.is_cached("the same prompt")
+
+        assert asyncio.run(one.complete("the same prompt")) == "answer from the first server"
+        assert asyncio.run(two.complete("the same prompt")) == "answer from the second server"
+        assert (first.calls(), second.calls()) == (1, 1)  # both repeats were cache hits
+        assert one.usage.calls == 1 and one.usage.cached_calls == 1
+        assert two.usage.calls == 1 and two.usage.cached_calls == 1
+        cache.close()
+
+        reopened = LLMCache(path)  # the separation survives a restart
+        three = LLM("openai/same-model", api_base=second.base_url, api_key="k", cache=reopened)
+        assert asyncio.run(three.complete("the same prompt")) == "answer from the second server"
+        assert second.calls() == 1 and three.usage.cached_calls == 1
+        reopened.close()

@@ -11,7 +11,7 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
 from flexmatch.engine.chains import ChainContext, Reranker, build_chain
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.models import SearchResult, Signals
 from tests.conftest import run
 
@@ -41,7 +41,7 @@ RECORDS = [
 
 
 @pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder):
+def kb(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder):
     folder = tmp_path_factory.mktemp("retrieval")
     corpus = folder / "corpus.jsonl"
     corpus.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")

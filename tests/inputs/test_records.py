@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.errors import PromptError
 from tests.conftest import write_config
 
@@ -18,7 +18,7 @@ CONFIG = (
 )
 
 
-def test_agent_records_are_rendered_and_searchable(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_agent_records_are_rendered_and_searchable(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, CONFIG)
     facts = [
@@ -38,7 +38,7 @@ def test_agent_records_are_rendered_and_searchable(tmp_path: Path, embedder: Loc
     assert len(ids) == 2 and "f1" in ids  # Bob's record got a content-derived id
 
 
-def test_jsonl_and_key_value_files(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_jsonl_and_key_value_files(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, CONFIG)
     (tmp_path / "facts.jsonl").write_text(
@@ -53,7 +53,7 @@ def test_jsonl_and_key_value_files(tmp_path: Path, embedder: LocalEmbedder) -> N
     assert results[0].content.endswith("wifi: The guest wifi password is harbour42")
 
 
-def test_template_override_from_the_kb_folder(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_template_override_from_the_kb_folder(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, CONFIG.replace("type: records\n", "type: records\n    template: fact\n"))
     (kb_dir / "prompts").mkdir()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.errors import WebImportError
 from flexmatch.inputs.web import WebPolicy, _guarded_session, check_url, fetch, refused_address
 from tests.conftest import write_config
@@ -138,7 +138,7 @@ def test_without_allow_list_loopback_is_refused(site: str) -> None:
 
 
 def test_web_ingest_keeps_main_content_and_metadata(
-    tmp_path: Path, site: str, embedder: LocalEmbedder
+    tmp_path: Path, site: str, embedder: OnnxEmbedder
 ) -> None:
     kb_dir = tmp_path / "kb"
     write_config(
@@ -166,7 +166,7 @@ def test_web_ingest_keeps_main_content_and_metadata(
 
 
 def test_url_in_a_files_source_without_allow_list_is_refused(
-    tmp_path: Path, site: str, embedder: LocalEmbedder
+    tmp_path: Path, site: str, embedder: OnnxEmbedder
 ) -> None:
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
         report = kb.ingest([f"{site}/page.html", "file:///etc/passwd"])
@@ -189,7 +189,7 @@ def test_malformed_urls_are_clear_errors() -> None:
             check_url(url, WebPolicy())
 
 
-def test_url_import_never_reads_local_paths(tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_url_import_never_reads_local_paths(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     secret = tmp_path / "secret.md"
     secret.write_text("# Secret\n\nThe vault code is 1234.\n")
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:

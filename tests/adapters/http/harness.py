@@ -12,7 +12,7 @@ import httpx
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import SHARED_DATA, write_config
 
@@ -49,7 +49,7 @@ class Api:
 
 @contextmanager
 def running_api(
-    kb_dir: Path, embedder: LocalEmbedder, limits: Limits | None = None
+    kb_dir: Path, embedder: OnnxEmbedder, limits: Limits | None = None
 ) -> Iterator[Api]:
     write_config(kb_dir, KB_CONFIG)
     kb = KnowledgeBase.open(kb_dir, embedder=embedder, env={})

@@ -16,13 +16,13 @@ from schemathesis.checks import not_a_server_error
 
 from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import create_app
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import wait_for_job
 
 
 @pytest.fixture(scope="module")
-def fuzzed_api(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[Api]:
+def fuzzed_api(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Iterator[Api]:
     with running_api(tmp_path_factory.mktemp("fuzz") / "kb", embedder) as api:
         admin = api.key("admin", "fuzz", "admin")
         wait_for_job(api.client, upload(api, admin, DOCS / "pdf_fake-memo.pdf"), admin)

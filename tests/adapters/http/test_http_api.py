@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job
 
@@ -17,7 +17,7 @@ MEMO = DOCS / "pdf_fake-memo.pdf"
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[Api]:
+def api(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Iterator[Api]:
     with running_api(tmp_path_factory.mktemp("http") / "kb", embedder) as running:
         running.key("rw", "acme", "read,write")
         running.key("read", "acme", "read")
@@ -273,10 +273,8 @@ def test_replace_document(api: Api, memo_id: str) -> None:
     found = search(api, "How many tents does the depot store?", top_n=1)
     assert "900 tents" in found["results"][0]["content"]
 
-    no_file = api.client.put(
-        f"/v1/documents/{depot_id}", data={"metadata": "{}"}, headers=auth(token)
-    )
-    assert_error(no_file, 422, "content_required")
+    nothing = api.client.put(f"/v1/documents/{depot_id}", headers=auth(token))
+    assert_error(nothing, 422, "content_required")
     bad_metadata = api.client.put(
         f"/v1/documents/{depot_id}",
         files={"file": ("depot.txt", new_text)},

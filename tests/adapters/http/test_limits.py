@@ -9,7 +9,7 @@ import pytest
 from flexmatch.adapters.http import Limits
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.limits import RateLimiter
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.harness import Api, running_api
 from tests.adapters.http.servers import assert_error, auth
 
@@ -17,7 +17,7 @@ LIMITS = Limits(max_body_bytes=50_000, max_query_chars=40, rate_per_second=0.2, 
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[Api]:
+def api(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Iterator[Api]:
     with running_api(tmp_path_factory.mktemp("limits") / "kb", embedder, LIMITS) as running:
         yield running
 
