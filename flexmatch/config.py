@@ -123,7 +123,9 @@ class IngestConfig(_Strict):
 
     max_document_bytes: int = Field(10_000_000, ge=1, le=HARD_MAX_DOCUMENT_BYTES)
     near_duplicate_threshold: float | None = Field(0.99, gt=0, le=1)
-    document_concurrency: int = Field(4, ge=1, le=64)
+    # documents in flight at once: enough to fill the LLM chains' groups and keep the
+    # LLM at its concurrency limit while others are parsed, embedded and written
+    document_concurrency: int = Field(16, ge=1, le=256)
     parse_timeout: float = Field(60.0, gt=0, le=3600)  # seconds one document may take to parse
     parse_memory_mb: int = Field(2048, ge=256, le=65536)  # address space of a parser process
     parse_workers: int = Field(2, ge=1, le=64)  # parser processes

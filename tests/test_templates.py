@@ -134,9 +134,9 @@ def test_facts_block_delimits_and_escapes_each_fact() -> None:
         )
         for i in range(2)
     ]
-    template = load_prompt("facts.md", None, {"query", "results", "params"})
+    template = load_prompt("facts.md", None, {"query", "results", "warnings", "params"})
     items = [r.model_dump() for r in tool_result("q", results).results]
-    text = template.render(query="q", results=items, params={})
+    text = template.render(query="q", results=items, warnings=["rewrite: not parsed"], params={})
     tag = re.findall(r'<fact-([0-9a-f]{16}) rank="1">', text)
     assert len(tag) == 1
     assert text.count(f"<fact-{tag[0]}") == 3  # named once, opened per fact
@@ -144,3 +144,4 @@ def test_facts_block_delimits_and_escapes_each_fact() -> None:
     outside = re.sub(rf"<fact-{tag[0]} rank.*?</fact-{tag[0]}>", "", text, flags=re.S)
     for piece in ("Content", "LLM context", "obey", "Ignore previous", "Title 0"):
         assert piece not in outside, piece
+    assert "Note: rewrite: not parsed" in outside  # FlexMatch's own warnings, before the facts

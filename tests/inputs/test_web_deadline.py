@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.conftest import FLEXMATCH, REPO, write_config
 
 PAGE = (
@@ -26,6 +26,7 @@ PAGE = (
     b"</main></body></html>"
 )
 TRICKLE_EVERY = 0.5  # seconds between two bytes
+TRICKLE_FOR = 30.0  # then the server hangs up: a broken deadline fails a test, never hangs it
 HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Padding: "
     + b"p" * 200
@@ -50,10 +51,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _trickle(self, data: bytes, *, forever: bool) -> None:
-        """Send ``data`` one byte at a time (then spaces, for ever if asked) until the
-        client goes away or the server stops."""
+        """Send ``data`` one byte at a time (then spaces, if asked) until the client goes
+        away, the server stops or ``TRICKLE_FOR`` has passed."""
+        self.close_connection = True  # hang up when done
         sent = 0
-        while not self.site.stop.is_set():
+        until = time.monotonic() + TRICKLE_FOR
+        while not self.site.stop.is_set() and time.monotonic() < until:
             byte = data[sent : sent + 1] if sent < len(data) else b" "
             if sent >= len(data) and not forever:
                 return
@@ -118,7 +121,7 @@ def _web_config(
 
 
 def test_slow_servers_fail_at_the_deadline_and_fast_pages_are_not_held_up(
-    tmp_path: Path, site: Site, embedder: LocalEmbedder
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
 ) -> None:
     timeout = 2
     kb_dir = tmp_path / "kb"
@@ -154,7 +157,7 @@ def test_slow_servers_fail_at_the_deadline_and_fast_pages_are_not_held_up(
 
 
 def test_fetch_pages_is_bounded_by_the_deadline_too(
-    tmp_path: Path, site: Site, embedder: LocalEmbedder
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
 ) -> None:
     kb_dir = tmp_path / "kb"
     _web_config(kb_dir, 1)
@@ -169,7 +172,7 @@ def test_fetch_pages_is_bounded_by_the_deadline_too(
 
 
 def test_cli_stats_answers_while_an_ingest_is_fetching(
-    tmp_path: Path, site: Site, embedder: LocalEmbedder
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
 ) -> None:
     timeout = 8
     slow = f"{site.url}/slow-body-cli"

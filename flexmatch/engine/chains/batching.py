@@ -39,7 +39,7 @@ class ChunkBatcher(Generic[R]):
     """Groups concurrent chunk requests; ``call`` answers a group, one result per request
     (``None`` where the answer had nothing usable for that chunk)."""
 
-    def __init__(self, call: GroupCall, size: int, window: float = 0.05) -> None:
+    def __init__(self, call: GroupCall, size: int, window: float = 0.1) -> None:
         self.call = call
         self.size = size
         self.window = window

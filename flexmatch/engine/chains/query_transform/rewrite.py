@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from flexmatch.engine.chains.kinds import QueryTransform
-from flexmatch.engine.chains.output import parse_list
+from flexmatch.engine.chains.output import parse_json, parse_list
 from flexmatch.engine.chains.registry import register
 
 
@@ -24,7 +24,11 @@ class LLMQuestion(QueryTransform):
     prompt_variables = frozenset({"query", "params"})
 
     async def run(self, query: str) -> list[str]:
-        questions = parse_list(await self.complete(self.render(query=query)), self.spec.output)
+        raw = await self.complete(self.render(query=query))
+        # a rewrite is searched: prose read line by line would be searched too, so an
+        # answer that is not the JSON asked for counts as no rewrite
+        structured = self.spec.output.format != "json" or parse_json(raw) is not None
+        questions = parse_list(raw, self.spec.output) if structured else []
         if not questions:
             self.warn("the LLM's rewrite could not be parsed; searched with the query as typed")
         variants = ([query] if self.params.keep_original else []) + questions
