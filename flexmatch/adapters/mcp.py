@@ -134,6 +134,16 @@ def build_server(
             int, Field(ge=1, le=MAX_TOP_N, description="How many passages to return.")
         ] = 5,
         source: Annotated[str | None, Field(description="Only this data source.")] = None,
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description=(
+                    "Field conditions, all of which must match: source, document_id, "
+                    "chunk_id, match_kind, or metadata.<name> (a bare name means "
+                    "metadata.<name>); a list matches any of its values."
+                )
+            ),
+        ] = None,
     ) -> str:
         """Search the knowledge base for the passages that best answer a question.
 
@@ -142,7 +152,7 @@ def build_server(
         await warm.ready()
         try:
             name = source_of(source)
-            filters = {"source": name} if name is not None else None
+            filters = {**(filters or {}), **({"source": name} if name is not None else {})}
             answer = await kb.asearch(query, top_n=top_n, filters=filters, tenant=scope)
             return await kb.aformat_answer(answer, "json")
         except FlexMatchError as exc:

@@ -127,3 +127,35 @@ def test_streamable_http_and_tenant_scope(
         asyncio.run(other_tenant())
     finally:
         kb.close()
+
+
+def test_filters_are_the_same_vocabulary_as_everywhere(
+    tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder
+) -> None:
+    from flexmatch.engine.points import search_filters
+    from flexmatch.errors import FilterError
+
+    folder = make_kb(tmp_path_factory.mktemp("mcp-filters") / "kb", embedder)
+    kb = KnowledgeBase.open(folder, embedder=embedder, env={})
+    try:
+
+        async def session() -> None:
+            async with Client(build_server(kb)) as client:
+                kept = await client.call_tool(
+                    "search_knowledge", {"query": QUESTION, "filters": {"source": "default"}}
+                )
+                assert "10,000 blankets" in text_of(kept)
+                none = await client.call_tool(
+                    "search_knowledge", {"query": QUESTION, "filters": {"tags": "nothing-has"}}
+                )
+                assert json.loads(text_of(none))["results"] == []
+                bad = await client.call_tool(
+                    "search_knowledge", {"query": QUESTION, "filters": {"uri": "x"}}
+                )
+                with pytest.raises(FilterError) as expected:
+                    search_filters({"uri": "x"})
+                assert bad.is_error and str(expected.value) in text_of(bad)
+
+        asyncio.run(session())
+    finally:
+        kb.close()

@@ -69,3 +69,31 @@ def test_template_override_from_the_kb_folder(tmp_path: Path, embedder: OnnxEmbe
         pytest.raises(PromptError, match=r"fact\.j2: unknown template variable\(s\) unknown_var"),
     ):
         kb.add_records([{"subject": "Dee"}], source="facts")
+
+
+def test_a_deeply_nested_record_fails_alone_in_the_cli(tmp_path: Path) -> None:
+    """A bulk import keeps going past a record nested hundreds of levels deep (and a line
+    of JSON too deep to read): each is one line on stderr, exit code 2, the rest stored."""
+    import json
+
+    from tests.conftest import run
+
+    deep: dict = {"id": "deep"}
+    cursor = deep
+    for _ in range(400):
+        cursor["child"] = {}
+        cursor = cursor["child"]
+    lines = [
+        json.dumps({"id": "gate", "title": "Gate", "code": "1234"}),
+        json.dumps(deep),
+        "[" * 5000 + "]" * 5000,
+        json.dumps({"id": "door", "title": "Door", "colour": "red"}),
+    ]
+    (tmp_path / "facts.jsonl").write_text("\n".join(lines) + "\n")
+    write_config(tmp_path / "kb", "sources:\n  default:\n    type: records\n")
+    done = run("ingest", "--kb", str(tmp_path / "kb"), str(tmp_path / "facts.jsonl"))
+    assert done.returncode == 2, done.stderr
+    errors = " ".join(done.stderr.split())
+    assert "facts.jsonl:2: the record nests deeper than 32 levels" in errors
+    assert "facts.jsonl:3: the JSON nests too deeply" in errors
+    assert "Traceback" not in done.stderr and "Ingested 2 documents" in done.stdout
