@@ -18,9 +18,10 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from flexmatch.engine.chains.base import Chain
+from flexmatch.engine.chains.output import parse_json
 from flexmatch.models import Document, Section
 
 R = TypeVar("R")
@@ -101,12 +102,34 @@ def item_key(definition: dict[str, Any], api_base: str | None, inputs: Any) -> s
     return "item:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def answers_by_chunk(raw: str, count: int, field: str) -> list[Any]:
+    """``field`` of each chunk's entry in a group answer (``{"chunks": [{"chunk": n,
+    field: ...}]}``), in chunk order; ``None`` for a chunk the answer left out."""
+    found: list[Any] = [None] * count
+    data = parse_json(raw)
+    entries = data.get("chunks") if isinstance(data, dict) else data
+    for entry in entries if isinstance(entries, list) else []:
+        number = entry.get("chunk") if isinstance(entry, dict) else None
+        if isinstance(number, int) and 1 <= number <= count:
+            found[number - 1] = entry.get(field)
+    return found
+
+
 class ChunkBatching(Chain, Generic[R]):
     """What an LLM chain answering per chunk needs to batch: its group prompt and how to
-    read a group answer; answers are cached per chunk, grouping is the batcher's."""
+    read a group answer; answers are cached per chunk, grouping is the batcher's.
+
+    A prompt that uses ``group_variable`` asks about ``params.chunks_per_call`` chunks at
+    a time; one written for a single chunk is asked one chunk at a time."""
+
+    group_variable: ClassVar[str] = "chunks"
+
+    @property
+    def grouped(self) -> bool:
+        return self.prompt is not None and self.group_variable in self.prompt.variables
 
     def batch_size(self) -> int:
-        return 1
+        return int(self.params.chunks_per_call) if self.grouped else 1
 
     def item_inputs(self, request: ChunkRequest) -> Any:
         """Everything about one chunk that its answer depends on (besides the chain)."""

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest
+from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest, answers_by_chunk
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.output import clean_items, parse_json, parse_list
+from flexmatch.engine.chains.output import clean_items, parse_list
 from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import content_text, section_variables
 from flexmatch.models import Document, MatchingText, Section
@@ -36,13 +36,6 @@ class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
     Params = QuestionParams
     uses_llm = True
     prompt_variables = VARIABLES
-
-    @property
-    def grouped(self) -> bool:
-        return self.prompt is not None and "chunks" in self.prompt.variables
-
-    def batch_size(self) -> int:
-        return self.params.chunks_per_call if self.grouped else 1
 
     def item_inputs(self, request: ChunkRequest) -> Any:
         document, section = request.document, request.section
@@ -71,15 +64,10 @@ class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
     def parse_group(self, raw: str, count: int) -> list[list[str] | None]:
         if not self.grouped:
             return [parse_list(raw, self._rules()) or None]
-        found: list[list[str] | None] = [None] * count
-        data = parse_json(raw)
-        entries = data.get("chunks") if isinstance(data, dict) else data
-        for entry in entries if isinstance(entries, list) else []:
-            number = entry.get("chunk") if isinstance(entry, dict) else None
-            questions = entry.get("questions") if isinstance(entry, dict) else None
-            if isinstance(number, int) and 1 <= number <= count and isinstance(questions, list):
-                found[number - 1] = clean_items(questions, self._rules()) or None
-        return found
+        return [
+            (clean_items(questions, self._rules()) or None) if isinstance(questions, list) else None
+            for questions in answers_by_chunk(raw, count, "questions")
+        ]
 
     def prompt_text(self, section: Section, document: Document) -> str:
         return self.group_prompt([ChunkRequest(section, document)])

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest
+from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest, answers_by_chunk
 from flexmatch.engine.chains.kinds import QualifyingTextChain
-from flexmatch.engine.chains.output import parse_json, parse_text
+from flexmatch.engine.chains.output import parse_text
 from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import section_variables
 from flexmatch.models import Document, Section
@@ -37,12 +37,7 @@ class LLMContext(ChunkBatching[str], QualifyingTextChain):
     uses_llm = True
     prompt_variables = VARIABLES
 
-    @property
-    def grouped(self) -> bool:
-        return self.prompt is not None and "documents" in self.prompt.variables
-
-    def batch_size(self) -> int:
-        return self.params.chunks_per_call if self.grouped else 1
+    group_variable = "documents"
 
     def _text(self, document: Document) -> str:
         return document.text[: self.params.max_document_chars]
@@ -83,15 +78,10 @@ class LLMContext(ChunkBatching[str], QualifyingTextChain):
         rules = self.spec.output
         if not self.grouped:
             return [parse_text(raw, rules) or None]
-        found: list[str | None] = [None] * count
-        data = parse_json(raw)
-        entries = data.get("chunks") if isinstance(data, dict) else data
-        for entry in entries if isinstance(entries, list) else []:
-            number = entry.get("chunk") if isinstance(entry, dict) else None
-            context = entry.get("context") if isinstance(entry, dict) else None
-            if isinstance(number, int) and 1 <= number <= count and isinstance(context, str):
-                found[number - 1] = parse_text(context, rules) or None
-        return found
+        return [
+            (parse_text(context, rules) or None) if isinstance(context, str) else None
+            for context in answers_by_chunk(raw, count, "context")
+        ]
 
     def prompt_text(self, section: Section, document: Document) -> str:
         return self.group_prompt([ChunkRequest(section, document)])
