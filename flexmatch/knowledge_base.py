@@ -27,6 +27,7 @@ from flexmatch.config import (
 from flexmatch.engine.archive import DocumentArchive, Original
 from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.embed_batching import EmbeddingBatcher
 from flexmatch.engine.embeddings import Embedder, make_embedder
 from flexmatch.engine.estimate import estimate
 from flexmatch.engine.ingest import Indexer, SourceChains, version_of
@@ -249,8 +250,9 @@ class KnowledgeBase:
         planned: int = 0,
     ) -> IngestReport:
         report = IngestReport(planned=planned)
+        batcher = EmbeddingBatcher(self.embedder, self.config.models.embedding_batch_size)
         indexer = Indexer(
-            self.store, self.embedder, tenant, self.config.ingest, report, self.archive
+            self.store, self.embedder, tenant, self.config.ingest, report, self.archive, batcher
         )
         run = IngestRun(
             report=report,

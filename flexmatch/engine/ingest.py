@@ -26,6 +26,7 @@ from flexmatch.engine.chains import (
     build_chain,
 )
 from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.embed_batching import EmbeddingBatcher
 from flexmatch.engine.embeddings import Embedder
 from flexmatch.engine.points import CONTENT, MATCH, MatchPayload
 from flexmatch.engine.stores import StoredPoint, VectorStore
@@ -84,10 +85,12 @@ class Indexer:
         settings: IngestConfig,
         report: IngestReport,
         archive: DocumentArchive | None = None,
+        batcher: EmbeddingBatcher | None = None,
     ) -> None:
         self.store = store
         self.registry = DocumentRegistry(store)
         self.archive = archive
+        self.batcher = batcher
         self.embedder = embedder
         self.tenant = tenant
         self.settings = settings
@@ -141,7 +144,7 @@ class Indexer:
         pending = self.registry.begin(self.tenant, base, version)
         try:
             chunks = await self.enrich(document, chains)
-            points = await asyncio.to_thread(self.points, document, chunks, version)
+            points = await self.embed_points(document, chunks, version)
             self.store.upsert(self.tenant, points)
         except Exception as exc:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
@@ -199,10 +202,23 @@ class Indexer:
 
         return list(await asyncio.gather(*(one(i) for i in range(len(sections)))))
 
-    def points(self, document: Document, chunks: list[Chunk], version: str) -> list[StoredPoint]:
-        """Embed every matching text; drop chunks that nearly duplicate a stored one."""
+    async def embed_points(
+        self, document: Document, chunks: list[Chunk], version: str
+    ) -> list[StoredPoint]:
+        """Embed every matching text (with other documents' texts, in full batches), then
+        make the points."""
+        texts = [m.text for chunk in chunks for m in chunk.matching_texts]
+        if self.batcher is not None:
+            vectors = await self.batcher.embed(texts)
+        else:
+            vectors = await asyncio.to_thread(self.embedder.embed, texts)
+        return await asyncio.to_thread(self.points, document, chunks, version, vectors)
+
+    def points(
+        self, document: Document, chunks: list[Chunk], version: str, vectors: list[list[float]]
+    ) -> list[StoredPoint]:
+        """One point per matching text; chunks that nearly duplicate a stored one dropped."""
         texts = [(chunk, m) for chunk in chunks for m in chunk.matching_texts]
-        vectors = self.embedder.embed([m.text for _, m in texts])
         seen = VectorSet()  # this document's chunks: a repeated page is stored once
         by_chunk: dict[str, list[tuple[MatchingText, list[float]]]] = {}
         for (chunk, matching), vector in zip(texts, vectors, strict=True):

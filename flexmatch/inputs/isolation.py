@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -50,22 +49,15 @@ def _preload() -> None:
             importlib.import_module(name)
 
 
-def _start_worker(megabytes: int, parent: int) -> None:  # runs in each new worker
-    """Cap the worker's memory, and have it die with its parent (on Linux), so a killed
-    server leaves no worker behind."""
-    import os
+def _start_worker(megabytes: int) -> None:  # runs in each new worker
+    """Cap the worker's memory. (A worker ends by itself when its parent does: pebble's
+    workers stop when their channel closes; a parent-death signal would not do, as it
+    fires when the *thread* that forked the worker ends.)"""
     import resource
-    import signal
 
     limit = megabytes * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # a platform without it still parses
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before the line above
-        os._exit(1)
 
 
 class IsolatedPool:
@@ -88,7 +80,7 @@ class IsolatedPool:
                 self._pool = pebble.ProcessPool(
                     max_workers=self.workers,
                     initializer=_start_worker,
-                    initargs=(self.memory_mb, os.getpid()),
+                    initargs=(self.memory_mb,),
                     context=context,
                 )
             return self._pool
