@@ -27,8 +27,7 @@ from flexmatch.config import (
 from flexmatch.engine.archive import DocumentArchive, Original
 from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embed_batching import EmbeddingBatcher
-from flexmatch.engine.embeddings import Embedder, make_embedder
+from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
 from flexmatch.engine.ingest import Indexer, SourceChains, version_of
 from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback

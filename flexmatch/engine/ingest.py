@@ -26,8 +26,7 @@ from flexmatch.engine.chains import (
     build_chain,
 )
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embed_batching import EmbeddingBatcher
-from flexmatch.engine.embeddings import Embedder
+from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher
 from flexmatch.engine.points import CONTENT, MATCH, MatchPayload
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import ChainError, DocumentTooLargeError, FlexMatchError
