@@ -1,0 +1,123 @@
+"""One benchmark, side by side: cold CLI, LLM ingest against its concurrency bound, offline
+ingest against raw encode, query latency, LLM calls per chunk and cost per 1M document
+tokens. It builds what it needs (from ../shared/data/squad-dev) in a temporary folder.
+
+Run:  .venv/bin/python bench/run.py [--docs 200] [--latency 0.3] [--concurrency 8]
+Not a test: figures vary with the machine's load; compare ratios, run it twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from flexmatch import KnowledgeBase
+from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.testing import FakeLLMServer
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "squad-dev"
+FLEXMATCH = Path(sys.executable).parent / "flexmatch"
+
+
+def corpus(folder: Path, count: int) -> tuple[Path, list[str]]:
+    lines = (DATA / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:count]
+    path = folder / "corpus.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    queries = [
+        json.loads(line)["text"]
+        for line in (DATA / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:200]
+    ]
+    return path, queries
+
+
+def timed(*args: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([str(FLEXMATCH), *args], capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="flexmatch-bench-"))
+    path, queries = corpus(work, args.docs)
+    rows: list[tuple[str, str]] = []
+    embedder = OnnxEmbedder()
+
+    # offline ingest (no LLM) against raw encode of the same texts, in the same run
+    offline = work / "offline"
+    with KnowledgeBase.open(offline, embedder=embedder, env={}) as kb:
+        report = kb.ingest([path])
+        texts = [
+            m.text
+            for record in kb.list_documents()
+            for chunk in kb.get_document(record.id).chunks
+            for m in chunk.matching_texts
+        ]
+        started = time.perf_counter()
+        embedder.embed(texts)
+        encode_rate = len(texts) / (time.perf_counter() - started)
+        ingest_rate = report.matching_texts / report.seconds
+        latencies = []
+        for query in queries:
+            started = time.perf_counter()
+            kb.query(query)
+            latencies.append((time.perf_counter() - started) * 1000)
+        points = report.matching_texts
+    ordered = sorted(latencies)
+    rows += [
+        ("offline ingest", f"{ingest_rate:.0f} texts/s vs raw encode {encode_rate:.0f} texts/s "
+         f"({ingest_rate / encode_rate:.0%})"),
+        (f"query at {points:,} points", f"p50 {statistics.median(ordered):.1f} ms, "
+         f"p95 {ordered[int(0.95 * len(ordered))]:.1f} ms ({len(ordered)} queries)"),
+    ]  # fmt: skip
+
+    # cold CLI on that knowledge base
+    helps = sorted(timed("--help") for _ in range(5))
+    cold = sorted(timed("query", "--kb", str(offline), queries[0]) for _ in range(5))
+    rows += [
+        ("flexmatch --help", f"median {helps[2]:.2f} s (5 runs)"),
+        ("cold flexmatch query", f"median {cold[2]:.2f} s (5 runs)"),
+    ]
+
+    # LLM ingest against a loopback server with injected latency, and the bound it allows
+    with FakeLLMServer() as server:
+        server.latency = args.latency
+        llm_kb = work / "llm"
+        llm_kb.mkdir()
+        (llm_kb / "flexmatch.yaml").write_text(
+            f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
+            f"  llm_api_key: k\n  llm_concurrency: {args.concurrency}\n",
+            encoding="utf-8",
+        )
+        with KnowledgeBase.open(llm_kb, embedder=embedder, env={}) as kb:
+            estimate = kb.run_sync(kb.aestimate([path]))
+            started = time.perf_counter()
+            report = kb.ingest([path])
+            wall = time.perf_counter() - started
+    bound = report.usage.calls * args.latency / args.concurrency
+    rows += [
+        (f"LLM ingest ({args.docs} docs)", f"{wall:.1f} s for {report.usage.calls} calls; "
+         f"bound {bound:.1f} s ({wall / bound:.2f}x the bound)" if bound else f"{wall:.1f} s"),
+        ("LLM calls per chunk", f"{report.llm_calls_per_chunk:.3f} ({report.chunks} chunks)"),
+        ("estimate before spending", f"{estimate.llm_calls} calls, "
+         f"${estimate.cost_usd:.4f} for {estimate.document_tokens:,} document tokens = "
+         f"${estimate.cost_per_million_document_tokens} per 1M (gpt-4o-mini prices)"),
+    ]  # fmt: skip
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
