@@ -67,6 +67,9 @@ class DocumentArchive:
                 self._path(tenant, document.id, "originals"), original.model_dump_json().encode()
             )
 
+    def has(self, tenant: str, document_id: str) -> bool:
+        return self._path(tenant, document_id, "documents").is_file()
+
     def get(self, tenant: str, document_id: str) -> Document | None:
         raw = self._read(self._path(tenant, document_id, "documents"))
         return None if raw is None else Document.model_validate_json(raw)

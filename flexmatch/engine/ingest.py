@@ -116,7 +116,7 @@ class Indexer:
         if record and record.status == "complete" and record.version == version:
             if record.pending_version is not None:
                 self.registry.cleanup(self.tenant, record)
-            if self.archive is not None and self.archive.get(self.tenant, document.id) is None:
+            if self.archive is not None and not self.archive.has(self.tenant, document.id):
                 await asyncio.to_thread(self.archive.put, self.tenant, document)  # kept from now
             self.report.record_unchanged(document.id, document.uri)
             return

@@ -148,7 +148,9 @@ class ChunkBatching(Chain, Generic[R]):
         return cast(R, json.loads(text))
 
     def _key(self, request: ChunkRequest) -> str:
-        return item_key(self.definition(), self.llm.api_base, self.item_inputs(request))
+        # a built chain never changes: its definition is serialised once, not per chunk
+        definition = self.__dict__.setdefault("_definition", self.definition())
+        return item_key(definition, self.llm.api_base, self.item_inputs(request))
 
     async def answer(self, section: Section, document: Document) -> R | None:
         """This chunk's answer: from the cache, or from its group's call."""
