@@ -112,10 +112,6 @@ class SourceReader:
         for task in plan.tasks:
             yield from self._load(task)
 
-    def read_urls(self, urls: list[str]) -> Iterator[Item]:
-        for url in urls:
-            yield self.read_url(url)
-
     def read_url(self, url: str) -> Item:
         policy = WebPolicy(
             allow_hosts=frozenset(h.lower() for h in self.config.allow_hosts),
@@ -189,7 +185,6 @@ class SourceReader:
         if given_id is not None and len(items) != 1:
             error = f"{name}: holds {len(items)} documents; replacing one needs one document"
             return [FailedDocument(uri=uri, error=error)]
-        documents = [i for i in items if isinstance(i, Document)]
         single = len(items) == 1
         return [
             item.model_copy(
@@ -201,7 +196,7 @@ class SourceReader:
                     "original_name": name if single else None,
                 }
             )
-            if isinstance(item, Document) and item in documents
+            if isinstance(item, Document)
             else item
             for item in items
         ]

@@ -32,11 +32,6 @@ class MatchingTextChain(Chain, ABC):
     @abstractmethod
     async def run(self, section: Section, document: Document) -> list[MatchingText]: ...
 
-    def prompt_text(self, section: Section, document: Document) -> str | None:
-        """The prompt ``run`` would send for this section (None: no LLM call), for cost
-        estimates before anything is spent."""
-        return None
-
 
 class QualifyingTextChain(Chain, ABC):
     """section (+ its document) → what the document is and how the section fits in it."""
@@ -45,10 +40,6 @@ class QualifyingTextChain(Chain, ABC):
 
     @abstractmethod
     async def run(self, section: Section, document: Document) -> str: ...
-
-    def prompt_text(self, section: Section, document: Document) -> str | None:
-        """The prompt ``run`` would send for this section (None: no LLM call)."""
-        return None
 
 
 class QueryTransform(Chain, ABC):

@@ -69,9 +69,6 @@ class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
             for questions in answers_by_chunk(raw, count, "questions")
         ]
 
-    def prompt_text(self, section: Section, document: Document) -> str:
-        return self.group_prompt([ChunkRequest(section, document)])
-
     async def run(self, section: Section, document: Document) -> list[MatchingText]:
         questions = await self.answer(section, document) or []
         texts = [MatchingText(text=q, kind="question") for q in questions]

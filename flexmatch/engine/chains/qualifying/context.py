@@ -83,8 +83,5 @@ class LLMContext(ChunkBatching[str], QualifyingTextChain):
             for context in answers_by_chunk(raw, count, "context")
         ]
 
-    def prompt_text(self, section: Section, document: Document) -> str:
-        return self.group_prompt([ChunkRequest(section, document)])
-
     async def run(self, section: Section, document: Document) -> str:
         return await self.answer(section, document) or ""
