@@ -106,8 +106,9 @@ def _is_text(node: PageElement) -> bool:
     return isinstance(node, NavigableString) and not isinstance(node, PreformattedString)
 
 
-def _text(node: PageElement) -> str:
-    """Text of a node; block descendants and ``<br>`` are separated by spaces.
+def _text(node: PageElement, separator: str = " ") -> str:
+    """Text of a node; block descendants and ``<br>`` are separated by ``separator``
+    (a newline inside ``<pre>``, whose own whitespace is kept).
 
     Iterative, so a deeply nested page costs time linear in its size and no recursion."""
     from bs4.element import Tag
@@ -117,15 +118,15 @@ def _text(node: PageElement) -> str:
     while stack:
         item, closing = stack.pop()
         if closing:
-            out.append(" ")
+            out.append(separator)
         elif _is_text(item):
             out.append(str(item))
         elif isinstance(item, Tag):
             if item.name == "br":
-                out.append(" ")
+                out.append(separator)
                 continue
             if item.name in _BLOCKS:
-                out.append(" ")
+                out.append(separator)
                 stack.append((item, True))
             stack.extend((child, False) for child in reversed(item.contents))
     return "".join(out)
@@ -186,7 +187,7 @@ class _Walker:
                 stack.append(iter(self._list_item(child)))
             elif name == "pre":
                 self._flush()
-                self.builder.add("code", child.get_text())
+                self.builder.add("code", _text(child, "\n"))
             elif name == "table":
                 self._flush()
                 self._table(child)
