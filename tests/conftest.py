@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-# The property tests are deterministic in CI (same examples every run); set
-# HYPOTHESIS_PROFILE=explore to let them search afresh on a developer's machine.
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-settings.register_profile("explore", print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
+
+# The property tests are deterministic in CI (same examples every run); set
+# HYPOTHESIS_PROFILE=explore to let them search afresh on a developer's machine.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
