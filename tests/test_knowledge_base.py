@@ -66,7 +66,7 @@ def test_llm_chains_store_the_servers_questions_and_context(
         payloads = _stored(kb)
     questions = {p["matched_text"] for p in payloads if p["match_kind"] == "question"}
     assert "What does the text say about apples are picked by hand in late september?" in questions
-    contexts = {p["qualifying_text"] for p in payloads}
+    contexts = {p["qualifying_text"] for p in payloads if "qualifying_text" in p}
     assert (
         'This section of "Orchard handbook" covers: Apples are picked by hand in late September.'
         in contexts
@@ -121,7 +121,7 @@ def test_changed_document_replaces_its_chunks(
         kb.ingest([guide])
         guide.write_text("# Orchard handbook\n\nThe orchard now grows only cherries.\n")
         kb.ingest([guide])
-        contents = {p["content"] for p in _stored(kb)}
+        contents = {p["content"] for p in _stored(kb) if "content" in p}
     assert contents == {"The orchard now grows only cherries."}
 
 

@@ -44,6 +44,12 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def is_committed(hit: Hit, versions: dict[str, str]) -> bool:
+    """Whether a match point belongs to its document's committed version."""
+    committed = versions.get(str(hit.payload.get("document_id")))
+    return committed is not None and hit.payload.get("version") == committed
+
+
 class DocumentRegistry:
     """Document records and the version protocol, over any ``VectorStore``."""
 
@@ -139,16 +145,21 @@ class DocumentRegistry:
         return True
 
     # -- reading -----------------------------------------------------------------------
+    def committed_versions(self, tenant: str, document_ids: list[str]) -> dict[str, str]:
+        """Each document's committed version (the one readers see), by id, in one look-up."""
+        ids = [record_id(tenant, d) for d in dict.fromkeys(document_ids)]
+        return {
+            str(h.payload["id"]): str(h.payload["version"])
+            for h in self.store.retrieve(tenant, ids)
+            if h.payload.get("record") == DOCUMENT and h.payload.get("version") is not None
+        }
+
     def visible(self, tenant: str, hits: list[Hit]) -> list[Hit]:
         """Only points of their document's committed version."""
-        records = self.get_many(tenant, [str(h.payload.get("document_id")) for h in hits])
-        return [
-            h
-            for h in hits
-            if (r := records.get(str(h.payload.get("document_id")))) is not None
-            and r.version is not None
-            and h.payload.get("version") == r.version
-        ]
+        versions = self.committed_versions(
+            tenant, [str(h.payload.get("document_id")) for h in hits]
+        )
+        return [h for h in hits if is_committed(h, versions)]
 
     def detail(self, tenant: str, document_id: str) -> DocumentDetail | None:
         record = self.get(tenant, document_id)
@@ -162,13 +173,16 @@ class DocumentRegistry:
                 p.chunk_id,
                 ChunkView(
                     id=p.chunk_id,
-                    index=p.chunk_index,
-                    heading_path=p.heading_path,
-                    content=p.content,
-                    qualifying_text=p.qualifying_text,
+                    index=0,
+                    heading_path=[],
+                    content="",
+                    qualifying_text="",
                     matching_texts=[],
                 ),
             )
+            if "content" in hit.payload:  # the chunk's carrier point
+                view.index, view.heading_path = p.chunk_index, p.heading_path
+                view.content, view.qualifying_text = p.content, p.qualifying_text
             view.matching_texts.append(p.matching_text())
         ordered = sorted(chunks.values(), key=lambda c: c.index)
         for view in ordered:

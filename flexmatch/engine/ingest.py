@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from flexmatch.engine.chains import (
 )
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher
-from flexmatch.engine.points import CONTENT, MATCH, MatchPayload
+from flexmatch.engine.points import CHUNK_FIELDS, CONTENT, MATCH, MatchPayload, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import ChainError, DocumentTooLargeError, FlexMatchError
 from flexmatch.models import (
@@ -39,8 +38,6 @@ from flexmatch.models import (
     MatchingText,
     SkippedDocument,
 )
-
-POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
 
 
 @dataclass
@@ -228,7 +225,6 @@ class Indexer:
             if not pairs or self._near_duplicate(document, pairs, seen):
                 continue
             for position, (matching, vector) in enumerate(pairs):
-                key = json.dumps([self.tenant, chunk.id, version, position])
                 payload = MatchPayload(
                     document_id=document.id,
                     chunk_id=chunk.id,
@@ -243,13 +239,13 @@ class Indexer:
                     matched_text=matching.text,
                     match_kind=matching.kind,
                     metadata=document.metadata,
-                )
+                ).model_dump(exclude=None if position == 0 else set(CHUNK_FIELDS))
                 points.append(
                     StoredPoint(
-                        id=str(uuid.uuid5(POINT_NAMESPACE, key)),
+                        id=match_point_id(self.tenant, chunk.id, version, position),
                         vector=vector,
                         text=matching.text,
-                        payload=payload.model_dump(),
+                        payload=payload,
                     )
                 )
         return points

@@ -9,7 +9,9 @@ readers parse them back with them, the stores index ``INDEXED_FIELDS``, and
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -21,6 +23,10 @@ MATCH = "match"
 DOCUMENT = "document"
 CONTENT = "content"  # the match kind of a chunk's own text
 QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
+
+POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
+CHUNK_FIELDS = ("content", "qualifying_text", "heading_path", "chunk_index")
+RANKING_FIELDS = ("document_id", "chunk_id", "version")  # what first-stage ranking reads
 
 FilterValue = str | int | bool | list[str] | list[int]
 Filters = dict[str, FilterValue]
@@ -45,9 +51,17 @@ _INT64 = (-(2**63), 2**63 - 1)
 MAX_FILTER_VALUES = 1_000
 
 
+def match_point_id(tenant: str, chunk_id: str, version: str, position: int) -> str:
+    """The id of a chunk's ``position``-th matching text in ``version``. Position 0 is the
+    chunk's *carrier*: the one point whose payload holds the chunk itself (``CHUNK_FIELDS``),
+    so the chunk text is stored once, not with every matching text."""
+    return str(uuid.uuid5(POINT_NAMESPACE, json.dumps([tenant, chunk_id, version, position])))
+
+
 class MatchPayload(BaseModel):
-    """The payload of a match point: everything a result needs, so a query never re-reads
-    the source."""
+    """The payload of a match point. Every point holds what filters and ranking need; the
+    carrier (see ``match_point_id``) also holds the chunk, so a query never re-reads the
+    source."""
 
     model_config = ConfigDict(extra="ignore")  # the store adds "tenant"
 

@@ -3,16 +3,26 @@ fused, and completed with every signal the reranker and ``--explain`` use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flexmatch.config import QueryConfig
 from flexmatch.engine import fusion
-from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.points import CONTENT, MATCH, QUESTION_KINDS, Filters, MatchPayload
-from flexmatch.engine.stores import Hit, VectorStore
+from flexmatch.engine.documents import DocumentRegistry, is_committed
+from flexmatch.engine.points import (
+    CONTENT,
+    MATCH,
+    QUESTION_KINDS,
+    RANKING_FIELDS,
+    Filters,
+    MatchPayload,
+    match_point_id,
+)
+from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
+
+RANKING = RANKING_FIELDS
+MATCHED = (*RANKING_FIELDS, "matched_text", "match_kind")
 
 
 @dataclass
@@ -31,57 +41,70 @@ def _best_per_chunk(hits: list[Hit], into: dict[str, _Best] | None = None) -> di
 
 
 class Retriever:
-    """Runs the first stage for one query against one tenant."""
+    """Runs the first stage for one query against one tenant, in few round trips: one
+    batch of searches (every variant, dense and lexical), one look-up of the documents'
+    committed versions, one batch completing the candidates' signals, one read of their
+    chunks."""
 
     def __init__(self, store: VectorStore, tenant: str, settings: QueryConfig) -> None:
         self.store = store
         self.tenant = tenant
         self.settings = settings
         self.registry = DocumentRegistry(store)
+        self.versions: dict[str, str] = {}
 
-    def _visible(self, hits: list[Hit]) -> list[Hit]:
-        return self.registry.visible(self.tenant, hits)
-
-    def _visible_top(self, search: Callable[[int], list[Hit]], top_k: int) -> list[Hit]:
-        """Top-K visible hits: while a write is in flight, points of versions readers must
-        not see can take places in the top-K, so ask once more for as many as were hidden."""
-        hits = search(top_k)
-        visible = self._visible(hits)
-        hidden = len(hits) - len(visible)
-        if hidden and len(hits) == top_k:
-            visible = self._visible(search(top_k + hidden))[:top_k]
+    def _visible_batch(self, searches: list[Search]) -> list[list[Hit]]:
+        """Each search's hits of committed versions only. While a write is in flight,
+        points of versions readers must not see can take places in a top-K, so a search
+        that lost some asks once more for as many as were hidden."""
+        found = self.store.search_batch(self.tenant, searches)
+        self._learn_versions(found)
+        visible = [[h for h in hits if is_committed(h, self.versions)] for hits in found]
+        again = [
+            i
+            for i, (search, hits) in enumerate(zip(searches, found, strict=True))
+            if len(hits) == search.limit and len(visible[i]) < len(hits)
+        ]
+        if again:
+            wider = [replace(searches[i], limit=2 * searches[i].limit) for i in again]
+            refound = self.store.search_batch(self.tenant, wider)
+            self._learn_versions(refound)
+            for i, hits in zip(again, refound, strict=True):
+                kept = [h for h in hits if is_committed(h, self.versions)]
+                visible[i] = kept[: searches[i].limit]
         return visible
+
+    def _learn_versions(self, found: list[list[Hit]]) -> None:
+        unknown = {str(h.payload["document_id"]) for hits in found for h in hits}
+        unknown -= self.versions.keys()
+        if unknown:
+            self.versions.update(self.registry.committed_versions(self.tenant, list(unknown)))
 
     def retrieve(
         self, texts: list[str], vectors: list[list[float]], top_k: int, filters: Filters | None
     ) -> list[SearchResult]:
         scoped = {**(filters or {}), "record": MATCH}
         mode = self.settings.retrieval
-        dense: dict[str, _Best] = {}
+        searches: list[Search] = []
         if mode in ("dense", "hybrid"):
-            for vector in vectors:
-                found = self._visible_top(
-                    lambda limit, v=vector: self.store.search(self.tenant, v, limit, scoped), top_k
-                )
-                _best_per_chunk(found, dense)
-        lexical: dict[str, _Best] = {}
+            searches += [Search(top_k, vector=v, filters=scoped, fields=RANKING) for v in vectors]
+        lexical_query = " ".join(dict.fromkeys(texts))
+        contents = {**scoped, "match_kind": CONTENT}
         if mode in ("lexical", "hybrid"):
-            contents = {**scoped, "match_kind": CONTENT}
-            query = " ".join(dict.fromkeys(texts))
-            lexical = _best_per_chunk(
-                self._visible_top(
-                    lambda limit: self.store.search_lexical(self.tenant, query, limit, contents),
-                    top_k,
-                )
-            )
+            searches.append(Search(top_k, text=lexical_query, filters=contents, fields=RANKING))
+        found = self._visible_batch(searches)
+        dense: dict[str, _Best] = {}
+        for hits in found[: len(vectors)] if mode != "lexical" else []:
+            _best_per_chunk(hits, dense)
+        lexical = _best_per_chunk(found[-1]) if mode != "dense" else {}
         fused = self._fuse(
             {k: b.score for k, b in dense.items()}, {k: b.score for k, b in lexical.items()}
         )
         chosen = fusion.ranking(fused)[:top_k]
-        results = [
-            self._result(key, fused[key], dense.get(key), lexical.get(key)) for key in chosen
-        ]
-        self._complete_signals(results, vectors, texts, scoped, dense, lexical)
+        best = {key: dense.get(key) or lexical[key] for key in chosen}
+        results = self._complete(
+            chosen, best, fused, vectors, lexical_query, scoped, dense, lexical
+        )
         if self.settings.min_score is not None:
             floor = self.settings.min_score
             results = [r for r in results if (r.signals.dense or -1.0) >= floor]
@@ -98,60 +121,63 @@ class Retriever:
             return fusion.dbsf(lists)
         return fusion.weighted(lists, [s.dense_weight, s.lexical_weight])
 
-    @staticmethod
-    def _result(key: str, score: float, dense: _Best | None, lexical: _Best | None) -> SearchResult:
-        found = dense or lexical
-        assert found is not None
-        return MatchPayload.model_validate(found.payload).result(score)
+    def _chunks(self, best: dict[str, _Best]) -> dict[str, MatchPayload]:
+        """The chunks themselves, read from their carrier points in one look-up (a chunk
+        whose carrier is gone, deleted since the search, is left out)."""
+        ids = {
+            match_point_id(self.tenant, key, str(b.payload["version"]), 0): key
+            for key, b in best.items()
+        }
+        hits = self.store.retrieve(self.tenant, list(ids))
+        return {ids[h.id]: MatchPayload.model_validate(h.payload) for h in hits}
 
-    def _complete_signals(
+    def _complete(
         self,
-        results: list[SearchResult],
+        chosen: list[str],
+        best: dict[str, _Best],
+        fused: fusion.Scores,
         vectors: list[list[float]],
-        texts: list[str],
+        lexical_query: str,
         scoped: Filters,
         dense: dict[str, _Best],
         lexical: dict[str, _Best],
-    ) -> None:
-        """Every candidate gets every signal, not just those of the lists it came from."""
-        if not results:
-            return
-        ids = [r.chunk_id for r in results]
-        within = {**scoped, "chunk_id": ids}
-        limit = len(ids)
+    ) -> list[SearchResult]:
+        """Every candidate gets every signal, not just those of the lists it came from:
+        one batch of searches restricted to the candidates' chunks."""
+        if not chosen:
+            return []
+        versions = sorted({str(b.payload["version"]) for b in best.values()})
+        within = {**scoped, "chunk_id": chosen, "version": versions}
+        contents = {**within, "match_kind": CONTENT}
+        questions = {**within, "match_kind": QUESTION_KINDS}
+        limit = len(chosen)
+        searches: list[Search] = []
+        for vector in vectors:
+            searches.append(Search(limit, vector=vector, filters=contents, fields=MATCHED))
+            searches.append(Search(limit * 20, vector=vector, filters=questions, fields=MATCHED))
+        needs_bm25 = not all(key in lexical for key in chosen)
+        if needs_bm25:
+            searches.append(Search(limit, text=lexical_query, filters=contents, fields=RANKING))
+        found = self.store.search_batch(self.tenant, searches)
+        visible = [[h for h in hits if is_committed(h, self.versions)] for hits in found]
         content: dict[str, _Best] = {}
         question: dict[str, _Best] = {}
-        for vector in vectors:
-            contents = {**within, "match_kind": CONTENT}
-            questions = {**within, "match_kind": QUESTION_KINDS}
-            _best_per_chunk(
-                self._visible(self.store.search(self.tenant, vector, limit, contents)), content
-            )
-            _best_per_chunk(
-                self._visible(self.store.search(self.tenant, vector, limit * 20, questions)),
-                question,
-            )
-        bm25 = lexical
-        if not all(key in lexical for key in ids):
-            query = " ".join(dict.fromkeys(texts))
-            found = self.store.search_lexical(
-                self.tenant, query, limit, {**within, "match_kind": CONTENT}
-            )
-            bm25 = _best_per_chunk(self._visible(found))
+        for i in range(len(vectors)):
+            _best_per_chunk(visible[2 * i], content)
+            _best_per_chunk(visible[2 * i + 1], question)
+        bm25 = _best_per_chunk(visible[-1]) if needs_bm25 else lexical
+        chunks = self._chunks(best)
         dense_ranks = _ranks(dense)
         lexical_ranks = _ranks(lexical)
-        for r in results:
-            key = r.chunk_id
-            scores = [b.score for b in (content.get(key), question.get(key)) if b is not None]
-            best_match = max(
-                (b for b in (content.get(key), question.get(key)) if b is not None),
-                key=lambda b: b.score,
-                default=None,
-            )
-            if best_match is not None:
-                r.matched_text = MatchPayload.model_validate(best_match.payload).matched_text
+        results = []
+        for key in (key for key in chosen if key in chunks):
+            r = chunks[key].result(fused[key])
+            matches = [b for b in (content.get(key), question.get(key)) if b is not None]
+            top = max(matches, key=lambda b: b.score, default=None)
+            if top is not None:
+                r.matched_text = str(top.payload.get("matched_text", ""))
             r.signals = Signals(
-                dense=max(scores) if scores else None,
+                dense=top.score if top is not None else None,
                 dense_rank=dense_ranks.get(key),
                 question=question[key].score if key in question else None,
                 content=content[key].score if key in content else None,
@@ -159,6 +185,8 @@ class Retriever:
                 lexical_rank=lexical_ranks.get(key),
                 first_stage=r.score,
             )
+            results.append(r)
+        return results
 
 
 def _ranks(best: dict[str, _Best]) -> dict[str, int]:

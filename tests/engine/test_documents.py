@@ -10,6 +10,7 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.points import match_point_id
 from flexmatch.engine.stores.base import StoredPoint
 from flexmatch.errors import DocumentNotFoundError, StoreError
 from flexmatch.testing import FakeLLMServer
@@ -32,7 +33,7 @@ def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: OnnxEmbedd
             "default",
             [
                 StoredPoint(
-                    id="00000000-0000-0000-0000-00000000beef",
+                    id=match_point_id("default", point["chunk_id"], "v-new", 0),
                     vector=vector,
                     text="x",
                     payload={

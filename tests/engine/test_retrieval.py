@@ -151,3 +151,40 @@ def test_eval_command_end_to_end(tmp_path: Path) -> None:
     assert all(0 <= row["mrr_at_10"] <= 1 for row in rows.values())
     missing = run("eval", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "not a BEIR data set" in missing.stderr
+
+
+class _CountingStore:
+    """The knowledge base's real store, with its calls counted (round trips to Qdrant)."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attribute = getattr(self._store, name)
+        if callable(attribute):
+            self.calls.append(name)
+        return attribute
+
+
+def test_a_query_costs_four_round_trips_whatever_its_variants(
+    kb: KnowledgeBase, embedder: OnnxEmbedder
+) -> None:
+    """One batch of first-stage searches, one look-up of committed versions, one batch
+    completing the signals, one read of the chunks: not a call per variant and signal."""
+    from flexmatch.engine.retrieval import Retriever
+
+    counting = _CountingStore(kb.store)
+    retriever = Retriever(counting, "default", QueryConfig(retrieval="hybrid"))  # type: ignore[arg-type]
+    texts = ["harbour fees", "what does mooring cost?", "port prices per night"]
+    results = retriever.retrieve(texts, embedder.embed(texts), 10, None)
+    assert results and results[0].content and results[0].signals.lexical is not None
+    assert counting.calls == ["search_batch", "retrieve", "search_batch", "retrieve"]
+
+
+def test_the_chunk_text_is_stored_once_per_chunk(kb: KnowledgeBase) -> None:
+    """Only a chunk's carrier point holds its text; the others hold their matching text."""
+    points = [h.payload for h in kb.store.scroll("default", {"record": "match"})]
+    carriers = [p for p in points if "content" in p]
+    assert len(points) > len(carriers) == len({p["chunk_id"] for p in points})
+    assert all(p["matched_text"] for p in points)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flexmatch.engine.stores.base import Filters, Hit, StoredPoint, VectorStore
+from flexmatch.engine.stores.base import Filters, Hit, Search, StoredPoint, VectorStore
 
 
 def open_store(
@@ -25,4 +25,4 @@ def open_store(
     return EdgeStore(path, lock_timeout)
 
 
-__all__ = ["Filters", "Hit", "StoredPoint", "VectorStore", "open_store"]
+__all__ = ["Filters", "Hit", "Search", "StoredPoint", "VectorStore", "open_store"]

@@ -9,6 +9,7 @@ and use only these operations, so both stores behave the same.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -38,6 +39,18 @@ class Hit(BaseModel):
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Search:
+    """One search of a batch: by dense ``vector`` or by BM25 over ``text``, among the points
+    that match ``filters``; ``fields`` limits the payload returned (None: all of it)."""
+
+    limit: int
+    vector: list[float] | None = None
+    text: str | None = None
+    filters: Filters | None = None
+    fields: tuple[str, ...] | None = None
+
+
 class VectorStore(Protocol):
     def prepare(self, embedding_model: str, dimension: int) -> None:
         """Create the collection, or check it was built with this embedding model."""
@@ -58,8 +71,15 @@ class VectorStore(Protocol):
     ) -> list[Hit]:
         """BM25 over the stored texts (sparse vectors, IDF applied by Qdrant)."""
 
+    def search_batch(self, tenant: str, searches: list[Search]) -> list[list[Hit]]:
+        """Several searches in one round trip to the engine, results in their order."""
+
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         """Points by id; a point of another tenant is never returned."""
+
+    def optimize(self, min_points: int) -> bool:
+        """Build the search index (HNSW) once the store holds ``min_points`` points; True
+        when anything was built."""
 
     def scroll(
         self, tenant: str, filters: Filters | None = None, limit: int = 100_000
@@ -74,29 +94,46 @@ class VectorStore(Protocol):
 
 
 class QueryMethods:
-    """``search`` and ``search_lexical`` for a store that implements ``_query`` (one
-    Qdrant query on a named vector) and ``_sparse`` (its sparse-vector type)."""
+    """``search``, ``search_lexical`` and ``search_batch`` for a store that implements
+    ``_query_batch``: Qdrant queries as (query, vector name, limit, filters, fields)."""
 
-    def _query(
-        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
-    ) -> list[Hit]:
+    def _query_batch(
+        self, tenant: str, queries: list[tuple[Any, str, int, Filters | None, list[str] | None]]
+    ) -> list[list[Hit]]:
         raise NotImplementedError
 
     def _sparse(self, sparse: Any) -> Any:
         return sparse
 
+    def search_batch(self, tenant: str, searches: list[Search]) -> list[list[Hit]]:
+        queries = []
+        sent: list[int] = []  # which searches reach the engine
+        for position, search in enumerate(searches):
+            if search.vector is not None:
+                query, using = search.vector, DENSE
+            else:
+                sparse = lexical_query(search.text or "")
+                if sparse is None:  # only stopwords: nothing to match
+                    continue
+                query, using = self._sparse(sparse), LEXICAL
+            fields = None if search.fields is None else ["tenant", *search.fields]
+            queries.append((query, using, search.limit, search.filters, fields))
+            sent.append(position)
+        results: list[list[Hit]] = [[] for _ in searches]
+        if queries:
+            for position, hits in zip(sent, self._query_batch(tenant, queries), strict=True):
+                results[position] = in_tenant(tenant, hits)
+        return results
+
     def search(
         self, tenant: str, vector: list[float], limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        return self._query(tenant, vector, DENSE, limit, filters)
+        return self.search_batch(tenant, [Search(limit, vector=vector, filters=filters)])[0]
 
     def search_lexical(
         self, tenant: str, text: str, limit: int, filters: Filters | None = None
     ) -> list[Hit]:
-        sparse = lexical_query(text)
-        if sparse is None:  # only stopwords: nothing to match
-            return []
-        return self._query(tenant, self._sparse(sparse), LEXICAL, limit, filters)
+        return self.search_batch(tenant, [Search(limit, text=text, filters=filters)])[0]
 
 
 def scoped_conditions(

@@ -228,21 +228,45 @@ class EdgeStore(QueryMethods):
         selector = self._filter(tenant, filters, must_not)
         self._update(_edge().UpdateOperation.delete_points_by_filter(selector), "deleting points")
 
-    def _query(
-        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
-    ) -> list[Hit]:
+    def _query_batch(
+        self, tenant: str, queries: list[tuple[Any, str, int, Filters | None, list[str] | None]]
+    ) -> list[list[Hit]]:
         if not self.exists():
-            return []
+            return [[] for _ in queries]
         edge = _edge()
-        request = edge.QueryRequest(
-            limit=limit,
-            query=edge.Query.Nearest(query, using=using),
-            filter=self._filter(tenant, filters),
-            with_payload=True,
-        )
-        points = self._open().query(request)
-        hits = [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points]
-        return in_tenant(tenant, hits)
+        requests = [
+            edge.QueryRequest(
+                limit=limit,
+                query=edge.Query.Nearest(query, using=using),
+                filter=self._filter(tenant, filters),
+                with_payload=True if fields is None else fields,
+            )
+            for query, using, limit, filters, fields in queries
+        ]
+        try:
+            batches = self._open().query_batch(edge.QueryBatchRequest(requests))
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"searching the store at {self.path} failed: {exc}") from exc
+        return [
+            [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points]
+            for points in batches
+        ]
+
+    def optimize(self, min_points: int) -> bool:
+        """Qdrant's optimizers, run in-process: they build HNSW for the segments past the
+        indexing threshold and merge small ones. Below ``min_points`` exact search is fast
+        and the build would cost more than it saves."""
+        if not self.exists():
+            return False
+        shard = self._open()
+        if shard.info().points_count < min_points:
+            return False
+        try:
+            return bool(shard.optimize())
+        except Exception as exc:
+            raise StoreError(f"indexing the store at {self.path} failed: {exc}") from exc
 
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         if not self.exists() or not ids:

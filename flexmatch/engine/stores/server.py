@@ -139,26 +139,36 @@ class ServerStore(QueryMethods):
     def _sparse(self, sparse: Any) -> Any:
         return _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
 
-    def _query(
-        self, tenant: str, query: Any, using: str, limit: int, filters: Filters | None
-    ) -> list[Hit]:
-        if not self.exists():
-            return []
-        response = self._call(
-            "searching",
-            "query_points",
-            self.collection,
-            query=query,
-            using=using,
-            limit=limit,
-            query_filter=self._filter(tenant, filters),
-            with_payload=True,
-        )
-        hits = [
-            Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
-            for p in response.points
+    def _query_batch(
+        self, tenant: str, queries: list[tuple[Any, str, int, Filters | None, list[str] | None]]
+    ) -> list[list[Hit]]:
+        m = _models()
+        requests = [
+            m.QueryRequest(
+                query=query,
+                using=using,
+                limit=limit,
+                filter=self._filter(tenant, filters),
+                with_payload=True if fields is None else fields,
+            )
+            for query, using, limit, filters, fields in queries
         ]
-        return in_tenant(tenant, hits)
+        try:
+            responses = self._client.query_batch_points(self.collection, requests=requests)
+        except Exception as exc:
+            if not self.exists():  # nothing ingested yet: nothing to find
+                return [[] for _ in queries]
+            raise StoreError(f"searching on Qdrant at {self.url} failed: {exc}") from exc
+        return [
+            [
+                Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {}))
+                for p in r.points
+            ]
+            for r in responses
+        ]
+
+    def optimize(self, min_points: int) -> bool:
+        return False  # a Qdrant server runs its own optimizers
 
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         if not self.exists() or not ids:
