@@ -26,6 +26,9 @@ class StoreConfig(_Strict):
     api_key: str | None = None
     collection: str = "flexmatch"
     lock_timeout: float = Field(30.0, ge=0, le=3600)  # seconds to wait for another process
+    # the embedded store builds its HNSW index at the end of an ingest once it holds this
+    # many points (below it, exact search is as fast and the build costs more than it saves)
+    index_min_points: int = Field(20_000, ge=0)
 
     @field_validator("url", "api_key", mode="before")
     @classmethod

@@ -261,6 +261,7 @@ class KnowledgeBase:
             concurrency=self.config.ingest.document_concurrency,
             tenant=tenant,
             active=self._active_runs,
+            index_min_points=self.config.store.index_min_points,
         )
         self.store.prepare(self.embedder.name, self.embedder.dimension)
         return await run.run(items, progress=progress)

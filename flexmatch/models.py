@@ -188,6 +188,7 @@ class IngestReport(BaseModel):
     outcomes: list[DocumentOutcome] = Field(default_factory=list)  # one per input, in order
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
+    index_seconds: float = 0.0  # of ``seconds``, building the search index at the end
 
     # -- what happened to each input (counts and outcomes kept together) ---------------
     def record_failed(self, failure: FailedDocument) -> None:

@@ -52,6 +52,7 @@ class IngestRun:
         concurrency: int,
         tenant: str,
         active: ActiveRuns,
+        index_min_points: int = 20_000,
     ) -> None:
         self.report = report
         self.index = index
@@ -60,6 +61,7 @@ class IngestRun:
         self.concurrency = concurrency
         self.tenant = tenant
         self.active = active
+        self.index_min_points = index_min_points
 
     async def run(
         self,
@@ -79,6 +81,11 @@ class IngestRun:
         finally:
             self.active.leave(self.tenant)
         report.usage = self._usage_since(usage_before)
+        if report.added or report.changed:
+            indexing = time.perf_counter()
+            store = self.registry.store
+            if await asyncio.to_thread(store.optimize, self.index_min_points):
+                report.index_seconds = round(time.perf_counter() - indexing, 3)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 

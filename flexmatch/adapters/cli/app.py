@@ -124,6 +124,8 @@ def _print_report(report: IngestReport) -> None:
         f"{len(report.duplicates)} duplicates skipped) → {report.chunks} chunks, "
         f"{report.matching_texts} matching texts in {report.seconds:.1f}s"
     )
+    if report.index_seconds:
+        console.print(f"Search index (HNSW) built in {report.index_seconds:.1f}s")
     if report.near_duplicate_chunks or report.repaired:
         console.print(
             f"{report.near_duplicate_chunks} near-duplicate chunks skipped; "

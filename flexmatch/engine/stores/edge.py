@@ -62,9 +62,12 @@ def _edge() -> Any:
 class EdgeStore(QueryMethods):
     """Points in a folder, written through Qdrant's write-ahead log."""
 
-    def __init__(self, path: Path, lock_timeout: float = 0.0) -> None:
+    def __init__(
+        self, path: Path, lock_timeout: float = 0.0, indexing_threshold_kb: int | None = None
+    ) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
+        self.indexing_threshold_kb = indexing_threshold_kb  # None: the engine's default
         self._shard: Any = None
         self._opening = threading.Lock()
 
@@ -134,6 +137,7 @@ class EdgeStore(QueryMethods):
         config = edge.EdgeConfig(
             vectors={DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)},
             sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
+            optimizers=edge.EdgeOptimizersConfig(indexing_threshold=self.indexing_threshold_kb),
         )
         try:
             staging.mkdir()

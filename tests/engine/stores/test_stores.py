@@ -169,3 +169,52 @@ def test_lexical_search_ranks_by_bm25(store: VectorStore) -> None:
     assert [h.payload["document_id"] for h in hits][:2] == ["d1", "d3"]
     assert store.search_lexical("other", "mooring fees", 3) == []
     assert store.search_lexical("t", "the and of", 3) == []  # only stopwords
+
+
+def test_search_batch_answers_each_search_in_order(store: VectorStore) -> None:
+    from flexmatch.engine.stores import Search
+
+    store.upsert(
+        "t",
+        [
+            _point(1, _unit(1, 0, 0, 0), "a", match_kind="content"),
+            _point(2, _unit(0, 1, 0, 0), "b", match_kind="question"),
+        ],
+    )
+    store.upsert("u", [_point(3, _unit(1, 0, 0, 0), "c")])
+    dense_a, dense_b, kinds, lexical, stopwords = store.search_batch(
+        "t",
+        [
+            Search(1, vector=_unit(1, 0.1, 0, 0)),
+            Search(1, vector=_unit(0.1, 1, 0, 0), fields=("document_id",)),
+            Search(5, vector=_unit(1, 1, 0, 0), filters={"match_kind": "question"}),
+            Search(5, text="text 2"),
+            Search(5, text="the of and"),  # only stopwords: no search, no hits
+        ],
+    )
+    assert [h.payload["document_id"] for h in dense_a] == ["a"]
+    assert [h.payload["document_id"] for h in dense_b] == ["b"]
+    assert set(dense_b[0].payload) == {"document_id", "tenant"}  # only what was asked
+    assert [h.payload["document_id"] for h in kinds] == ["b"]
+    assert lexical and lexical[0].payload["document_id"] == "b"
+    assert stopwords == []
+
+
+def test_edge_store_builds_its_search_index_past_the_threshold(tmp_path: Path) -> None:
+    """``optimize`` builds HNSW (only past ``min_points``) and search finds the same
+    nearest points afterwards."""
+    import random
+
+    rng = random.Random(7)
+    store = EdgeStore(tmp_path / "qdrant", indexing_threshold_kb=1)
+    store.prepare("test-model", DIM)
+    vectors = [_unit(*(rng.gauss(0, 1) for _ in range(DIM))) for _ in range(400)]
+    store.upsert("t", [_point(i, v, f"d{i}") for i, v in enumerate(vectors)])
+    exact = [store.search("t", v, 1)[0].id for v in vectors[:20]]
+    assert store.optimize(min_points=10_000) is False  # too small: left to exact search
+    indexed = store._open().info().indexed_vectors_count  # the sparse (BM25) vectors
+    assert indexed == len(vectors)
+    assert store.optimize(min_points=100) is True
+    assert store._open().info().indexed_vectors_count == 2 * len(vectors)  # and now dense
+    assert [store.search("t", v, 1)[0].id for v in vectors[:20]] == exact
+    store.close()
