@@ -8,6 +8,7 @@ queries, ``engine.documents`` for document management).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import itertools
 import threading
@@ -60,12 +61,35 @@ STATE_DIR = ".flexmatch"
 T = TypeVar("T")
 
 
+_runners = threading.local()
+
+
+def _thread_runner() -> asyncio.Runner:
+    """This thread's event loop, kept between calls: a loop and its thread pool made anew
+    for each call cost a few milliseconds, a fair share of a query."""
+    runner: asyncio.Runner | None = getattr(_runners, "runner", None)
+    if runner is None:
+        runner = _runners.runner = asyncio.Runner()
+        atexit.register(runner.close)
+    return runner
+
+
 def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to the end from synchronous code, inside a running loop or not."""
+    """Run a coroutine to the end from synchronous code, inside a running loop or not.
+    Like ``asyncio.run``, nothing it started outlives it: leftover tasks are cancelled."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(awaitable)
+        runner = _thread_runner()
+        try:
+            return runner.run(awaitable)
+        finally:
+            leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                gathered = asyncio.gather(*leftovers, return_exceptions=True)
+                runner.get_loop().run_until_complete(gathered)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, awaitable).result()
 

@@ -26,7 +26,7 @@ QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
 
 POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
 CHUNK_FIELDS = ("content", "qualifying_text", "heading_path", "chunk_index")
-RANKING_FIELDS = ("document_id", "chunk_id", "version")  # what first-stage ranking reads
+RANKING_FIELDS = ("document_id", "chunk_id", "version", "match_kind")  # what ranking reads
 
 FilterValue = str | int | bool | list[str] | list[int]
 Filters = dict[str, FilterValue]

@@ -3,8 +3,7 @@ fused, and completed with every signal the reranker and ``--explain`` use."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from flexmatch.config import QueryConfig
 from flexmatch.engine import fusion
@@ -22,21 +21,15 @@ from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
 
 RANKING = RANKING_FIELDS
-MATCHED = (*RANKING_FIELDS, "matched_text", "match_kind")
+KINDS = {CONTENT: [CONTENT], "question": QUESTION_KINDS}  # the two halves of a dense signal
 
 
-@dataclass
-class _Best:
-    score: float
-    payload: dict[str, Any]
-
-
-def _best_per_chunk(hits: list[Hit], into: dict[str, _Best] | None = None) -> dict[str, _Best]:
+def _best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
     best = into if into is not None else {}
     for hit in hits:
         chunk_id = str(hit.payload["chunk_id"])
         if chunk_id not in best or best[chunk_id].score < hit.score:
-            best[chunk_id] = _Best(hit.score, hit.payload)
+            best[chunk_id] = hit
     return best
 
 
@@ -93,7 +86,7 @@ class Retriever:
         if mode in ("lexical", "hybrid"):
             searches.append(Search(top_k, text=lexical_query, filters=contents, fields=RANKING))
         found = self._visible_batch(searches)
-        dense: dict[str, _Best] = {}
+        dense: dict[str, Hit] = {}
         for hits in found[: len(vectors)] if mode != "lexical" else []:
             _best_per_chunk(hits, dense)
         lexical = _best_per_chunk(found[-1]) if mode != "dense" else {}
@@ -121,63 +114,90 @@ class Retriever:
             return fusion.dbsf(lists)
         return fusion.weighted(lists, [s.dense_weight, s.lexical_weight])
 
-    def _chunks(self, best: dict[str, _Best]) -> dict[str, MatchPayload]:
-        """The chunks themselves, read from their carrier points in one look-up (a chunk
-        whose carrier is gone, deleted since the search, is left out)."""
-        ids = {
+    def _read(
+        self, best: dict[str, Hit], matches: dict[str, Hit]
+    ) -> tuple[dict[str, MatchPayload], dict[str, str]]:
+        """The chunks, from their carrier points, and the text of each one's best match,
+        in one look-up (a chunk whose carrier is gone, deleted since the search, is left
+        out)."""
+        carriers = {
             match_point_id(self.tenant, key, str(b.payload["version"]), 0): key
             for key, b in best.items()
         }
-        hits = self.store.retrieve(self.tenant, list(ids))
-        return {ids[h.id]: MatchPayload.model_validate(h.payload) for h in hits}
+        wanted = {hit.id: key for key, hit in matches.items()}
+        chunks: dict[str, MatchPayload] = {}
+        texts: dict[str, str] = {}
+        for hit in self.store.retrieve(self.tenant, list({**carriers, **wanted})):
+            if hit.id in carriers:
+                chunks[carriers[hit.id]] = MatchPayload.model_validate(hit.payload)
+            if hit.id in wanted:
+                texts[wanted[hit.id]] = str(hit.payload.get("matched_text", ""))
+        return chunks, texts
 
     def _complete(
         self,
         chosen: list[str],
-        best: dict[str, _Best],
+        best: dict[str, Hit],
         fused: fusion.Scores,
         vectors: list[list[float]],
         lexical_query: str,
         scoped: Filters,
-        dense: dict[str, _Best],
-        lexical: dict[str, _Best],
+        dense: dict[str, Hit],
+        lexical: dict[str, Hit],
     ) -> list[SearchResult]:
-        """Every candidate gets every signal, not just those of the lists it came from:
-        one batch of searches restricted to the candidates' chunks."""
+        """Every candidate gets every signal, not just those of the lists it came from.
+
+        One batch: for each candidate and variant, its best content match and its best
+        question match, each a one-hit search without payload (reading a payload costs
+        more than the search; the search's position says whose it is). The version in the
+        filter is the committed one the candidate was found with."""
         if not chosen:
             return []
-        versions = sorted({str(b.payload["version"]) for b in best.values()})
-        within = {**scoped, "chunk_id": chosen, "version": versions}
-        contents = {**within, "match_kind": CONTENT}
-        questions = {**within, "match_kind": QUESTION_KINDS}
-        limit = len(chosen)
+        # a candidate's best dense match over every variant is already known from the
+        # first stage; it is the best of its kind too, so only the other kind is searched
+        known = {
+            key: CONTENT if dense[key].payload.get("match_kind") == CONTENT else "question"
+            for key in chosen
+            if key in dense
+        }
+        wanted = [(key, kind) for key in chosen for kind in KINDS if known.get(key) != kind]
         searches: list[Search] = []
         for vector in vectors:
-            searches.append(Search(limit, vector=vector, filters=contents, fields=MATCHED))
-            searches.append(Search(limit * 20, vector=vector, filters=questions, fields=MATCHED))
+            for key, kind in wanted:
+                own = {**scoped, "chunk_id": key, "version": str(best[key].payload["version"])}
+                own["match_kind"] = KINDS[kind]
+                searches.append(Search(1, vector=vector, filters=own, fields=()))
         needs_bm25 = not all(key in lexical for key in chosen)
         if needs_bm25:
-            searches.append(Search(limit, text=lexical_query, filters=contents, fields=RANKING))
+            within = {**scoped, "chunk_id": chosen, "match_kind": CONTENT}
+            searches.append(Search(len(chosen), text=lexical_query, filters=within, fields=RANKING))
         found = self.store.search_batch(self.tenant, searches)
-        visible = [[h for h in hits if is_committed(h, self.versions)] for hits in found]
-        content: dict[str, _Best] = {}
-        question: dict[str, _Best] = {}
-        for i in range(len(vectors)):
-            _best_per_chunk(visible[2 * i], content)
-            _best_per_chunk(visible[2 * i + 1], question)
-        bm25 = _best_per_chunk(visible[-1]) if needs_bm25 else lexical
-        chunks = self._chunks(best)
+        best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
+        for key, kind in known.items():
+            best_of[kind][key] = dense[key]
+        for position, hits in enumerate(found[: len(vectors) * len(wanted)]):
+            key, kind = wanted[position % len(wanted)]
+            into = best_of[kind]
+            if hits and (key not in into or into[key].score < hits[0].score):
+                into[key] = hits[0]
+        content, question = best_of[CONTENT], best_of["question"]
+        bm25 = lexical
+        if needs_bm25:
+            bm25 = _best_per_chunk([h for h in found[-1] if is_committed(h, self.versions)])
+        top = {
+            key: max(pair, key=lambda h: h.score)
+            for key in chosen
+            if (pair := [h for h in (content.get(key), question.get(key)) if h is not None])
+        }
+        chunks, matched_texts = self._read(best, top)
         dense_ranks = _ranks(dense)
         lexical_ranks = _ranks(lexical)
         results = []
         for key in (key for key in chosen if key in chunks):
             r = chunks[key].result(fused[key])
-            matches = [b for b in (content.get(key), question.get(key)) if b is not None]
-            top = max(matches, key=lambda b: b.score, default=None)
-            if top is not None:
-                r.matched_text = str(top.payload.get("matched_text", ""))
+            r.matched_text = matched_texts.get(key, r.matched_text)
             r.signals = Signals(
-                dense=top.score if top is not None else None,
+                dense=top[key].score if key in top else None,
                 dense_rank=dense_ranks.get(key),
                 question=question[key].score if key in question else None,
                 content=content[key].score if key in content else None,
@@ -189,6 +209,6 @@ class Retriever:
         return results
 
 
-def _ranks(best: dict[str, _Best]) -> dict[str, int]:
+def _ranks(best: dict[str, Hit]) -> dict[str, int]:
     order = fusion.ranking({key: b.score for key, b in best.items()})
     return {key: rank for rank, key in enumerate(order, start=1)}

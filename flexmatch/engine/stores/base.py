@@ -31,18 +31,21 @@ class StoredPoint(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
-class Hit(BaseModel):
-    """A point read back (score 0 when it was not found by similarity)."""
+@dataclass(slots=True)
+class Hit:
+    """A point read back (score 0 when it was not found by similarity). A plain class:
+    a query reads hundreds, where a model's validation would cost more than the search."""
 
     id: str
-    score: float = 0.0
     payload: dict[str, Any]
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
 class Search:
     """One search of a batch: by dense ``vector`` or by BM25 over ``text``, among the points
-    that match ``filters``; ``fields`` limits the payload returned (None: all of it)."""
+    that match ``filters``; ``fields`` limits the payload returned (None: all of it; empty:
+    none, only ids and scores, for a caller that knows what each search was for)."""
 
     limit: int
     vector: list[float] | None = None
@@ -116,13 +119,17 @@ class QueryMethods:
                 if sparse is None:  # only stopwords: nothing to match
                     continue
                 query, using = self._sparse(sparse), LEXICAL
-            fields = None if search.fields is None else ["tenant", *search.fields]
+            fields = None if search.fields is None else [*search.fields]
+            if fields:
+                fields.insert(0, "tenant")
             queries.append((query, using, search.limit, search.filters, fields))
             sent.append(position)
         results: list[list[Hit]] = [[] for _ in searches]
         if queries:
-            for position, hits in zip(sent, self._query_batch(tenant, queries), strict=True):
-                results[position] = in_tenant(tenant, hits)
+            answers = self._query_batch(tenant, queries)
+            for position, query, hits in zip(sent, queries, answers, strict=True):
+                # hits without payload carry no data to check; the filter scoped them
+                results[position] = hits if query[4] == [] else in_tenant(tenant, hits)
         return results
 
     def search(

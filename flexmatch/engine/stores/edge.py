@@ -8,6 +8,7 @@ with a clear message.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -57,6 +58,19 @@ def _edge() -> Any:
     import qdrant_edge
 
     return qdrant_edge
+
+
+def _condition(key: str, value: Any) -> Any:
+    """One field condition; the common ones (tenant, record, kinds) are made once, as a
+    query's completion batch repeats them in a hundred searches."""
+    return _cached_condition(key, tuple(value) if isinstance(value, list) else value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_condition(key: str, value: Any) -> Any:
+    edge = _edge()
+    match = edge.MatchAny(list(value)) if isinstance(value, tuple) else edge.MatchValue(value)
+    return edge.FieldCondition(key=key, match=match)
 
 
 class EdgeStore(QueryMethods):
@@ -194,16 +208,10 @@ class EdgeStore(QueryMethods):
 
     # -- data ------------------------------------------------------------------------
     def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
-        edge = _edge()
-
-        def condition(key: str, value: Any) -> Any:
-            match = edge.MatchAny(value) if isinstance(value, list) else edge.MatchValue(value)
-            return edge.FieldCondition(key=key, match=match)
-
         must, negated = scoped_conditions(tenant, filters, must_not)
-        return edge.Filter(
-            must=[condition(k, v) for k, v in must],
-            must_not=[condition(k, v) for k, v in negated] or None,
+        return _edge().Filter(
+            must=[_condition(k, v) for k, v in must],
+            must_not=[_condition(k, v) for k, v in negated] or None,
         )
 
     def _update(self, operation: Any, what: str) -> None:
@@ -243,7 +251,7 @@ class EdgeStore(QueryMethods):
                 limit=limit,
                 query=edge.Query.Nearest(query, using=using),
                 filter=self._filter(tenant, filters),
-                with_payload=True if fields is None else fields,
+                with_payload=True if fields is None else (fields or False),
             )
             for query, using, limit, filters, fields in queries
         ]
@@ -254,7 +262,7 @@ class EdgeStore(QueryMethods):
         except Exception as exc:
             raise StoreError(f"searching the store at {self.path} failed: {exc}") from exc
         return [
-            [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload)) for p in points]
+            [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in points]
             for points in batches
         ]
 

@@ -149,7 +149,7 @@ class ServerStore(QueryMethods):
                 using=using,
                 limit=limit,
                 filter=self._filter(tenant, filters),
-                with_payload=True if fields is None else fields,
+                with_payload=True if fields is None else (fields or False),
             )
             for query, using, limit, filters, fields in queries
         ]
