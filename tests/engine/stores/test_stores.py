@@ -182,7 +182,7 @@ def test_search_batch_answers_each_search_in_order(store: VectorStore) -> None:
         ],
     )
     store.upsert("u", [_point(3, _unit(1, 0, 0, 0), "c")])
-    dense_a, dense_b, kinds, lexical, stopwords = store.search_batch(
+    dense_a, dense_b, kinds, lexical, stopwords, bare = store.search_batch(
         "t",
         [
             Search(1, vector=_unit(1, 0.1, 0, 0)),
@@ -190,6 +190,7 @@ def test_search_batch_answers_each_search_in_order(store: VectorStore) -> None:
             Search(5, vector=_unit(1, 1, 0, 0), filters={"match_kind": "question"}),
             Search(5, text="text 2"),
             Search(5, text="the of and"),  # only stopwords: no search, no hits
+            Search(1, vector=_unit(0.1, 1, 0, 0), fields=()),  # ids and scores only
         ],
     )
     assert [h.payload["document_id"] for h in dense_a] == ["a"]
@@ -198,6 +199,7 @@ def test_search_batch_answers_each_search_in_order(store: VectorStore) -> None:
     assert [h.payload["document_id"] for h in kinds] == ["b"]
     assert lexical and lexical[0].payload["document_id"] == "b"
     assert stopwords == []
+    assert [(h.id, h.payload) for h in bare] == [(dense_b[0].id, {})] and bare[0].score > 0.9
 
 
 def test_edge_store_builds_its_search_index_past_the_threshold(tmp_path: Path) -> None:
