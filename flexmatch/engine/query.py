@@ -48,9 +48,12 @@ async def search(
     started = time.perf_counter()
     with collecting_warnings() as warnings:
         variants = await chains.transform.run(text)
-        vectors = await asyncio.to_thread(embedder.embed, variants)
         retriever = Retriever(store, tenant, settings)
-        candidates = retriever.retrieve(variants, vectors, top_k, filters)
+        vectors, lexical_hits = await asyncio.gather(  # BM25 needs no vectors: meanwhile
+            asyncio.to_thread(embedder.embed, variants),
+            asyncio.to_thread(retriever.lexical_search, variants, top_k, filters),
+        )
+        candidates = retriever.retrieve(variants, vectors, top_k, filters, lexical_hits)
         reranked = await chains.reranker.run(text, candidates)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(

@@ -34,8 +34,9 @@ def _best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict
 
 
 class Retriever:
-    """Runs the first stage for one query against one tenant, in few round trips: one
-    batch of searches (every variant, dense and lexical), one look-up of the documents'
+    """Runs the first stage for one query against one tenant, in few round trips: the
+    BM25 search (``lexical_search``, which needs no vectors, so it runs while the query is
+    embedded), one batch of dense searches (every variant), one look-up of the documents'
     committed versions, one batch completing the candidates' signals, one read of their
     chunks."""
 
@@ -46,11 +47,10 @@ class Retriever:
         self.registry = DocumentRegistry(store)
         self.versions: dict[str, str] = {}
 
-    def _visible_batch(self, searches: list[Search]) -> list[list[Hit]]:
-        """Each search's hits of committed versions only. While a write is in flight,
-        points of versions readers must not see can take places in a top-K, so a search
-        that lost some asks once more for as many as were hidden."""
-        found = self.store.search_batch(self.tenant, searches)
+    def _visible_batch(self, searches: list[Search], found: list[list[Hit]]) -> list[list[Hit]]:
+        """Each search's hits (``found``) of committed versions only. While a write is in
+        flight, points of versions readers must not see can take places in a top-K, so a
+        search that lost some asks once more for as many as were hidden."""
         self._learn_versions(found)
         visible = [[h for h in hits if is_committed(h, self.versions)] for hits in found]
         again = [
@@ -73,19 +73,38 @@ class Retriever:
         if unknown:
             self.versions.update(self.registry.committed_versions(self.tenant, list(unknown)))
 
+    def _lexical(self, texts: list[str], top_k: int, filters: Filters | None) -> Search:
+        contents = {**(filters or {}), "record": MATCH, "match_kind": CONTENT}
+        return Search(top_k, text=" ".join(dict.fromkeys(texts)), filters=contents, fields=RANKING)
+
+    def lexical_search(self, texts: list[str], top_k: int, filters: Filters | None) -> list[Hit]:
+        """The first stage's BM25 search (nothing in dense-only retrieval)."""
+        if self.settings.retrieval == "dense":
+            return []
+        return self.store.search_batch(self.tenant, [self._lexical(texts, top_k, filters)])[0]
+
     def retrieve(
-        self, texts: list[str], vectors: list[list[float]], top_k: int, filters: Filters | None
+        self,
+        texts: list[str],
+        vectors: list[list[float]],
+        top_k: int,
+        filters: Filters | None,
+        lexical_hits: list[Hit] | None = None,
     ) -> list[SearchResult]:
+        """``lexical_hits``: what ``lexical_search`` found, when it ran meanwhile."""
         scoped = {**(filters or {}), "record": MATCH}
         mode = self.settings.retrieval
         searches: list[Search] = []
         if mode in ("dense", "hybrid"):
             searches += [Search(top_k, vector=v, filters=scoped, fields=RANKING) for v in vectors]
+        found = self.store.search_batch(self.tenant, searches) if searches else []
         lexical_query = " ".join(dict.fromkeys(texts))
-        contents = {**scoped, "match_kind": CONTENT}
         if mode in ("lexical", "hybrid"):
-            searches.append(Search(top_k, text=lexical_query, filters=contents, fields=RANKING))
-        found = self._visible_batch(searches)
+            searches.append(self._lexical(texts, top_k, filters))
+            if lexical_hits is None:
+                lexical_hits = self.lexical_search(texts, top_k, filters)
+            found.append(lexical_hits)
+        found = self._visible_batch(searches, found)
         dense: dict[str, Hit] = {}
         for hits in found[: len(vectors)] if mode != "lexical" else []:
             _best_per_chunk(hits, dense)

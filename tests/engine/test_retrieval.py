@@ -167,19 +167,21 @@ class _CountingStore:
         return attribute
 
 
-def test_a_query_costs_four_round_trips_whatever_its_variants(
+def test_a_query_costs_five_round_trips_whatever_its_variants(
     kb: KnowledgeBase, embedder: OnnxEmbedder
 ) -> None:
-    """One batch of first-stage searches, one look-up of committed versions, one batch
-    completing the signals, one read of the chunks: not a call per variant and signal."""
+    """The BM25 search (run while the query is embedded), one batch of dense searches,
+    one look-up of committed versions, one batch completing the signals, one read of the
+    chunks: not a call per variant and signal."""
     from flexmatch.engine.retrieval import Retriever
 
     counting = _CountingStore(kb.store)
     retriever = Retriever(counting, "default", QueryConfig(retrieval="hybrid"))  # type: ignore[arg-type]
     texts = ["harbour fees", "what does mooring cost?", "port prices per night"]
-    results = retriever.retrieve(texts, embedder.embed(texts), 10, None)
+    lexical = retriever.lexical_search(texts, 10, None)
+    results = retriever.retrieve(texts, embedder.embed(texts), 10, None, lexical)
     assert results and results[0].content and results[0].signals.lexical is not None
-    assert counting.calls == ["search_batch", "retrieve", "search_batch", "retrieve"]
+    assert counting.calls == ["search_batch"] * 2 + ["retrieve", "search_batch", "retrieve"]
 
 
 def test_the_chunk_text_is_stored_once_per_chunk(kb: KnowledgeBase) -> None:
