@@ -21,6 +21,7 @@ import scale  # bench/scale.py: the 1k / 10k / 100k stores
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.points import CHUNK_FIELDS
 from flexmatch.testing import FakeLLMServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +51,15 @@ def articles(folder: Path) -> Path:
     rows = [{"_id": t, "title": t, "text": "\n\n".join(ps)} for t, ps in joined.items()]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return path
+
+
+def payload_bytes(kb: KnowledgeBase) -> tuple[int, int]:
+    """JSON bytes of the match points' payloads as stored, and as they would be with the
+    chunk's own fields copied into every point (the layout before carrier points)."""
+    points = [hit.payload for hit in kb.store.scroll("default", {"record": "match"})]
+    carriers = {p["chunk_id"]: p for p in points if "content" in p}
+    copied = [{**p, **{f: carriers[p["chunk_id"]][f] for f in CHUNK_FIELDS}} for p in points]
+    return sum(len(json.dumps(p)) for p in points), sum(len(json.dumps(p)) for p in copied)
 
 
 def timed(*args: str) -> float:
@@ -84,11 +94,14 @@ def main() -> None:
         encode_rate = len(texts) / (time.perf_counter() - started)
         ingest_rate = report.matching_texts / report.seconds
         stats = kb.stats()
+        payload, copied = payload_bytes(kb)
     rows += [
         ("offline ingest", f"{ingest_rate:.0f} texts/s vs raw encode {encode_rate:.0f} texts/s "
          f"({ingest_rate / encode_rate:.0%})"),
         ("store on disk", f"{stats.store_bytes or 0:,} bytes, {stats.chunks} chunks, "
          f"{stats.matching_texts} points: {(stats.store_bytes or 0) / stats.chunks:,.0f} B/chunk"),
+        ("payload per chunk", f"{payload / stats.chunks:,.0f} bytes of JSON; "
+         f"{copied / stats.chunks:,.0f} with the chunk copied into every point"),
     ]  # fmt: skip
 
     # in-process query latency at 1k / 10k / 100k points (see bench/scale.py)
