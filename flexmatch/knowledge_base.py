@@ -219,6 +219,13 @@ class KnowledgeBase:
             self._query_chains = QueryChains.build(self.config.query, self.context)
         return self._query_chains
 
+    def reload_chains(self) -> None:
+        """Build every chain again from its files on next use (a prompt or chain file
+        changed while the knowledge base is open)."""
+        self._source_chains.clear()
+        self._query_chains = None
+        self._formatters.clear()
+
     def formatter(self, name: str | None = None) -> ResultFormatter:
         """The configured result formatter, or the one named."""
         if name not in self._formatters:

@@ -20,7 +20,7 @@ from flexmatch.adapters.cli import service_commands
 from flexmatch.adapters.cli.options import DEFAULT_TENANT, JsonOption, KbOption, TenantOption
 
 if TYPE_CHECKING:
-    from flexmatch import CostEstimate, IngestReport, ResultItem
+    from flexmatch import CostEstimate, IngestReport, ResultItem, Scores
 
 app = typer.Typer(
     help="FlexMatch: a question-indexed knowledge base for AI agents.",
@@ -401,12 +401,23 @@ def evaluate(
     ] = None,
     split: Annotated[str, typer.Option(help="qrels split.")] = "test",
     limit: Annotated[int | None, typer.Option(help="Only the first N queries.")] = None,
+    save_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-to",
+            file_okay=False,
+            help="Keep the results in this knowledge base (the web console shows the latest).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by side."""
     import asyncio
     import tempfile
 
+    if save_to is not None and not save_to.expanduser().is_dir():  # before the long run
+        message = f"{save_to} is not a knowledge-base folder"
+        raise typer.BadParameter(message, param_hint="--save-to")
     data = fm.BeirDataset.load(dataset, split)
     base = fm.load_config(config.parent) if config else fm.KBConfig()
     names = list(setup or ["default"]) + (list(fm.BASELINES) if baselines else [])
@@ -429,6 +440,8 @@ def evaluate(
             results = asyncio.run(
                 fm.evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
             )
+    if save_to is not None:
+        _save_eval(save_to, dataset, split, results)
     if as_json:
         rows = [
             {"setup": name, **scores.model_dump(), "ingest_seconds": report.seconds}
@@ -450,6 +463,21 @@ def evaluate(
             f"{s.latency_p95_ms:.1f}",
         )
     console.print(table)
+
+
+def _save_eval(
+    kb: Path, dataset: Path, split: str, results: dict[str, tuple[IngestReport, Scores]]
+) -> None:
+    """The run as the knowledge base's latest eval results (what the console shows)."""
+    from flexmatch.adapters.http.console.evals import EvalRow, EvalRun, save_eval
+
+    folder = kb.expanduser().resolve()
+    rows = [
+        EvalRow(setup=name, ingest_seconds=report.seconds, **scores.model_dump())
+        for name, (report, scores) in results.items()
+    ]
+    path = save_eval(folder, EvalRun(dataset=dataset.name, split=split, rows=rows))
+    errors.print(f"saved to {escape(str(path))}")
 
 
 service_commands.register(app)

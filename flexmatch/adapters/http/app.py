@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from flexmatch import KeyStore, KnowledgeBase, __version__
 from flexmatch.adapters.http.auth import AuthMiddleware
+from flexmatch.adapters.http.console.router import mount as mount_console
 from flexmatch.adapters.http.errors import install_error_handlers
 from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
 from flexmatch.adapters.http.routes import documents, health, jobs, keys, search
@@ -22,6 +23,8 @@ from flexmatch.adapters.http.state import ServiceState
 
 DESCRIPTION = """\
 A question-indexed knowledge base for AI agents.
+
+The web console is at `/console/` (sign in with an API key).
 
 Every `/v1` call needs an API key (`flexmatch keys create`), sent as
 `Authorization: Bearer fm_...` or `X-API-Key`. The key's tenant scopes everything the
@@ -58,6 +61,7 @@ def create_app(
     install_error_handlers(app)
     for module in (health, documents, jobs, search, keys):
         app.include_router(module.router)
+    mount_console(app)  # the web console, under /console
     # the last added runs first: the size cap, then the key, then the routes
     app.add_middleware(AuthMiddleware, state=state)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=limits.max_body_bytes)

@@ -107,12 +107,17 @@ async def authenticate(
     return identify(get_state(request), request.headers)
 
 
+def permits(principal: Principal, *permissions: Permission) -> bool:
+    """Whether the caller's key has one of ``permissions`` (``admin`` has all)."""
+    allowed = principal.permissions
+    return "admin" in allowed or bool(allowed.intersection(permissions))
+
+
 def require(*permissions: Permission) -> Callable[..., Awaitable[Principal]]:
     """A dependency: the caller, if its key has one of ``permissions`` (``admin`` has all)."""
 
     async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
-        allowed = principal.permissions
-        if "admin" not in allowed and not allowed.intersection(permissions):
+        if not permits(principal, *permissions):
             wanted = "' or '".join(permissions)
             raise ApiError(
                 403, "forbidden", f"this API key does not have the '{wanted}' permission"

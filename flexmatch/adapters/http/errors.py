@@ -116,7 +116,7 @@ async def reject_unknown_query(request: Request) -> None:
         )
 
 
-def _from_flexmatch(exc: FlexMatchError) -> tuple[int, str]:
+def status_for(exc: FlexMatchError) -> tuple[int, str]:
     """Status and code for an error the core raised on purpose (its message is user-facing)."""
     for kind, status, code in (
         (DocumentNotFoundError, 404, "not_found"),
@@ -176,7 +176,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def flexmatch_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, FlexMatchError)
-        status, code = _from_flexmatch(exc)
+        status, code = status_for(exc)
         if status >= 500:
             log.warning("request failed: %r", str(exc))
         return error_response(status, code, str(exc))

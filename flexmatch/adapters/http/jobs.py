@@ -4,8 +4,10 @@ An upload or import can take minutes (LLM calls per chunk), longer than a client
 hold a request open. A job is a list of work items, one per document (a file, a URL or
 a record), each ingested by its own ``KnowledgeBase`` call, so the job can say exactly
 which document was added, changed, unchanged, skipped as a duplicate or failed, and why.
-Jobs live in memory on the server's event loop: a restart forgets them (the documents
-they stored stay stored).
+A job may instead hold one item that writes through a whole knowledge-base call (a
+re-index): it reports its own progress and per-document outcomes. Every job sums the LLM
+usage of its writes, so it can say what it cost. Jobs live in memory on the server's
+event loop: a restart forgets them (the documents they stored stay stored).
 """
 
 from __future__ import annotations
@@ -21,13 +23,21 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from flexmatch import Document, DocumentOutcome, FailedDocument, FlexMatchError, KnowledgeBase
+from flexmatch import (
+    Document,
+    DocumentOutcome,
+    FailedDocument,
+    FlexMatchError,
+    IngestReport,
+    KnowledgeBase,
+    Usage,
+)
 from flexmatch.adapters.http.writes import TenantWriter, Ticket
 
 log = logging.getLogger("flexmatch.adapters.http")
 
 JobStatus = Literal["queued", "running", "done", "failed"]
-JobKind = Literal["upload", "url", "records"]
+JobKind = Literal["upload", "url", "records", "reindex"]
 
 
 class JobCounts(BaseModel):
@@ -51,6 +61,7 @@ class Job(BaseModel):
     processed: int = 0
     counts: JobCounts = Field(default_factory=JobCounts)
     documents: list[DocumentOutcome] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage, description="LLM calls, tokens and cost.")
     error: str | None = None
     created_at: str
     started_at: str | None = None
@@ -59,6 +70,9 @@ class Job(BaseModel):
 
 
 Read = Callable[[], Awaitable[list[Document | FailedDocument]]]
+Progress = Callable[[IngestReport], None]
+# a write that is a whole knowledge-base call for the tenant (a re-index), with progress
+Write = Callable[[str, Progress], Awaitable[IngestReport]]
 
 
 @dataclass
@@ -69,6 +83,16 @@ class WorkItem:
     label: str
     read: Read
     document_id: str | None = None
+    write: Write | None = None  # instead of ingesting what ``read`` gave
+
+
+async def _nothing() -> list[Document | FailedDocument]:
+    return []
+
+
+def write_item(label: str, write: Write) -> WorkItem:
+    """A work item with nothing to read that runs ``write`` in the tenant's turn."""
+    return WorkItem(label=label, read=_nothing, write=write)
 
 
 def _now() -> str:
@@ -89,6 +113,15 @@ def _count(counts: JobCounts, outcome: DocumentOutcome) -> None:
             counts.failed += 1
     counts.chunks += outcome.chunks
     counts.matching_texts += outcome.matching_texts
+
+
+def _add_usage(total: Usage, more: Usage) -> None:
+    total.calls += more.calls
+    total.cached_calls += more.cached_calls
+    total.prompt_tokens += more.prompt_tokens
+    total.cached_prompt_tokens += more.cached_prompt_tokens
+    total.completion_tokens += more.completion_tokens
+    total.cost_usd = round(total.cost_usd + more.cost_usd, 6)
 
 
 class JobRegistry:
@@ -114,14 +147,20 @@ class JobRegistry:
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def submit(
-        self, tenant: str, kind: JobKind, items: list[WorkItem], source: str | None = None
+        self,
+        tenant: str,
+        kind: JobKind,
+        items: list[WorkItem],
+        source: str | None = None,
+        total: int | None = None,
     ) -> Job:
-        """Register a job and start it; its writes queue behind earlier writes to the tenant."""
+        """Register a job and start it; its writes queue behind earlier writes to the tenant.
+        ``total`` is how many documents it will process when that is not one per item."""
         job = Job(
             id=secrets.token_hex(8),
             kind=kind,
             source=source,
-            total=len(items),
+            total=len(items) if total is None else total,
             created_at=_now(),
             tenant=tenant,
         )
@@ -162,11 +201,12 @@ class JobRegistry:
                 documents = await pending
                 reads[index] = None  # an upload's bytes are freed early
                 async with self.writer.apply(ticket):
-                    outcomes = await self._write(item, documents, job.tenant)
+                    outcomes = await self._write(item, documents, job)
                 for outcome in outcomes:
                     job.documents.append(outcome)
                     _count(job.counts, outcome)
-                job.processed += 1
+                if item.write is None:
+                    job.processed += 1  # a write item counts its documents itself
             job.status = "done"
         except asyncio.CancelledError:
             job.status, job.error = "failed", "the server shut down before the job finished"
@@ -183,11 +223,22 @@ class JobRegistry:
             job.finished_at = _now()
 
     async def _write(
-        self, item: WorkItem, documents: list[Document | FailedDocument], tenant: str
+        self, item: WorkItem, documents: list[Document | FailedDocument], job: Job
     ) -> list[DocumentOutcome]:
+        def progress(report: IngestReport) -> None:
+            job.total = max(job.total, report.planned)
+            job.processed = report.processed
+
         try:
             await self.ready()
-            report = await self.kb.aingest_documents(documents, tenant=tenant)
+            if item.write is not None:
+                report = await item.write(job.tenant, progress)
+                _add_usage(job.usage, report.usage)
+                job.total = max(job.total, report.planned)
+                job.processed = max(job.processed, report.processed)
+                return report.outcomes
+            report = await self.kb.aingest_documents(documents, tenant=job.tenant)
+            _add_usage(job.usage, report.usage)
         except FlexMatchError as exc:
             return [DocumentOutcome(input=item.label, outcome="failed", error=str(exc))]
         except Exception as exc:

@@ -40,9 +40,11 @@ def test_one_chunk_documents_cost_under_one_call_per_chunk(
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
         report = kb.ingest(docs)
         assert report.added == 16 and report.chunks == 16
-        # questions: groups of 4, context: groups of 8, filled across documents
-        assert report.usage.calls == llm_server.successful_calls() <= 8
-        assert report.llm_calls_per_chunk <= 0.5
+        # questions: groups of 4, context: groups of 8, filled across documents: 6 calls
+        # when every document arrives within the grouping window (0.1 s), a few more when
+        # a loaded machine spreads them out; 32 (two per chunk) without grouping
+        assert report.usage.calls == llm_server.successful_calls() < 16
+        assert report.llm_calls_per_chunk < 1
         questions = _questions(kb)
         for i in range(16):  # every chunk got questions about its own text
             assert any(str(1000 + i) in q for q in questions[f"Note {i}"]), questions[f"Note {i}"]

@@ -1,0 +1,348 @@
+"""Sign-in, overview, documents (list, detail, remove, original) and the search playground.
+
+Every page takes the signed-in key from ``web.current_user`` and reads through the same
+calls as the REST API: its route functions where one fits (a document, its original,
+removal), the public ``KnowledgeBase`` API otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from starlette.datastructures import Headers
+
+from flexmatch import DocumentRecord, FlexMatchError, Usage, answer_result
+from flexmatch.adapters.http.auth import identify
+from flexmatch.adapters.http.console.evals import load_eval
+from flexmatch.adapters.http.console.sessions import (
+    COOKIE,
+    CSRF_FIELD,
+    PATH,
+    SIGNIN_COOKIE,
+    new_token,
+    same_token,
+)
+from flexmatch.adapters.http.console.web import (
+    ConsoleRoute,
+    ConsoleUser,
+    console_state,
+    current_user,
+    need,
+    posted_form,
+    redirect,
+    render,
+    safe_next,
+    service,
+    text_field,
+)
+from flexmatch.adapters.http.errors import ApiError, status_for
+from flexmatch.adapters.http.routes import documents as document_routes
+from flexmatch.adapters.http.routes.search import check_text
+from flexmatch.adapters.http.state import ServiceState
+
+router = APIRouter(prefix=PATH, route_class=ConsoleRoute, include_in_schema=False)
+
+User = Annotated[ConsoleUser, Depends(current_user)]
+State = Annotated[ServiceState, Depends(service)]
+PAGE_SIZE = 50
+CHUNK_PAGE_SIZE = 100
+STATUSES = ("complete", "pending", "failed", "removing")
+NOTICES = {
+    "removed": "The document was removed.",
+    "saved": "The prompt was saved.",
+}
+
+
+def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    """HttpOnly, SameSite=Strict, for the console's paths only; Secure over https."""
+    response.set_cookie(
+        name,
+        value,
+        path=PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+# -- signing in and out ----------------------------------------------------------------
+def _signin_page(
+    request: Request, next_url: str, error: str | None = None, status: int = 200, info: str = ""
+) -> Response:
+    token = new_token()
+    context = {"signin_csrf": token, "next": next_url, "error": error, "info": info}
+    response = render(request, "signin.html", context, status=status)
+    set_cookie(response, request, SIGNIN_COOKIE, token)
+    return response
+
+
+@router.get("/signin")
+async def signin_page(
+    request: Request,
+    next: str | None = None,
+    expired: str | None = None,
+    signed_out: str | None = None,
+) -> Response:
+    if console_state(request).sessions.get(request.cookies.get(COOKIE)) is not None:
+        try:
+            await current_user(request)
+            return redirect(safe_next(next))
+        except ApiError:
+            pass
+    info = ""
+    if expired:
+        info = "Your session ended because its API key is no longer valid."
+    elif signed_out:
+        info = "You are signed out."
+    return _signin_page(request, safe_next(next), info=info)
+
+
+def _valid_key_text(key: str) -> bool:
+    return 0 < len(key) <= 200 and key.isascii() and key.isprintable()
+
+
+@router.post("/signin")
+async def signin(request: Request, state: State) -> Response:
+    """Check the key as the API does; on success a new session and its cookie."""
+    form = await request.form()
+    next_url = safe_next(text_field(form, "next"))
+    if not same_token(text_field(form, CSRF_FIELD), request.cookies.get(SIGNIN_COOKIE, "")):
+        message = "The sign-in form expired or was not sent from this console; try again."
+        return _signin_page(request, next_url, message, status=403)
+    key = text_field(form, "api_key").strip()
+    if not key:
+        return _signin_page(request, next_url, "Enter an API key.", status=422)
+    if not _valid_key_text(key):
+        return _signin_page(request, next_url, "That is not an API key.", status=401)
+    try:
+        identify(state, Headers({"authorization": f"Bearer {key}"}))
+    except ApiError as exc:
+        return _signin_page(request, next_url, exc.message.capitalize() + ".", status=exc.status)
+    session = console_state(request).sessions.create(key)
+    response = redirect(next_url)
+    set_cookie(response, request, COOKIE, session.id)
+    response.delete_cookie(SIGNIN_COOKIE, path=PATH)
+    return response
+
+
+@router.post("/signout")
+async def signout(request: Request) -> Response:
+    """End the session (its CSRF token required) and clear the cookie."""
+    sessions = console_state(request).sessions
+    session = sessions.get(request.cookies.get(COOKIE))
+    if session is not None:
+        form = await request.form()
+        sent = request.headers.get("x-csrf-token") or text_field(form, CSRF_FIELD)
+        if not same_token(sent, session.csrf):
+            raise ApiError(403, "csrf_failed", "the sign-out form is stale; reload the page")
+        sessions.end(session.id)
+    response = redirect(f"{PATH}/signin?signed_out=1")
+    response.delete_cookie(COOKIE, path=PATH)
+    return response
+
+
+# -- overview ----------------------------------------------------------------------------
+def _sum_usage(usages: list[Usage]) -> Usage:
+    total = Usage()
+    for usage in usages:
+        total.calls += usage.calls
+        total.cached_calls += usage.cached_calls
+        total.prompt_tokens += usage.prompt_tokens
+        total.completion_tokens += usage.completion_tokens
+        total.cost_usd += usage.cost_usd
+    return total
+
+
+@router.get("/")
+async def overview(request: Request, user: User, state: State) -> Response:
+    """What the tenant holds, what its jobs cost, whether the service is healthy."""
+    stats = state.kb.stats(tenant=user.tenant) if user.can("read") else None
+    jobs = state.jobs.list(user.tenant)
+    readiness = state.readiness
+    context: dict[str, Any] = {
+        "stats": stats,
+        "store_bytes": stats.store_bytes if stats is not None and user.can("admin") else None,
+        "jobs": jobs[:5],
+        "job_count": len(jobs),
+        "usage": _sum_usage([job.usage for job in jobs]),
+        "llm": state.kb.config.models.llm,
+        "ready": readiness.store_open and readiness.models_loaded,
+        "readiness": readiness,
+        "notices": state.kb.notices,
+        "evaluation": load_eval(state.kb.path),
+    }
+    return render(request, "overview.html", context)
+
+
+# -- documents ---------------------------------------------------------------------------
+def _matches(record: DocumentRecord, text: str) -> bool:
+    needle = text.casefold()
+    return any(needle in value.casefold() for value in (record.title, record.uri, record.id))
+
+
+def _sources(state: ServiceState, stats_sources: list[str]) -> list[str]:
+    return sorted(set(state.kb.config.sources) | set(stats_sources))
+
+
+@router.get("/documents")
+async def documents_page(
+    request: Request,
+    user: User,
+    state: State,
+    source: str = "",
+    q: str = "",
+    status: str = "",
+    sort: str = "",
+    page: int = 1,
+    notice: str = "",
+) -> Response:
+    """The tenant's documents, filtered by source, text and status, a page at a time."""
+    need(user, "read")
+    everything = state.kb.list_documents(tenant=user.tenant)
+    counts: dict[str, int] = {}
+    for record in everything:
+        counts[record.source] = counts.get(record.source, 0) + 1
+    records = [r for r in everything if not source or r.source == source]
+    if q.strip():
+        records = [r for r in records if _matches(r, q.strip())]
+    if status in STATUSES:
+        records = [r for r in records if r.status == status]
+    if sort == "updated":
+        records.sort(key=lambda r: r.updated_at, reverse=True)
+    pages = max(1, math.ceil(len(records) / PAGE_SIZE))
+    page = min(max(1, page), pages)
+    shown = records[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    context = {
+        "records": shown,
+        "total": len(records),
+        "all_total": len(everything),
+        "sources": _sources(state, list(counts)),
+        "counts": counts,
+        "source": source,
+        "q": q,
+        "status": status if status in STATUSES else "",
+        "statuses": STATUSES,
+        "sort": "updated" if sort == "updated" else "",
+        "page": page,
+        "pages": pages,
+        "first": (page - 1) * PAGE_SIZE + 1,
+        "notice": NOTICES.get(notice, ""),
+    }
+    return render(request, "documents.html", context)
+
+
+@router.get("/documents/{document_id:path}/original")
+async def document_original(document_id: str, user: User, state: State) -> Response:
+    """The uploaded file, byte for byte (the API's own download)."""
+    need(user, "read")
+    return await document_routes.download_original(document_id, user.principal, state)
+
+
+@router.get("/documents/{document_id:path}/remove")
+async def remove_page(request: Request, document_id: str, user: User, state: State) -> Response:
+    """Ask before removing: the document, its chunks, and a button."""
+    need(user, "write")
+    detail = await document_routes.get_document(document_id, user.principal, state)
+    return render(request, "remove.html", {"record": detail.document})
+
+
+@router.post("/documents/{document_id:path}/remove")
+async def remove_document(request: Request, document_id: str, user: User, state: State) -> Response:
+    await posted_form(request, user, "write")
+    await document_routes.delete_document(document_id, user.principal, state)
+    return redirect(f"{PATH}/documents?notice=removed")
+
+
+@router.get("/documents/{document_id:path}")
+async def document_page(
+    request: Request, document_id: str, user: User, state: State, page: int = 1
+) -> Response:
+    """A document's chunks in order, each with its heading path, text, qualifying text
+    and the matching texts that were indexed."""
+    need(user, "read")
+    detail = await document_routes.get_document(document_id, user.principal, state)
+    pages = max(1, math.ceil(len(detail.chunks) / CHUNK_PAGE_SIZE))
+    page = min(max(1, page), pages)
+    chunks = detail.chunks[(page - 1) * CHUNK_PAGE_SIZE : page * CHUNK_PAGE_SIZE]
+    record = detail.document
+    context = {
+        "record": record,
+        "chunks": chunks,
+        "chunk_total": len(detail.chunks),
+        "page": page,
+        "pages": pages,
+        "uploaded": record.uri.startswith("upload:") and "#" not in record.uri,
+        "question_total": sum(
+            1 for c in detail.chunks for m in c.matching_texts if m.kind == "question"
+        ),
+    }
+    return render(request, "document.html", context)
+
+
+# -- search ------------------------------------------------------------------------------
+def parse_filters(text: str, source: str) -> dict[str, Any] | None:
+    """``field=value`` lines (a field repeated means any of its values), as ``flexmatch
+    query --filter`` takes them; the source select adds ``source``."""
+    parsed: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        field, sep, value = line.partition("=")
+        if not sep or not field.strip():
+            raise ApiError(422, "invalid_filter", f"'{line.strip()}': expected FIELD=VALUE")
+        parsed.setdefault(field.strip(), []).append(value.strip())
+    if source:
+        parsed.setdefault("source", []).append(source)
+    if not parsed:
+        return None
+    return {k: v[0] if len(v) == 1 else v for k, v in parsed.items()}
+
+
+@router.get("/search")
+async def search_page(
+    request: Request,
+    user: User,
+    state: State,
+    q: str = "",
+    top_n: str = "",
+    source: str = "",
+    filters: str = "",
+) -> Response:
+    """The query, its rewritten variants, the results with every signal, and the facts
+    block an agent would get: the same search and formatter the API and agents use."""
+    need(user, "read")
+    default_top_n = state.kb.config.query.top_n
+    context: dict[str, Any] = {
+        "q": q,
+        "top_n": top_n or str(default_top_n),
+        "source": source,
+        "filters": filters,
+        "sources": sorted(state.kb.config.sources),
+        "error": None,
+        "result": None,
+        "facts": "",
+        "took_ms": None,
+    }
+    if not q:
+        return render(request, "search.html", context)
+    status = 200
+    try:
+        count = int(top_n) if top_n.strip() else default_top_n
+        if not 1 <= count <= 100:
+            raise ApiError(422, "validation_error", "top N must be between 1 and 100")
+        check_text(state, q)
+        conditions = parse_filters(filters, source)
+        await state.warmed()
+        answer = await state.kb.asearch(q, top_n=count, filters=conditions, tenant=user.tenant)
+        context["result"] = answer_result(answer, explain=True)
+        context["facts"] = await state.kb.aformat_answer(answer, "markdown")
+        context["took_ms"] = answer.took_ms
+    except ValueError:
+        context["error"], status = "top N must be a whole number between 1 and 100", 422
+    except ApiError as exc:
+        context["error"], status = exc.message, exc.status
+    except FlexMatchError as exc:
+        context["error"], status = str(exc), status_for(exc)[0]
+    return render(request, "search.html", context, status=status)

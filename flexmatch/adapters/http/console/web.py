@@ -1,0 +1,296 @@
+"""What every console page shares: templates, the signed-in user, forms and error pages.
+
+Pages and their errors are HTML; the few JSON endpoints under ``/console/api`` (job
+progress, prompt previews) answer errors in the API's one JSON shape. Errors are the
+API's own: an ``ApiError`` or a ``FlexMatchError`` raised anywhere below a console route
+becomes a page with the same status and message.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from starlette.datastructures import FormData, Headers
+
+from flexmatch import FlexMatchError, Permission, __version__
+from flexmatch.adapters.http.auth import Principal, identify, permits
+from flexmatch.adapters.http.console.sessions import (
+    COOKIE,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    PATH,
+    Session,
+    SessionStore,
+    same_token,
+)
+from flexmatch.adapters.http.errors import ApiError, error_response, status_for
+from flexmatch.adapters.http.state import ServiceState, get_state
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+API_PREFIX = f"{PATH}/api/"
+
+# no inline script or style anywhere, nothing from another origin, never in a frame
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass(frozen=True)
+class ConsoleUser:
+    """The signed-in key: its principal (tenant, permissions) and its session."""
+
+    principal: Principal
+    session: Session
+
+    @property
+    def tenant(self) -> str:
+        return self.principal.tenant
+
+    def can(self, permission: Permission) -> bool:
+        return permits(self.principal, permission)
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf
+
+
+@dataclass
+class ConsoleState:
+    """What the console keeps between requests (on ``app.state.console``)."""
+
+    sessions: SessionStore = field(default_factory=SessionStore)
+    templates: jinja2.Environment = field(default_factory=lambda: make_environment())
+
+
+def make_environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = when
+    env.filters["money"] = money
+    env.filters["plural"] = plural
+    env.filters["num"] = lambda n: f"{n:,}" if isinstance(n, int) else n
+    env.filters["size"] = size
+    env.filters["score"] = lambda v: "–" if v is None else f"{v:.4f}"
+    return env
+
+
+def when(stamp: str | None) -> str:
+    """An ISO time as ``2024-05-01 14:03 UTC`` (what a person reads in a table)."""
+    if not stamp:
+        return "–"
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def money(value: float | None) -> str:
+    """Dollars, with enough digits that one cheap call does not read as free."""
+    if value is None:
+        return "–"
+    if value == 0:
+        return "$0"
+    if value < 0.01:
+        return f"${value:.6f}".rstrip("0")
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 chunk``, ``2 chunks``, ``1,024 matching texts``."""
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
+def size(value: int | None) -> str:
+    if value is None:
+        return "–"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
+
+
+def console_state(request: Request) -> ConsoleState:
+    return request.app.state.console
+
+
+# -- the signed-in user --------------------------------------------------------------
+async def current_user(request: Request) -> ConsoleUser:
+    """The session's key, checked as the API checks a key on every request: a revoked
+    key ends the session (401), an over-eager one is rate limited (429)."""
+    sessions = console_state(request).sessions
+    session = sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        raise ApiError(401, "signed_out", "Sign in with an API key to continue.")
+    headers = Headers({"authorization": f"Bearer {session.token}"})
+    try:
+        principal = identify(get_state(request), headers)
+    except ApiError as exc:
+        if exc.status == 401:
+            sessions.end(session.id)
+            message = "The API key of this session is no longer valid; sign in again."
+            raise ApiError(401, "signed_out", message) from None
+        raise
+    user = ConsoleUser(principal=principal, session=session)
+    request.state.console_user = user
+    return user
+
+
+def need(user: ConsoleUser, permission: Permission) -> None:
+    """403, as the API answers, unless the key has ``permission``."""
+    if not user.can(permission):
+        raise ApiError(
+            403, "forbidden", f"this API key does not have the '{permission}' permission"
+        )
+
+
+def check_csrf(user: ConsoleUser, sent: str | None) -> None:
+    if not same_token(sent, user.csrf):
+        raise ApiError(
+            403, "csrf_failed", "the form's security token is missing or stale; reload the page"
+        )
+
+
+async def posted_form(request: Request, user: ConsoleUser, permission: Permission) -> FormData:
+    """The form of a POST, after the permission (before any byte of the body is parsed)
+    and the CSRF token (a form field, or the X-CSRF-Token header of a script)."""
+    need(user, permission)
+    header = request.headers.get(CSRF_HEADER)
+    if header is not None:
+        check_csrf(user, header)
+    form = await request.form()
+    if header is None:
+        field_value = form.get(CSRF_FIELD)
+        check_csrf(user, field_value if isinstance(field_value, str) else None)
+    return form
+
+
+def text_field(form: FormData, name: str, default: str = "") -> str:
+    value = form.get(name)
+    return value if isinstance(value, str) else default
+
+
+# -- responses ---------------------------------------------------------------------------
+def render(
+    request: Request,
+    template: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    status: int = 200,
+    user: ConsoleUser | None = None,
+) -> HTMLResponse:
+    user = user or getattr(request.state, "console_user", None)
+    page = console_state(request).templates.get_template(template)
+    html = page.render(
+        user=user,
+        csrf=user.csrf if user else "",
+        version=__version__,
+        path=request.url.path,
+        **(context or {}),
+    )
+    return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+def safe_next(value: str | None) -> str:
+    """Where to go after signing in: a console path only (never another site)."""
+    if (
+        value
+        and value.startswith(PATH)
+        and not value.startswith("//")
+        and "\\" not in value
+        and not urllib.parse.urlsplit(value).netloc
+        and not value.startswith(API_PREFIX)
+    ):
+        return value
+    return f"{PATH}/"
+
+
+def wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return request.url.path.startswith(API_PREFIX) or (
+        "application/json" in accept and "text/html" not in accept
+    )
+
+
+def failure(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """An error as the caller can read it: JSON for scripts, a page for people, and the
+    sign-in page for someone who is not (or no longer) signed in."""
+    if wants_json(request):
+        return error_response(status, code, message, headers=headers)
+    if status == 401:
+        target = request.url.path
+        if request.method == "GET" and request.url.query:
+            target += "?" + request.url.query
+        query = {"next": target} if request.method == "GET" else {}
+        if code == "signed_out" and "no longer valid" in message:
+            query["expired"] = "1"
+        suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
+        return redirect(f"{PATH}/signin{suffix}")
+    response = render(
+        request, "error.html", {"status": status, "code": code, "message": message}, status=status
+    )
+    response.headers.update(headers or {})
+    return response
+
+
+class ConsoleRoute(APIRoute):
+    """A route whose errors are pages (or JSON under ``/console/api``), not the API's."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ApiError as exc:
+                return failure(request, exc.status, exc.code, exc.message, exc.headers)
+            except FlexMatchError as exc:
+                status, code = status_for(exc)
+                return failure(request, status, code, str(exc))
+            except RequestValidationError as exc:
+                first = exc.errors()[0] if exc.errors() else {}
+                where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "request"
+                message = f"{where}: {first.get('msg', 'invalid request')}"
+                return failure(request, 422, "validation_error", message)
+
+        return handle
+
+
+def service(request: Request) -> ServiceState:
+    return get_state(request)
