@@ -174,7 +174,7 @@ def chromium_missing() -> str | None:
     if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
         return (
             f"Chromium is not installed at {CHROMIUM}: apt-get install -y chromium "
-            "(.ci/run does this), or set FLEXMATCH_CHROMIUM to its path"
+            "(./scripts/test does this), or set FLEXMATCH_CHROMIUM to its path"
         )
     return None
 
