@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
 from flexmatch import (
@@ -25,14 +25,14 @@ from flexmatch import (
 from flexmatch.adapters.http.console import drafts
 from flexmatch.adapters.http.console.sessions import PATH
 from flexmatch.adapters.http.console.web import (
-    ConsoleRoute,
     ConsoleUser,
-    current_user,
+    State,
+    User,
+    console_router,
     need,
     posted_form,
     redirect,
     render,
-    service,
     text_field,
 )
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
@@ -40,10 +40,8 @@ from flexmatch.adapters.http.jobs import write_item
 from flexmatch.adapters.http.routes.search import check_text
 from flexmatch.adapters.http.state import ServiceState
 
-router = APIRouter(prefix=PATH, route_class=ConsoleRoute, include_in_schema=False)
+router = console_router()
 
-User = Annotated[ConsoleUser, Depends(current_user)]
-State = Annotated[ServiceState, Depends(service)]
 CHOOSER_LIMIT = 200  # documents offered in the chunk chooser (any id can be typed)
 
 

@@ -8,9 +8,9 @@ outcomes; the pages poll ``/console/api/jobs/{id}``, the API's job, as JSON.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
@@ -18,14 +18,14 @@ from starlette.datastructures import UploadFile
 from flexmatch import safe_filename
 from flexmatch.adapters.http.console.sessions import PATH
 from flexmatch.adapters.http.console.web import (
-    ConsoleRoute,
     ConsoleUser,
-    current_user,
+    State,
+    User,
+    console_router,
     need,
     posted_form,
     redirect,
     render,
-    service,
     text_field,
     wants_json,
 )
@@ -35,10 +35,7 @@ from flexmatch.adapters.http.routes import jobs as job_routes
 from flexmatch.adapters.http.schemas import UrlImportRequest
 from flexmatch.adapters.http.state import ServiceState
 
-router = APIRouter(prefix=PATH, route_class=ConsoleRoute, include_in_schema=False)
-
-User = Annotated[ConsoleUser, Depends(current_user)]
-State = Annotated[ServiceState, Depends(service)]
+router = console_router()
 
 
 def _source_choices(state: ServiceState, kinds: tuple[str, ...]) -> list[dict[str, str]]:

@@ -8,9 +8,9 @@ removal), the public ``KnowledgeBase`` API otherwise.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Request, Response
 from starlette.datastructures import Headers
 
 from flexmatch import DocumentRecord, FlexMatchError, Usage, answer_result
@@ -25,8 +25,9 @@ from flexmatch.adapters.http.console.sessions import (
     same_token,
 )
 from flexmatch.adapters.http.console.web import (
-    ConsoleRoute,
-    ConsoleUser,
+    State,
+    User,
+    console_router,
     console_state,
     current_user,
     need,
@@ -34,7 +35,6 @@ from flexmatch.adapters.http.console.web import (
     redirect,
     render,
     safe_next,
-    service,
     text_field,
 )
 from flexmatch.adapters.http.errors import ApiError, status_for
@@ -42,10 +42,8 @@ from flexmatch.adapters.http.routes import documents as document_routes
 from flexmatch.adapters.http.routes.search import check_text
 from flexmatch.adapters.http.state import ServiceState
 
-router = APIRouter(prefix=PATH, route_class=ConsoleRoute, include_in_schema=False)
+router = console_router()
 
-User = Annotated[ConsoleUser, Depends(current_user)]
-State = Annotated[ServiceState, Depends(service)]
 PAGE_SIZE = 50
 CHUNK_PAGE_SIZE = 100
 STATUSES = ("complete", "pending", "failed", "removing")

@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jinja2
-from fastapi import Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
@@ -294,3 +294,13 @@ class ConsoleRoute(APIRoute):
 
 def service(request: Request) -> ServiceState:
     return get_state(request)
+
+
+# what every console router module declares: its router and its two dependencies
+User = Annotated[ConsoleUser, Depends(current_user)]
+State = Annotated[ServiceState, Depends(service)]
+
+
+def console_router() -> APIRouter:
+    """A router of console pages (under ``PATH``, errors as pages, not in the API schema)."""
+    return APIRouter(prefix=PATH, route_class=ConsoleRoute, include_in_schema=False)
