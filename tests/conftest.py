@@ -87,3 +87,33 @@ def llm_config(server: FakeLLMServer, extra: str = "") -> str:
         "  llm_retry_delay: 0.01\n"
         "  llm_max_retries: 3\n" + extra
     )
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package built as a wheel, once per test run."""
+    out = tmp_path_factory.mktemp("wheel")
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run(
+        [*build, "-w", str(out), str(REPO)], check=True, capture_output=True, timeout=300
+    )
+    (built,) = out.glob("flexmatch-*.whl")
+    return built
+
+
+def run_installed(wheel: Path, folder: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by Python in ``folder`` with only the installed ``wheel`` importable
+    as ``flexmatch`` (outside this checkout); the wheel goes to ``folder/site``."""
+    target = folder / "site"
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target"]
+    subprocess.run(
+        [*install, str(target), str(wheel)], check=True, capture_output=True, timeout=300
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -2,39 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import REPO
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(REPO),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (built,) = out.glob("flexmatch-*.whl")
-    return built
+from tests.conftest import REPO, run_installed
 
 
 def test_wheel_contains_builtin_files(wheel: Path) -> None:
@@ -47,23 +18,7 @@ def test_wheel_contains_builtin_files(wheel: Path) -> None:
 
 
 def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    target = tmp_path / "site"  # where run_installed puts it
     script = (
         "import flexmatch, pathlib\n"
         "from flexmatch.knowledge_base import KnowledgeBase\n"
@@ -75,15 +30,7 @@ def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path)
         "print([c.spec.name for c in kb.source_chains('default').all()])\n"
         "print(kb.format('q', []).splitlines()[0])\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(target)}
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_installed(wheel, tmp_path, script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "['structure', 'sentences', 'headings']",

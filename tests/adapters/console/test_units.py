@@ -3,9 +3,6 @@ eval results, and the wheel carrying the templates and static files."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -15,7 +12,7 @@ from flexmatch import Scores
 from flexmatch.adapters.http.console.evals import EVAL_FILE, EvalRow, EvalRun, load_eval, save_eval
 from flexmatch.adapters.http.console.sessions import SessionStore, same_token
 from flexmatch.adapters.http.console.web import TEMPLATES, safe_next
-from tests.conftest import REPO
+from tests.conftest import run_installed
 
 
 class Clock:
@@ -93,20 +90,14 @@ def test_eval_results_round_trip_and_a_bad_file_reads_as_none(tmp_path: Path) ->
     assert load_eval(tmp_path) is None
 
 
-def test_the_wheel_carries_the_console_and_serves_it_installed(tmp_path: Path) -> None:
-    out = tmp_path / "wheel"
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-    subprocess.run([*build, "-w", str(out), str(REPO)], check=True, timeout=300)
-    (wheel,) = out.glob("flexmatch-*.whl")
+def test_the_wheel_carries_the_console_and_serves_it_installed(wheel: Path, tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     console = Path(TEMPLATES).parent
     for path in console.rglob("*"):
         if path.is_file() and "__pycache__" not in path.parts:
             relative = path.relative_to(console.parents[3]).as_posix()
             assert relative in names, relative
-    target = tmp_path / "site"
-    install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target"]
-    subprocess.run([*install, str(target), str(wheel)], check=True, timeout=300)
+    target = tmp_path / "site"  # where run_installed puts it
     script = (
         "import pathlib\n"
         "from fastapi.testclient import TestClient\n"
@@ -123,13 +114,5 @@ def test_the_wheel_carries_the_console_and_serves_it_installed(tmp_path: Path) -
         "assert client.get('/console/static/console.css').status_code == 200\n"
         "print('ok')\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(target)}
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_installed(wheel, tmp_path, script)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
