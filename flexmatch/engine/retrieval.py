@@ -20,7 +20,6 @@ from flexmatch.engine.points import (
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
 
-RANKING = RANKING_FIELDS
 KINDS = {CONTENT: [CONTENT], "question": QUESTION_KINDS}  # the two halves of a dense signal
 
 
@@ -75,7 +74,9 @@ class Retriever:
 
     def _lexical(self, texts: list[str], top_k: int, filters: Filters | None) -> Search:
         contents = {**(filters or {}), "record": MATCH, "match_kind": CONTENT}
-        return Search(top_k, text=" ".join(dict.fromkeys(texts)), filters=contents, fields=RANKING)
+        return Search(
+            top_k, text=" ".join(dict.fromkeys(texts)), filters=contents, fields=RANKING_FIELDS
+        )
 
     def lexical_search(self, texts: list[str], top_k: int, filters: Filters | None) -> list[Hit]:
         """The first stage's BM25 search (nothing in dense-only retrieval)."""
@@ -94,13 +95,15 @@ class Retriever:
         """``lexical_hits``: what ``lexical_search`` found, when it ran meanwhile."""
         scoped = {**(filters or {}), "record": MATCH}
         mode = self.settings.retrieval
+        lexical_request = self._lexical(texts, top_k, filters)
         searches: list[Search] = []
         if mode in ("dense", "hybrid"):
-            searches += [Search(top_k, vector=v, filters=scoped, fields=RANKING) for v in vectors]
+            searches += [
+                Search(top_k, vector=v, filters=scoped, fields=RANKING_FIELDS) for v in vectors
+            ]
         found = self.store.search_batch(self.tenant, searches) if searches else []
-        lexical_query = " ".join(dict.fromkeys(texts))
         if mode in ("lexical", "hybrid"):
-            searches.append(self._lexical(texts, top_k, filters))
+            searches.append(lexical_request)
             if lexical_hits is None:
                 lexical_hits = self.lexical_search(texts, top_k, filters)
             found.append(lexical_hits)
@@ -115,7 +118,14 @@ class Retriever:
         chosen = fusion.ranking(fused)[:top_k]
         best = {key: dense.get(key) or lexical[key] for key in chosen}
         results = self._complete(
-            chosen, best, fused, vectors, lexical_query, scoped, dense, lexical
+            chosen,
+            best,
+            fused,
+            vectors,
+            lexical_request,
+            scoped,
+            dense,
+            lexical,
         )
         if self.settings.min_score is not None:
             floor = self.settings.min_score
@@ -159,7 +169,7 @@ class Retriever:
         best: dict[str, Hit],
         fused: fusion.Scores,
         vectors: list[list[float]],
-        lexical_query: str,
+        lexical_request: Search,
         scoped: Filters,
         dense: dict[str, Hit],
         lexical: dict[str, Hit],
@@ -188,8 +198,8 @@ class Retriever:
                 searches.append(Search(1, vector=vector, filters=own, fields=()))
         needs_bm25 = not all(key in lexical for key in chosen)
         if needs_bm25:
-            within = {**scoped, "chunk_id": chosen, "match_kind": CONTENT}
-            searches.append(Search(len(chosen), text=lexical_query, filters=within, fields=RANKING))
+            within = {**(lexical_request.filters or {}), "chunk_id": chosen}
+            searches.append(replace(lexical_request, limit=len(chosen), filters=within))
         found = self.store.search_batch(self.tenant, searches)
         best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
         for key, kind in known.items():
