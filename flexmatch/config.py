@@ -99,6 +99,12 @@ class SourceConfig(_Strict):
     chunker: ChainRef = ChainRef(chain="structure")
     matching_text: ChainRef = ChainRef(chain="questions")
     qualifying_text: ChainRef = ChainRef(chain="context")
+    # the query side, per source (unset: the knowledge base's ``query.*`` chain), so a
+    # source indexed by keywords is searched with keywords, one indexed by questions
+    # with questions
+    query_transform: ChainRef | None = None
+    reranker: ChainRef | None = None
+    formatter: ChainRef | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
