@@ -140,18 +140,43 @@ def evaluate_sync(kb: Searchable, dataset: BeirDataset, limit: int | None = None
 BASELINES = ("bm25", "dense-passages", "rrf-passages")
 
 
+QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's query-side chains
+
+
 @dataclass(frozen=True)
 class Setup:
-    """A named knowledge-base config fragment (chains and query settings) to evaluate."""
+    """A named knowledge-base config fragment (chains and query settings) to evaluate.
+
+    ``corpus_sources`` deals the corpus's documents to these sources in turn (the first
+    document to the first source, the second to the second, ...): a mixed knowledge base,
+    e.g. half indexed by questions and half by key phrases. None: all to the default."""
 
     name: str
     config: KBConfig
+    corpus_sources: tuple[str, ...] | None = None
 
     @property
     def ingest_key(self) -> str:
         """Setups with the same ingest side share one ingested knowledge base."""
         data = self.config.model_dump(mode="json", exclude={"query"})
-        return json.dumps(data, sort_keys=True)
+        for source in data["sources"].values():
+            for field in QUERY_SIDE:
+                source.pop(field, None)
+        return json.dumps([data, self.corpus_sources], sort_keys=True)
+
+    def corpus_parts(self, corpus: Path, folder: Path) -> list[tuple[Path, str | None]]:
+        """The corpus file(s) to ingest and the source each goes to."""
+        if not self.corpus_sources:
+            return [(corpus, None)]
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line]
+        count = len(self.corpus_sources)
+        parts = []
+        for index, source in enumerate(self.corpus_sources):
+            part = folder / f"corpus-{source}.jsonl"
+            part.write_text("\n".join(lines[index::count]) + "\n", encoding="utf-8")
+            parts.append((part, source))
+        return parts
 
 
 def deep_merge(base: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
@@ -173,5 +198,14 @@ def load_setup(name_or_path: str, base: KBConfig) -> Setup:
             known = sorted(p.stem for p in (builtin_dir("configs") / "setups").glob("*.yaml"))
             raise ConfigError(f"no setup '{name_or_path}' (a file, or one of: {', '.join(known)})")
     fragment = read_yaml(path)
-    merged = deep_merge(base.model_dump(mode="json"), fragment)
-    return Setup(name=path.stem, config=validate(KBConfig, merged, str(path)))
+    dealt = fragment.pop("corpus_sources", None)
+    config = validate(KBConfig, deep_merge(base.model_dump(mode="json"), fragment), str(path))
+    if dealt is not None:
+        if not isinstance(dealt, list) or not dealt or any(s not in config.sources for s in dealt):
+            known = ", ".join(sorted(config.sources))
+            raise ConfigError(
+                f"{path}: field 'corpus_sources': a list of the setup's sources ({known}), "
+                f"got {dealt!r}"
+            )
+        return Setup(name=path.stem, config=config, corpus_sources=tuple(dealt))
+    return Setup(name=path.stem, config=config)

@@ -1,41 +1,110 @@
-"""The query path: transform → embed → first stage (``retrieval``) → rerank → top-N."""
+"""The query path: transform → embed → first stage (``retrieval``) → rerank → top-N.
+
+Each source may put queries in its own form (``sources.NAME.query_transform``): a source
+indexed by questions is searched with questions, one indexed by key phrases with key
+phrases. Sources that resolve to the same transform and reranker form one *group*,
+searched together; a knowledge base whose sources all use ``query.*`` is one group and
+takes exactly the single-group path.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from flexmatch.config import QueryConfig
-from flexmatch.engine.chains import ChainContext, QueryTransform, Reranker, build_chain
+from flexmatch.config import ChainRef, KBConfig, QueryConfig
+from flexmatch.engine import fusion
+from flexmatch.engine.chains import (
+    ChainContext,
+    QueryTransform,
+    Reranker,
+    ResultFormatter,
+    build_chain,
+)
 from flexmatch.engine.chains.base import collecting_warnings
 from flexmatch.engine.embeddings import Embedder
 from flexmatch.engine.points import Filters
 from flexmatch.engine.retrieval import Retriever
-from flexmatch.engine.stores import VectorStore
+from flexmatch.engine.stores import Hit, VectorStore
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer
 
 
 @dataclass
 class QueryChains:
-    """The query-side chains a knowledge base resolves to."""
+    """The query-side chains one source resolves to (its own, else ``query.*``)."""
 
     transform: QueryTransform
     reranker: Reranker
+    formatter: ResultFormatter
+
+
+@dataclass
+class SourceGroup:
+    """Sources searched the same way: one transform, one reranker, one search."""
+
+    sources: list[str]
+    transform: QueryTransform
+    reranker: Reranker
+    transform_ref: str
+    reranker_ref: str
+
+
+@dataclass
+class QueryPlan:
+    """Every source's query chains, and the groups a search runs."""
+
+    by_source: dict[str, QueryChains]
+    groups: list[SourceGroup] = field(default_factory=list)
 
     @classmethod
-    def build(cls, config: QueryConfig, context: ChainContext) -> QueryChains:
-        return cls(
-            transform=build_chain(config.transform, QueryTransform, context),
-            reranker=build_chain(config.reranker, Reranker, context),
-        )
+    def build(cls, config: KBConfig, context: ChainContext) -> QueryPlan:
+        built: dict[tuple[str, str], object] = {}  # one chain object per distinct reference
+
+        def chain(ref: ChainRef, kind: type) -> tuple[object, str]:
+            key = (kind.__name__, json.dumps(ref.model_dump(mode="json"), sort_keys=True))
+            if key not in built:
+                built[key] = build_chain(ref, kind, context)
+            return built[key], key[1]
+
+        q = config.query
+        by_source: dict[str, QueryChains] = {}
+        groups: dict[tuple[str, str], SourceGroup] = {}
+        for name, source in config.sources.items():
+            transform, t_key = chain(source.query_transform or q.transform, QueryTransform)
+            reranker, r_key = chain(source.reranker or q.reranker, Reranker)
+            formatter, _ = chain(source.formatter or q.formatter, ResultFormatter)
+            assert isinstance(transform, QueryTransform) and isinstance(reranker, Reranker)
+            assert isinstance(formatter, ResultFormatter)
+            by_source[name] = QueryChains(transform, reranker, formatter)
+            group = groups.setdefault(
+                (t_key, r_key), SourceGroup([], transform, reranker, t_key, r_key)
+            )
+            group.sources.append(name)
+        return cls(by_source=by_source, groups=list(groups.values()))
+
+
+def _group_filters(group: SourceGroup, filters: Filters | None, grouped: bool) -> Filters | None:
+    """The group's filters: its own sources (when there are several groups) within any
+    source the caller asked for; ``None`` when the caller's sources exclude the group."""
+    if not grouped:
+        return dict(filters or {})
+    asked = (filters or {}).get("source")
+    sources = group.sources
+    if asked is not None:
+        wanted = set(asked) if isinstance(asked, list) else {asked}
+        sources = [s for s in sources if s in wanted]
+        if not sources:
+            return None
+    return {**(filters or {}), "source": sources}
 
 
 async def search(
     text: str,
     *,
-    chains: QueryChains,
+    plan: QueryPlan,
     embedder: Embedder,
     store: VectorStore,
     tenant: str,
@@ -44,25 +113,68 @@ async def search(
     top_n: int,
     filters: Filters | None = None,
 ) -> Answer:
-    """The query path, start to end; ``filters`` are payload conditions (checked)."""
+    """The query path, start to end; ``filters`` are payload conditions (checked).
+
+    Several groups: each group's transform puts the query in its sources' form, each
+    group is searched and fused on its own, and the candidates are merged: with one
+    reranker for all, it re-scores the union (the fusion reranker normalises every
+    signal over all candidates, so sources compete on one scale); with different
+    rerankers, each ranks its own and the lists are merged by reciprocal rank."""
     started = time.perf_counter()
+    grouped = len(plan.groups) > 1
+    groups = [(g, _group_filters(g, filters, grouped)) for g in plan.groups]
+    groups = [(g, f) for g, f in groups if f is not None]
     with collecting_warnings() as warnings:
-        variants = await chains.transform.run(text)
-        retriever = Retriever(store, tenant, settings)
-        vectors, lexical_hits = await asyncio.gather(  # BM25 needs no vectors: meanwhile
-            asyncio.to_thread(embedder.embed, variants),
-            asyncio.to_thread(retriever.lexical_search, variants, top_k, filters),
+        variant_lists = await asyncio.gather(*(g.transform.run(text) for g, _ in groups))
+        retrievers = [Retriever(store, tenant, settings) for _ in groups]
+        texts = list(dict.fromkeys(v for variants in variant_lists for v in variants))
+
+        def lexical_all() -> list[list[Hit]]:
+            return [
+                r.lexical_search(variants, top_k, f)
+                for r, variants, (_, f) in zip(retrievers, variant_lists, groups, strict=True)
+            ]
+
+        vectors, lexical = await asyncio.gather(  # BM25 needs no vectors: meanwhile
+            asyncio.to_thread(embedder.embed, texts) if texts else _none(),
+            asyncio.to_thread(lexical_all),
         )
-        candidates = retriever.retrieve(variants, vectors, top_k, filters, lexical_hits)
-        reranked = await chains.reranker.run(text, candidates)
+        vector_of = dict(zip(texts, vectors, strict=True))
+        found: list[list[SearchResult]] = []
+        for retriever, variants, (_, group_filters), hits in zip(
+            retrievers, variant_lists, groups, lexical, strict=True
+        ):
+            own = [vector_of[v] for v in variants]
+            found.append(retriever.retrieve(variants, own, top_k, group_filters, hits))
+        reranked = await _rerank(text, [g for g, _ in groups], found)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(
         query=text,
-        variants=variants,
+        variants=list(dict.fromkeys(v for variants in variant_lists for v in variants)),
         results=reranked[:top_n],
         warnings=warnings,
         took_ms=took,
     )
+
+
+async def _none() -> list[list[float]]:
+    return []
+
+
+async def _rerank(
+    text: str, groups: list[SourceGroup], found: list[list[SearchResult]]
+) -> list[SearchResult]:
+    if len({g.reranker_ref for g in groups}) <= 1:
+        union = [r for results in found for r in results]
+        return await groups[0].reranker.run(text, union) if groups else []
+    ranked = await asyncio.gather(
+        *(g.reranker.run(text, results) for g, results in zip(groups, found, strict=True))
+    )
+    by_id = {r.chunk_id: r for results in ranked for r in results}
+    lists = [{r.chunk_id: r.score for r in results} for results in ranked]
+    merged = fusion.rrf(lists)
+    order = fusion.ranking(merged)
+    return [by_id[key].model_copy(update={"score": merged[key]}) for key in order]
 
 
 async def similar(

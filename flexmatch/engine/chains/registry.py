@@ -78,7 +78,7 @@ def implementation(kind: str, name: str, where: str) -> type[Chain]:
 def build_chain(ref: ChainRef, kind: type[KindT], context: ChainContext) -> KindT:
     """Load the chain ``ref`` names as a ``kind`` chain, falling back when it needs an LLM
     and none is configured."""
-    spec = load_spec(ref.chain, context.kb_dir, context.env)
+    spec = load_spec(ref.chain, context.kb_dir, context.env, kind.kind)
     if spec.kind != kind.kind:
         raise ConfigError(
             f"{spec.path}: field 'kind': chain '{spec.name}' is a {spec.kind} chain, "

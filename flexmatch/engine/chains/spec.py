@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch import resources
+from flexmatch.errors import ConfigError
 from flexmatch.yamlio import read_yaml, validate
 
 ChainKind = Literal[
@@ -57,10 +58,22 @@ class ChainSpec(BaseModel):
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def load_spec(name: str, kb_dir: Path | None, env: dict[str, str] | None = None) -> ChainSpec:
-    """Find and validate the chain ``name`` (file stem, file name or path)."""
-    path = resources.find("chains", name, kb_dir, suffixes=("", ".yaml", ".yml"))
+def load_spec(
+    name: str, kb_dir: Path | None, env: dict[str, str] | None = None, kind: str | None = None
+) -> ChainSpec:
+    """Find and validate the chain ``name`` (file stem, file name or path). Asked for as a
+    ``kind`` chain, ``NAME.KIND.yaml`` comes first, so chains of two kinds can share a name
+    (the ``keywords`` matching texts and the ``keywords`` query transform)."""
+    suffixes = ("", ".yaml", ".yml")
+    path = None
+    if kind is not None and "/" not in name:
+        try:
+            path = resources.find("chains", f"{name}.{kind}", kb_dir, suffixes=suffixes[1:])
+        except ConfigError:
+            path = None
+    if path is None:
+        path = resources.find("chains", name, kb_dir, suffixes=suffixes)
     data = read_yaml(path, env)
-    data.setdefault("name", path.stem)
+    data.setdefault("name", path.stem.removesuffix(f".{kind}") if kind else path.stem)
     data["path"] = str(path)
     return validate(ChainSpec, data, str(path))

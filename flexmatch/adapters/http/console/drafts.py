@@ -118,21 +118,23 @@ def chain_of(kb: KnowledgeBase, source: str | None, kind: str) -> Any:
             raise ConfigError(f"the {KIND_LABELS[kind]} chain belongs to a source; name one")
         return getattr(kb.source_chains(source), kind)
     if kind == "query_transform":
-        return kb.query_chains().transform
+        return kb.query_chains(source).transform
     if kind == "reranker":
-        return kb.query_chains().reranker
+        return kb.query_chains(source).reranker
     if kind == "result_formatter":
-        return kb.formatter()
+        return kb.formatter(source=source)
     raise ConfigError(f"unknown chain kind '{kind}' (kinds: {', '.join(KINDS)})")
 
 
 def configured_name(kb: KnowledgeBase, source: str, kind: str) -> str:
     if kind in SOURCE_KINDS:
         return str(getattr(kb.config.sources[source], kind).chain)
+    own = kb.config.sources[source]
+    query = kb.config.query
     refs = {
-        "query_transform": kb.config.query.transform,
-        "reranker": kb.config.query.reranker,
-        "result_formatter": kb.config.query.formatter,
+        "query_transform": own.query_transform or query.transform,
+        "reranker": own.reranker or query.reranker,
+        "result_formatter": own.formatter or query.formatter,
     }
     return str(refs[kind].chain)
 

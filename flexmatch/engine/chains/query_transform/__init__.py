@@ -1,3 +1,7 @@
 """Query transformations: user text → texts in matching-text form."""
 
-from flexmatch.engine.chains.query_transform import identity, rewrite  # noqa: F401 (registers)
+from flexmatch.engine.chains.query_transform import (  # noqa: F401 (registers)
+    identity,
+    keywords,
+    rewrite,
+)
