@@ -192,6 +192,9 @@ EXPECTED_SOON = {
     "service",
 }
 
+# ... and the one option (several server processes on one Qdrant server)
+OPTIONS_EXPECTED_SOON = {"serve": {"--workers"}}
+
 
 def check_config(text: str, env: dict[str, str], tmp_path: Path) -> list[str]:
     """Validate a deployment's flexmatch.yaml with the real loader; returns the fields
@@ -430,15 +433,47 @@ def test_image_copies_what_the_wheel_is_built_from_and_dockerignore_lets_it_in()
     assert copied <= {rule[1:] for rule in rules if rule.startswith("!")}
 
 
+def options_of(*command: str) -> set[str]:
+    """The options the real ``flexmatch <command> --help`` lists."""
+    shown = run(*command, "--help")
+    assert shown.returncode == 0, f"flexmatch {' '.join(command)}: {shown.stderr}"
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", shown.stdout))
+
+
+def unknown_options(command: str, passed: set[str]) -> list[str]:
+    """The options in ``passed`` that ``flexmatch <command>`` lacks, failing unless each is
+    one that issue 12's other parts add (those are returned, to skip on)."""
+    missing = passed - options_of(*command.split())
+    unexpected = missing - OPTIONS_EXPECTED_SOON.get(command, set())
+    assert not unexpected, f"flexmatch {command}: {sorted(unexpected)} do not exist"
+    return [f"{command} {option}" for option in sorted(missing)]
+
+
+def skip_if_pending(pending: list[str]) -> None:
+    if pending:
+        pytest.skip(f"flexmatch has no {', '.join(sorted(set(pending)))} yet (issue 12's parts)")
+
+
 def test_every_serve_option_the_deployment_passes_exists() -> None:
-    help_text = run("serve", "--help").stdout
-    known = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", help_text))
-    assert {"--kb", "--host", "--port"} <= known
+    assert {"--kb", "--host", "--port"} <= options_of("serve")
     assert image_command()[0] == "flexmatch"
+    pending = []
     for where, args in serve_command_lines().items():
         assert args[0] == "serve", where
-        passed = {a for a in args if a.startswith("--")}
-        assert passed <= known, f"{where}: {sorted(passed - known)} not in flexmatch serve"
+        pending += unknown_options("serve", {a for a in args if a.startswith("--")})
+    skip_if_pending(pending)
+
+
+def test_commands_in_the_deploy_readme_use_real_options() -> None:
+    text = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    # `flexmatch <command> ...` up to the end of the line or of the inline code (not the
+    # compose service or image of that name: `exec flexmatch flexmatch keys`, `flexmatch:0.1.0`)
+    found = re.findall(r"(?<![\w/-])flexmatch (?!flexmatch)((?:keys )?[a-z]+)([^`\n]*)", text)
+    commands: dict[str, set[str]] = {}
+    for command, rest in found:
+        commands.setdefault(command, set()).update(re.findall(r"--[a-z][a-z0-9-]*", rest))
+    assert {"serve", "ingest", "keys create", "prepare"} <= set(commands)
+    skip_if_pending([p for c, passed in commands.items() for p in unknown_options(c, passed)])
 
 
 # -- compose -------------------------------------------------------------------------------
