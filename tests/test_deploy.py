@@ -192,8 +192,8 @@ EXPECTED_SOON = {
     "service",
 }
 
-# ... and the one option (several server processes on one Qdrant server)
-OPTIONS_EXPECTED_SOON = {"serve": {"--workers"}}
+# ... and the options (server processes; ingest on Ray)
+OPTIONS_EXPECTED_SOON = {"serve": {"--workers"}, "ingest": {"--ray-address", "--workers"}}
 
 
 def check_config(text: str, env: dict[str, str], tmp_path: Path) -> list[str]:
@@ -576,6 +576,7 @@ def test_deployment_command_and_config_map_serve_the_probes(tmp_path: Path) -> N
                 assert job["status"] in ("queued", "running") and time.monotonic() < deadline
                 time.sleep(0.05)
             found = client.get("/v1/search", params={"query": "spare key"}, headers=headers)
+            assert found.status_code == 200, found.text
             assert "blue pot" in found.json()["results"][0]["content"]
     finally:
         process.terminate()
