@@ -140,12 +140,21 @@ async def search(
             asyncio.to_thread(lexical_all),
         )
         vector_of = dict(zip(texts, vectors, strict=True))
-        found: list[list[SearchResult]] = []
-        for retriever, variants, (_, group_filters), hits in zip(
-            retrievers, variant_lists, groups, lexical, strict=True
-        ):
-            own = [vector_of[v] for v in variants]
-            found.append(retriever.retrieve(variants, own, top_k, group_filters, hits))
+        found = await asyncio.gather(  # the groups' searches overlap in the engine
+            *(
+                asyncio.to_thread(
+                    retriever.retrieve,
+                    variants,
+                    [vector_of[v] for v in variants],
+                    top_k,
+                    group_filters,
+                    hits,
+                )
+                for retriever, variants, (_, group_filters), hits in zip(
+                    retrievers, variant_lists, groups, lexical, strict=True
+                )
+            )
+        )
         reranked = await _rerank(text, [g for g, _ in groups], found)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(

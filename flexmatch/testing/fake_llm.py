@@ -262,6 +262,22 @@ def _grouped_questions_answer(prompt: str) -> str:
     return json.dumps({"chunks": entries})
 
 
+def _key_terms(text: str, count: int) -> list[str]:
+    """The first ``count`` distinct content words: a deterministic stand-in for key phrases."""
+    return list(dict.fromkeys(sorted(_content_tokens(text), key=text.lower().find)))[:count]
+
+
+def _keywords_answer(prompt: str) -> str:
+    """Key phrases of a query (``<query>``) or of each chunk of a group."""
+    if '<chunk id="' not in prompt:
+        return json.dumps({"keywords": _key_terms(_tag(prompt, "query") or "", 5)})
+    entries = [
+        {"chunk": number, "keywords": _key_terms(text, 8)}
+        for _, number, text in _chunk_blocks(prompt)
+    ]
+    return json.dumps({"chunks": entries})
+
+
 def _grouped_context_answer(prompt: str) -> str:
     documents = [
         (m.end(), (_tag(m.group(0), "title") or "")[:80])
@@ -281,6 +297,8 @@ def default_responder(messages: list[dict]) -> str:
     prompt = _prompt_text(messages)
     if "<candidates>" in prompt or "<candidate index=" in prompt:
         return _rerank_answer(prompt)
+    if '"keywords": [' in prompt:  # the keywords chains' answer form
+        return _keywords_answer(prompt)
     if '<chunk id="' in prompt:  # chunks asked about in groups
         if "<document>" in prompt:
             return _grouped_context_answer(prompt)

@@ -1,0 +1,172 @@
+"""Every chain per source: each source's query transform, reranker and formatter, and the
+keywords chains that give a source a second matching-text form."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+import flexmatch as fm
+from flexmatch.config import ChainRef, KBConfig
+from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
+from flexmatch.engine.query import QueryPlan, _group_filters
+from flexmatch.errors import ConfigError
+from flexmatch.evaluation import load_setup
+from flexmatch.models import Document, Element, Section
+from flexmatch.testing import FakeLLMServer
+from tests.conftest import llm_config, run, write_config
+
+MIXED = """
+default_source: faq
+sources:
+  faq:
+    matching_text: questions
+  catalog:
+    matching_text: keywords
+    query_transform: keywords
+"""
+
+
+def _plan(yaml_text: str, kb_dir: Path) -> QueryPlan:
+    write_config(kb_dir, yaml_text)
+    config = fm.load_config(kb_dir)
+    return QueryPlan.build(config, ChainContext(kb_dir=kb_dir))
+
+
+def test_sources_with_the_same_query_chains_are_one_group(tmp_path: Path) -> None:
+    plan = _plan(MIXED + "  manuals: {}\n", tmp_path)
+    assert [g.sources for g in plan.groups] == [["faq", "manuals"], ["catalog"]]
+    # no LLM: the keywords transform runs its offline fallback, the others the default's
+    assert plan.by_source["catalog"].transform.spec.type == "keyphrases"
+    assert plan.by_source["faq"].transform.spec.name == "identity"
+    assert plan.by_source["faq"].reranker is plan.by_source["catalog"].reranker
+
+
+def test_a_knowledge_base_without_overrides_is_one_unfiltered_group(tmp_path: Path) -> None:
+    plan = _plan("sources:\n  a: {}\n  b: {}\ndefault_source: a\n", tmp_path)
+    assert len(plan.groups) == 1
+    assert _group_filters(plan.groups[0], None, grouped=False) == {}
+
+
+def test_group_filters_keep_the_callers_sources(tmp_path: Path) -> None:
+    plan = _plan(MIXED, tmp_path)
+    faq, catalog = plan.groups
+    assert _group_filters(faq, {"tags": "x"}, grouped=True) == {"tags": "x", "source": ["faq"]}
+    assert _group_filters(catalog, {"source": "faq"}, grouped=True) is None
+    assert _group_filters(catalog, {"source": ["faq", "catalog"]}, grouped=True) == {
+        "source": ["catalog"]
+    }
+
+
+def test_chains_of_two_kinds_share_a_name(tmp_path: Path) -> None:
+    context = ChainContext(kb_dir=tmp_path)
+    matching = build_chain(ChainRef(chain="keywords"), MatchingTextChain, context)
+    transform = build_chain(ChainRef(chain="keywords"), QueryTransform, context)
+    assert (matching.spec.kind, transform.spec.kind) == ("matching_text", "query_transform")
+    # a knowledge base's own NAME.KIND.yaml wins over the built-in
+    (tmp_path / "chains").mkdir()
+    (tmp_path / "chains" / "keywords.query_transform.yaml").write_text(
+        "kind: query_transform\ntype: identity\n", encoding="utf-8"
+    )
+    own = build_chain(ChainRef(chain="keywords"), QueryTransform, ChainContext(kb_dir=tmp_path))
+    assert (own.spec.name, own.spec.type) == ("keywords", "identity")
+
+
+def test_keyphrases_index_and_search_in_one_form(tmp_path: Path) -> None:
+    text = (
+        "The Denver Broncos defeated the Carolina Panthers in Super Bowl 50 at Levi's "
+        "Stadium in Santa Clara, California."
+    )
+    document = Document(
+        id="d",
+        uri="u",
+        source="s",
+        title="Super Bowl 50",
+        elements=[Element(kind="paragraph", text=text)],
+    )
+    context = ChainContext(kb_dir=tmp_path)
+    chain = build_chain(ChainRef(chain="keyphrases"), MatchingTextChain, context)
+    texts = asyncio.run(chain.run(Section(text=text, heading_path=[]), document))
+    phrases = [t.text for t in texts if t.kind == "keyword"]
+    assert "Denver Broncos" in phrases and texts[-1].kind == "content"
+    query = build_chain(ChainRef(chain="keyphrases"), QueryTransform, context)
+    variants = asyncio.run(query.run("Who won Super Bowl 50 against the Carolina Panthers?"))
+    assert variants[0].startswith("Who won") and "Carolina Panthers" in variants[1]
+
+
+def _mixed_kb(kb_dir: Path, server: FakeLLMServer, extra: str = "") -> None:
+    write_config(kb_dir, llm_config(server, MIXED + extra))
+    (kb_dir / "faq.md").write_text(
+        "# Returns\n\nOrders can be returned within 30 days of delivery for a full refund.\n",
+        encoding="utf-8",
+    )
+    (kb_dir / "catalog.md").write_text(
+        "# Lanterns\n\nThe Aurora camping lantern runs 40 hours on four AA batteries.\n",
+        encoding="utf-8",
+    )
+    assert run("ingest", "faq.md", "--source", "faq", cwd=kb_dir).returncode == 0
+    assert run("ingest", "catalog.md", "--source", "catalog", cwd=kb_dir).returncode == 0
+
+
+def test_each_source_is_searched_in_its_own_form(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    """Through the CLI with a real LLM endpoint: the catalog's chunks were indexed by key
+    phrases, the query reaches it as key phrases and the FAQ as a question."""
+    kb_dir = tmp_path / "kb"
+    _mixed_kb(kb_dir, llm_server)
+    llm_server.reset()
+    done = run("query", "camping lantern batteries", "--json", "--explain", cwd=kb_dir)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    prompts = [json.dumps(r.body) for r in llm_server.requests if r.path.endswith("completions")]
+    assert sum('\\"keywords\\": [' in p for p in prompts) == 1  # the catalog's transform
+    assert sum('\\"questions\\": [' in p for p in prompts) == 1  # the FAQ's rewrite
+    assert "camping, lantern, batteries" in answer["variants"]  # the key phrases searched
+    assert "Camping lantern batteries?" in answer["variants"]  # the question form
+    assert answer["results"][0]["source"] == "catalog"
+    assert {r["source"] for r in answer["results"]} == {"catalog", "faq"}
+    # the chains command says what each source resolves to
+    listed = run("chains", "--json", cwd=kb_dir)
+    assert listed.returncode == 0, listed.stderr
+    uses = {(u["where"], u["kind"]): u["chain"] for u in json.loads(listed.stdout)}
+    assert uses[("source catalog", "query_transform")] == "keywords"
+    assert uses[("query", "query_transform")] == "rewrite"
+    # asked for one source, only that source's transform runs
+    llm_server.reset()
+    done = run("query", "refund", "--filter", "source=faq", "--json", cwd=kb_dir)
+    prompts = [json.dumps(r.body) for r in llm_server.requests if r.path.endswith("completions")]
+    assert done.returncode == 0 and len(prompts) == 1 and '\\"questions\\": [' in prompts[0]
+
+
+def test_sources_with_their_own_reranker_and_formatter(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    _mixed_kb(kb_dir, llm_server, "    reranker: none\n    formatter: json\n")
+    with fm.KnowledgeBase.open(kb_dir) as kb:
+        answer = kb.search("lantern refund batteries", top_n=4)
+        sources = [r.source for r in answer.results]
+        assert set(sources) == {"catalog", "faq"}
+        # two rerankers: merged by reciprocal rank, so the two lists alternate
+        assert sources[0] != sources[1]
+        text = kb.format(answer.query, answer.results)
+    # each result formatted by its source's formatter: the catalog's as JSON
+    assert '"source": "catalog"' in text and "Returns" in text
+    assert '"source": "faq"' not in text
+
+
+def test_setups_deal_a_corpus_to_sources(tmp_path: Path) -> None:
+    setup = load_setup("mixed-per-source", KBConfig())
+    assert setup.corpus_sources == ("questions", "keywords")
+    shared = load_setup("mixed-shared", KBConfig())
+    assert setup.ingest_key == shared.ingest_key  # the query side is not ingested
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": str(i)}) + "\n" for i in range(5)))
+    parts = setup.corpus_parts(corpus, tmp_path / "parts")
+    assert [(p.read_text().count("\n"), s) for p, s in parts] == [(3, "questions"), (2, "keywords")]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("corpus_sources: [nowhere]\n")
+    with pytest.raises(ConfigError, match="corpus_sources"):
+        load_setup(str(bad), KBConfig())
