@@ -280,8 +280,7 @@ async def save(request: Request, user: User, state: State) -> Response:
         with drafts.draft(state.kb, (name, template)) as edited:  # every user of it loads
             for each in state.kb.config.sources:
                 edited.source_chains(each)
-            edited.query_chains()
-            edited.formatter()
+            edited.query_plan()  # every source's query transform, reranker, formatter
     except FlexMatchError as exc:
         document = text_field(form, "document")
         return _editor(request, state, user, source, kind, document, 0, "", template, str(exc), 422)
