@@ -42,6 +42,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "Filters": ("flexmatch.engine.points", "Filters"),
     "FlexMatchError": ("flexmatch.errors", "FlexMatchError"),
     "IngestReport": ("flexmatch.models", "IngestReport"),
+    "JobRecord": ("flexmatch.shared_state", "JobRecord"),
     "KBConfig": ("flexmatch.config", "KBConfig"),
     "KeyRequestError": ("flexmatch.errors", "KeyRequestError"),
     "KeyStore": ("flexmatch.keys", "KeyStore"),
@@ -64,6 +65,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SearchResult": ("flexmatch.models", "SearchResult"),
     "Section": ("flexmatch.models", "Section"),
     "Setup": ("flexmatch.evaluation", "Setup"),
+    "SharedState": ("flexmatch.shared_state", "SharedState"),
     "Signals": ("flexmatch.models", "Signals"),
     "SkippedDocument": ("flexmatch.models", "SkippedDocument"),
     "SourceChoiceError": ("flexmatch.errors", "SourceChoiceError"),
@@ -165,3 +167,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Usage,
     )
     from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result
+    from flexmatch.shared_state import JobRecord, SharedState

@@ -4,47 +4,37 @@ A key reads ``fm_<id>_<secret>``. The id finds the row; only the SHA-256 of the 
 is stored, and it is compared with ``hmac.compare_digest``. The secret is 256 random
 bits, so a plain hash is enough (a slow KDF guards guessable passwords, not these).
 
-The file is ``<kb>/.flexmatch/keys.sqlite``. It never touches the vector store, so
-``flexmatch keys ...`` works while a server holds the knowledge base open, and a server
-reads it on every request, so a revoked key stops working at once.
+They live in the service's state database (``flexmatch.state_db``): by default the file
+``<kb>/.flexmatch/keys.sqlite``, or the database at ``service.state_url`` that every
+replica shares. It never touches the vector store, so ``flexmatch keys ...`` works while
+a server holds the knowledge base open, and a server reads it on every request (no
+cache), so a revoked key stops working at once, on every replica.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
-import os
 import re
 import secrets
-import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
 
 from pydantic import BaseModel
 
+from flexmatch.config import KBConfig, load_config
 from flexmatch.errors import KeyRequestError
+from flexmatch.state_db import STATE_FILE, Database, SqliteDatabase, open_database, state_file_for
 
 Permission = Literal["read", "write", "admin"]
 PERMISSIONS: tuple[str, ...] = get_args(Permission)
-KEYS_FILE = Path(".flexmatch") / "keys.sqlite"
+KEYS_FILE = STATE_FILE
 PREFIX = "fm"
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_ID = re.compile(r"^[0-9a-f]{12}$")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    id TEXT PRIMARY KEY,
-    secret_sha256 TEXT NOT NULL,
-    tenant TEXT NOT NULL,
-    permissions TEXT NOT NULL,
-    name TEXT NOT NULL DEFAULT '',
-    created_at TEXT NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0,
-    revoked_at TEXT
-)
-"""
+_COLUMNS = "id, tenant, permissions, name, created_at, revoked, revoked_at"
 
 
 class ApiKey(BaseModel):
@@ -64,7 +54,7 @@ class ApiKey(BaseModel):
 
 
 def keys_file_for(kb_dir: str | Path) -> Path:
-    return Path(kb_dir).expanduser().resolve() / KEYS_FILE
+    return state_file_for(kb_dir)
 
 
 def parse_permissions(value: str | Iterable[str]) -> list[Permission]:
@@ -98,31 +88,23 @@ def _now() -> str:
 
 
 class KeyStore:
-    """The API keys of one knowledge base, in a small SQLite file."""
+    """The API keys of one knowledge base (or of every replica sharing a state database)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, database: Database | Path) -> None:
+        self.database = SqliteDatabase(database) if isinstance(database, Path) else database
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file the keys are in (None for a database by URL)."""
+        return self.database.path
 
     @classmethod
-    def for_kb(cls, kb_dir: str | Path) -> KeyStore:
-        return cls(keys_file_for(kb_dir))
-
-    @contextlib.contextmanager
-    def _connect(self, *, create: bool = False) -> Iterator[sqlite3.Connection | None]:
-        if not self.path.exists():
-            if not create:
-                yield None
-                return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)  # owner-only from the start
-            os.close(fd)
-        connection = sqlite3.connect(self.path, timeout=10)
-        try:
-            with connection:
-                connection.execute(_SCHEMA)
-                yield connection
-        finally:
-            connection.close()
+    def for_kb(cls, kb_dir: str | Path, config: KBConfig | None = None) -> KeyStore:
+        """The keys ``kb_dir``'s servers accept: at its ``service.state_url`` when set
+        (``config``, or its ``flexmatch.yaml``), else in its own folder."""
+        folder = Path(kb_dir).expanduser().resolve()
+        url = (config or load_config(folder)).service.state_url
+        return cls(open_database(folder, url))
 
     def create(
         self, tenant: str, permissions: str | Iterable[str], name: str = ""
@@ -136,52 +118,61 @@ class KeyStore:
             created_at=_now(),
         )
         secret = secrets.token_urlsafe(32)
-        with self._connect(create=True) as db:
-            assert db is not None
+        with self.database.transaction() as db:
             db.execute(
                 "INSERT INTO api_keys (id, secret_sha256, tenant, permissions, name, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key.id,
-                    _digest(secret),
-                    key.tenant,
-                    ",".join(key.permissions),
-                    key.name,
-                    key.created_at,
-                ),
+                " VALUES (:id, :digest, :tenant, :permissions, :name, :created_at)",
+                {
+                    "id": key.id,
+                    "digest": _digest(secret),
+                    "tenant": key.tenant,
+                    "permissions": ",".join(key.permissions),
+                    "name": key.name,
+                    "created_at": key.created_at,
+                },
             )
         return key, f"{PREFIX}_{key.id}_{secret}"
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
         """Every key (or one tenant's), oldest first, revoked ones included."""
-        with self._connect() as db:
+        order = self.database.insertion_order
+        with self.database.transaction(create=False) as db:
             if db is None:
                 return []
-            sql = "SELECT id, tenant, permissions, name, created_at, revoked, revoked_at"
-            sql += " FROM api_keys"
-            rows = (
-                db.execute(sql + " WHERE tenant = ? ORDER BY rowid", (tenant,))
-                if tenant is not None
-                else db.execute(sql + " ORDER BY rowid")
-            ).fetchall()
+            if tenant is None:
+                rows = db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY {order}").rows
+            else:
+                rows = db.execute(
+                    f"SELECT {_COLUMNS} FROM api_keys WHERE tenant = :tenant ORDER BY {order}",
+                    {"tenant": tenant},
+                ).rows
         return [_key(row) for row in rows]
 
     def get(self, key_id: str, tenant: str | None = None) -> ApiKey | None:
-        return next((k for k in self.list(tenant) if k.id == key_id), None)
+        if not _KEY_ID.match(key_id):
+            return None
+        with self.database.transaction(create=False) as db:
+            if db is None:
+                return None
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM api_keys WHERE id = :id", {"id": key_id}
+            ).rows
+        keys = [_key(row) for row in rows]
+        return next((k for k in keys if tenant is None or k.tenant == tenant), None)
 
     def revoke(self, key_id: str, tenant: str | None = None) -> bool:
         """Revoke a key (only within ``tenant`` when given); False if there is no such key."""
         if not _KEY_ID.match(key_id):
             return False
-        with self._connect() as db:
+        sql = "UPDATE api_keys SET revoked = 1, revoked_at = COALESCE(revoked_at, :now)"
+        sql += " WHERE id = :id"
+        params = {"now": _now(), "id": key_id}
+        if tenant is not None:
+            sql += " AND tenant = :tenant"
+            params["tenant"] = tenant
+        with self.database.transaction(create=False) as db:
             if db is None:
                 return False
-            sql = "UPDATE api_keys SET revoked = 1, revoked_at = COALESCE(revoked_at, ?)"
-            sql += " WHERE id = ?"
-            params: tuple[str, ...] = (_now(), key_id)
-            if tenant is not None:
-                sql += " AND tenant = ?"
-                params += (tenant,)
             return db.execute(sql, params).rowcount > 0
 
     def verify(self, token: str) -> ApiKey | None:
@@ -189,18 +180,20 @@ class KeyStore:
         parts = token.strip().split("_", 2)
         if len(parts) != 3 or parts[0] != PREFIX or not _KEY_ID.match(parts[1]) or not parts[2]:
             return None
-        with self._connect() as db:
-            if db is None:
-                return None
-            row = db.execute(
-                "SELECT id, tenant, permissions, name, created_at, revoked, revoked_at,"
-                " secret_sha256 FROM api_keys WHERE id = ?",
-                (parts[1],),
-            ).fetchone()
-        if row is None:
+        with self.database.transaction(create=False) as db:
+            rows = (
+                db.execute(
+                    f"SELECT {_COLUMNS}, secret_sha256 FROM api_keys WHERE id = :id",
+                    {"id": parts[1]},
+                ).rows
+                if db is not None
+                else []
+            )
+        if not rows:
             # same work as a hit, so timing does not tell which ids exist
             hmac.compare_digest(_digest(parts[2]), _digest(""))
             return None
+        row = rows[0]
         matches = hmac.compare_digest(_digest(parts[2]), row[7])
         key = _key(row[:7])
         return key if matches and not key.revoked else None

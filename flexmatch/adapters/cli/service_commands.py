@@ -45,6 +45,14 @@ def serve(
     ] = 10.0,
     burst: Annotated[int, typer.Option(min=1, help="Requests a key may make at once.")] = 30,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Server processes; more than one needs store.url (a Qdrant server).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
     fm.require_extra("fastapi", "server", "flexmatch serve")
@@ -57,7 +65,14 @@ def serve(
         rate_per_second=rate,
         burst=burst,
     )
-    run_server(_kb_folder(kb), host=host, port=port, limits=limits, log_level=log_level)
+    run_server(
+        _kb_folder(kb),
+        host=host,
+        port=port,
+        limits=limits,
+        log_level=log_level,
+        workers=workers,
+    )
 
 
 def mcp(

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 
-from flexmatch import KeyStore, KnowledgeBase, __version__
+from flexmatch import KnowledgeBase, SharedState, __version__
 from flexmatch.adapters.http.auth import AuthMiddleware
 from flexmatch.adapters.http.console.router import mount as mount_console
 from flexmatch.adapters.http.errors import install_error_handlers
@@ -35,13 +34,17 @@ call can see or change. Errors are `{"error": {"code": ..., "message": ...}}`.
 def create_app(
     kb: KnowledgeBase,
     *,
-    keys_path: Path | None = None,
+    shared: SharedState | None = None,
     limits: Limits | None = None,
+    close_kb: bool = False,
 ) -> FastAPI:
-    """The HTTP API over ``kb``; keys come from ``<kb>/.flexmatch/keys.sqlite`` by default."""
+    """The HTTP API over ``kb``. Keys, jobs and cache generations are in ``shared``: by
+    default the database at ``service.state_url``, or ``<kb>/.flexmatch/keys.sqlite``.
+    ``close_kb``: the app owns ``kb`` and closes it when it stops (a worker process)."""
     limits = limits or Limits()
-    key_store = KeyStore(keys_path) if keys_path else KeyStore.for_kb(kb.path)
-    state = ServiceState.build(kb, key_store, limits)
+    own = shared is None
+    shared = shared or SharedState.for_kb(kb.path, kb.config)
+    state = ServiceState.build(kb, shared, limits)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -50,6 +53,10 @@ def create_app(
             yield
         finally:
             await state.close()
+            if own:
+                shared.close()
+            if close_kb:
+                kb.close()
 
     app = FastAPI(
         title="FlexMatch",

@@ -20,8 +20,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexmatch import Permission
-from flexmatch.adapters.http.errors import ApiError, error_response
+from flexmatch import FlexMatchError, Permission
+from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.state import ServiceState, get_state
 
@@ -90,6 +90,10 @@ class AuthMiddleware:
             except ApiError as exc:
                 response = error_response(exc.status, exc.code, exc.message, headers=exc.headers)
                 await response(scope, receive, send)
+                return
+            except FlexMatchError as exc:  # the key store failed (its database is down)
+                status, code = status_for(exc)
+                await error_response(status, code, str(exc))(scope, receive, send)
                 return
             scope.setdefault("state", {})[_PRINCIPAL] = principal
         await self.app(scope, receive, send)

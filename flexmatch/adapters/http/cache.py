@@ -4,6 +4,11 @@ Agents repeat queries; a repeated query costs a query rewrite (an LLM call) and 
 embedding. Entries expire after a TTL, and every write to a tenant (an ingest job's
 document, a replace, a delete) bumps that tenant's generation, so a search that started
 before the write can never store a stale answer under the new generation.
+
+The answers stay in this process; the generations live in the service's shared state,
+so a write through any replica bumps the counter that every replica's next search reads
+(one indexed SELECT per search, before the cache is consulted): an answer cached before
+the write can no longer be found anywhere. ``X-Cache: hit|miss`` tells which it was.
 """
 
 from __future__ import annotations
@@ -13,9 +18,33 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Protocol
 
 CacheKey = tuple[Hashable, ...]
+
+
+class GenerationCounter(Protocol):
+    """Where the per-tenant write counters live (``SharedState.generations``)."""
+
+    def current(self, tenant: str) -> int: ...
+
+    def bump(self, tenant: str) -> None: ...
+
+
+class LocalGenerations:
+    """Counters in this process only (a cache no other process writes around)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def current(self, tenant: str) -> int:
+        with self._lock:
+            return self._counts.get(tenant, 0)
+
+    def bump(self, tenant: str) -> None:
+        with self._lock:
+            self._counts[tenant] = self._counts.get(tenant, 0) + 1
 
 
 class SearchCache:
@@ -26,19 +55,26 @@ class SearchCache:
         max_entries: int = 1_024,
         ttl_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        generations: GenerationCounter | None = None,
     ) -> None:
         self.max_entries = max_entries
         self.ttl = ttl_seconds
         self.clock = clock
+        self.generations = generations or LocalGenerations()
         self._entries: OrderedDict[CacheKey, tuple[float, Any]] = OrderedDict()
-        self._generations: dict[str, int] = {}
+        self._seen: dict[str, int] = {}  # the latest generation read, per tenant
         self._lock = threading.Lock()
 
     def key(self, tenant: str, *parts: Any) -> CacheKey:
         """A key for ``parts`` (JSON-like values) in the tenant's current generation."""
-        with self._lock:
-            generation = self._generations.get(tenant, 0)
         canonical = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+        if self.max_entries <= 0:
+            return (tenant, 0, canonical)  # nothing is cached: no need to ask
+        generation = self.generations.current(tenant)
+        with self._lock:
+            if self._seen.get(tenant, 0) != generation:  # written since: drop the old answers
+                self._seen[tenant] = generation
+                self._drop(tenant)
         return (tenant, generation, canonical)
 
     def get(self, key: CacheKey) -> Any | None:
@@ -60,7 +96,7 @@ class SearchCache:
             return
         tenant, generation = key[0], key[1]
         with self._lock:
-            if generation != self._generations.get(str(tenant), 0):
+            if generation != self._seen.get(str(tenant), 0):
                 return  # a write happened while this answer was computed
             self._entries[key] = (self.clock(), value)
             self._entries.move_to_end(key)
@@ -68,11 +104,16 @@ class SearchCache:
                 self._entries.popitem(last=False)
 
     def invalidate(self, tenant: str) -> None:
-        """Forget every answer for ``tenant``; other tenants keep theirs."""
+        """Forget every answer for ``tenant``, here and (through the shared generation) in
+        every other replica; other tenants keep theirs."""
+        self.generations.bump(tenant)
         with self._lock:
-            self._generations[tenant] = self._generations.get(tenant, 0) + 1
-            for key in [k for k in self._entries if k[0] == tenant]:
-                del self._entries[key]
+            self._seen[tenant] = -1  # below any generation: nothing computed before is kept
+            self._drop(tenant)
+
+    def _drop(self, tenant: str) -> None:
+        for key in [k for k in self._entries if k[0] == tenant]:
+            del self._entries[key]
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -6,8 +6,15 @@ a record), each ingested by its own ``KnowledgeBase`` call, so the job can say e
 which document was added, changed, unchanged, skipped as a duplicate or failed, and why.
 A job may instead hold one item that writes through a whole knowledge-base call (a
 re-index): it reports its own progress and per-document outcomes. Every job sums the LLM
-usage of its writes, so it can say what it cost. Jobs live in memory on the server's
-event loop: a restart forgets them (the documents they stored stay stored).
+usage of its writes, so it can say what it cost.
+
+A job runs as a task in the server process that accepted it, and its record lives in the
+service's shared state (``SharedState.jobs``), so every replica answers for it. The
+running process saves the record when the job starts, after each document and when it
+ends, and beats every ``heartbeat`` seconds (saving progress a re-index reports in
+between). If that process dies, the record stops beating: the first replica to read it
+``lost_after`` seconds later marks it failed, saying so (the documents it finished stay
+stored). ``updated_at`` shows the last beat.
 """
 
 from __future__ import annotations
@@ -15,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections import OrderedDict
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -29,7 +36,9 @@ from flexmatch import (
     FailedDocument,
     FlexMatchError,
     IngestReport,
+    JobRecord,
     KnowledgeBase,
+    SharedState,
     Usage,
 )
 from flexmatch.adapters.http.writes import TenantWriter, Ticket
@@ -66,6 +75,9 @@ class Job(BaseModel):
     created_at: str
     started_at: str | None = None
     finished_at: str | None = None
+    updated_at: str | None = Field(
+        None, description="The last sign of life from the server running the job."
+    )
     tenant: str = Field(exclude=True)
 
 
@@ -99,6 +111,13 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds")
+
+
+_OWN_COLUMNS = {"id", "status", "documents", "updated_at"}  # stored beside the body
+
+
 def _count(counts: JobCounts, outcome: DocumentOutcome) -> None:
     match outcome.outcome:
         case "added":
@@ -124,8 +143,18 @@ def _add_usage(total: Usage, more: Usage) -> None:
     total.cost_usd = round(total.cost_usd + more.cost_usd, 6)
 
 
+@dataclass
+class _Running:
+    """A job this process runs: the live model, and how much of it is saved."""
+
+    job: Job
+    saved_documents: int = 0
+    task: asyncio.Task[None] | None = None
+
+
 class JobRegistry:
-    """The jobs of one server: submitted, run as tasks on its loop, kept for polling.
+    """The jobs of one server: submitted, run as tasks on its loop, recorded in the shared
+    state for polling from any replica.
 
     A job's inputs are read concurrently (up to ``readers`` at once), outside the tenant's
     write order, and written in the order they were accepted."""
@@ -135,16 +164,25 @@ class JobRegistry:
         kb: KnowledgeBase,
         writer: TenantWriter,
         ready: Callable[[], Awaitable[None]],
+        shared: SharedState,
         keep: int = 1_000,
         readers: int = 4,
+        heartbeat: float = 5.0,
+        lost_after: float = 60.0,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.kb = kb
         self.writer = writer
         self.ready = ready
+        self.records = shared.jobs
         self.keep = keep
         self.readers = readers
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.heartbeat = heartbeat
+        self.lost_after = lost_after
+        self.clock = clock
+        self._running: dict[str, _Running] = {}
+        self._saving = asyncio.Lock()  # one save at a time, so none overtakes another
+        self._beat: asyncio.Task[None] | None = None
 
     def submit(
         self,
@@ -156,31 +194,104 @@ class JobRegistry:
     ) -> Job:
         """Register a job and start it; its writes queue behind earlier writes to the tenant.
         ``total`` is how many documents it will process when that is not one per item."""
+        now = self.clock()
         job = Job(
             id=secrets.token_hex(8),
             kind=kind,
             source=source,
             total=len(items) if total is None else total,
             created_at=_now(),
+            updated_at=_iso(now),
             tenant=tenant,
         )
+        self.records.create(
+            JobRecord(
+                id=job.id,
+                tenant=tenant,
+                status=job.status,
+                created_ns=now,
+                heartbeat_ns=now,
+                body=_body(job),
+            )
+        )
+        self.records.prune(self.keep)
         tickets = [self.writer.ticket(tenant) for _ in items]  # the order of acceptance
-        self._jobs[job.id] = job
-        self._forget_old()
-        task = asyncio.get_running_loop().create_task(self._run(job, items, tickets))
-        self._tasks[job.id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(job.id, None))
+        running = _Running(job)
+        self._running[job.id] = running
+        loop = asyncio.get_running_loop()
+        running.task = loop.create_task(self._run(running, items, tickets))
+        if self._beat is None or self._beat.done():
+            self._beat = loop.create_task(self._beat_while_running())
         return job
 
     def get(self, tenant: str, job_id: str) -> Job | None:
         """The job, or None when there is none with that id in this tenant."""
-        job = self._jobs.get(job_id)
-        return job if job is not None and job.tenant == tenant else None
+        record = self.records.get(tenant, job_id)
+        return None if record is None else self._job(record)
 
     def list(self, tenant: str) -> list[Job]:
-        return [job for job in reversed(self._jobs.values()) if job.tenant == tenant]
+        """The tenant's jobs, newest first."""
+        return [self._job(record) for record in self.records.list(tenant, self.keep)]
 
-    async def _run(self, job: Job, items: list[WorkItem], tickets: list[Ticket]) -> None:
+    def _job(self, record: JobRecord, *, recheck: bool = True) -> Job:
+        job = Job(
+            id=record.id,
+            status=record.status,  # type: ignore[arg-type]
+            documents=[DocumentOutcome.model_validate(d) for d in record.documents],
+            updated_at=_iso(record.heartbeat_ns),
+            tenant=record.tenant,
+            **record.body,
+        )
+        silent = (self.clock() - record.heartbeat_ns) / 1e9
+        lost = silent > self.lost_after and record.id not in self._running
+        if job.status not in ("queued", "running") or not lost:
+            return job
+        job.status, job.finished_at = "failed", _now()
+        job.error = (
+            f"the server running this job stopped (no sign of life since {job.updated_at}); "
+            "the documents listed as done are stored, the others were not: submit them again"
+        )
+        if self.records.declare_lost(record, _body(job)) or not recheck:
+            log.warning("job %s lost its server; marked failed", job.id)
+            return job
+        fresh = self.records.get(record.tenant, record.id)  # it beat meanwhile: read it again
+        return job if fresh is None else self._job(fresh, recheck=False)
+
+    async def _save(self, running: _Running) -> None:
+        """Write the job's record and its new outcomes; a job another replica declared
+        lost (this process stalled past ``lost_after``) is stopped."""
+        async with self._saving:
+            job = running.job
+            first = running.saved_documents
+            new = [
+                (first + i, outcome.model_dump(mode="json"))
+                for i, outcome in enumerate(job.documents[first:])
+            ]
+            now = self.clock()
+            job.updated_at = _iso(now)
+            ours = await asyncio.to_thread(
+                self.records.save, job.id, job.status, _body(job), now, new
+            )
+            running.saved_documents += len(new)
+        stoppable = running.task is not None and not running.task.done()
+        if not ours and stoppable and job.status in ("queued", "running"):
+            log.warning("job %s was declared lost by another replica; stopping it", job.id)
+            assert running.task is not None
+            running.task.cancel()
+
+    async def _beat_while_running(self) -> None:
+        while self._running:
+            await asyncio.sleep(self.heartbeat)
+            for running in list(self._running.values()):
+                if running.job.status not in ("queued", "running"):
+                    continue
+                try:
+                    await self._save(running)
+                except Exception as exc:  # the state database is down: beat again later
+                    log.warning("job %s: saving its heartbeat failed: %s", running.job.id, exc)
+
+    async def _run(self, running: _Running, items: list[WorkItem], tickets: list[Ticket]) -> None:
+        job = running.job
         slots = asyncio.Semaphore(self.readers)
 
         async def read(item: WorkItem) -> list[Document | FailedDocument]:
@@ -195,6 +306,7 @@ class JobRegistry:
         ]
         try:
             job.status, job.started_at = "running", _now()
+            await self._save(running)
             for index, (item, ticket) in enumerate(zip(items, tickets, strict=True)):
                 pending = reads[index]
                 assert pending is not None
@@ -207,11 +319,12 @@ class JobRegistry:
                     _count(job.counts, outcome)
                 if item.write is None:
                     job.processed += 1  # a write item counts its documents itself
+                await self._save(running)
             job.status = "done"
         except asyncio.CancelledError:
             job.status, job.error = "failed", "the server shut down before the job finished"
             raise
-        except Exception as exc:  # pragma: no cover - _write catches what it can
+        except Exception as exc:
             log.error("job %s failed", job.id, exc_info=exc)
             job.status, job.error = "failed", "internal error (see the server log)"
         finally:
@@ -221,6 +334,11 @@ class JobRegistry:
                 if waiting is not None:
                     waiting.cancel()
             job.finished_at = _now()
+            try:
+                await self._save(running)
+            except Exception as exc:  # the state database is gone: say so in the log
+                log.error("saving the end of job %s failed", job.id, exc_info=exc)
+            self._running.pop(job.id, None)
 
     async def _write(
         self, item: WorkItem, documents: list[Document | FailedDocument], job: Job
@@ -249,15 +367,17 @@ class JobRegistry:
             return report.outcomes
         return [report.outcome(item.label, item.document_id)]
 
-    def _forget_old(self) -> None:
-        """Drop the oldest finished jobs beyond ``keep``; running ones stay."""
-        finished = [j.id for j in self._jobs.values() if j.status in ("done", "failed")]
-        for job_id in finished[: max(0, len(self._jobs) - self.keep)]:
-            del self._jobs[job_id]
-
     async def close(self) -> None:
-        """Cancel what is still running (on shutdown)."""
-        tasks = list(self._tasks.values())
+        """Cancel what is still running (on shutdown); each job records why it stopped."""
+        tasks = [r.task for r in self._running.values() if r.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._beat is not None:
+            self._beat.cancel()
+            await asyncio.gather(self._beat, return_exceptions=True)
+
+
+def _body(job: Job) -> dict[str, Any]:
+    """What the job record keeps as JSON (the rest has columns of its own)."""
+    return job.model_dump(mode="json", exclude=_OWN_COLUMNS)

@@ -1,15 +1,28 @@
-"""``flexmatch serve``: open the knowledge base once, warm it up, and run uvicorn."""
+"""``flexmatch serve``: open the knowledge base once, warm it up, and run uvicorn.
+
+With ``workers > 1`` uvicorn starts that many processes, and each opens the knowledge
+base itself (``worker_app``), loads its own embedding model and answers on the shared
+port. They agree through the shared state (keys, jobs, cache generations), so they must
+all reach one vector store: a Qdrant server (``store.url``), never the embedded store,
+which one process holds locked.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import os
 import re
 from pathlib import Path
+from typing import Any
 
-from flexmatch import KnowledgeBase, StoreError
+from flexmatch import ConfigError, KBConfig, KnowledgeBase, SharedState, StoreError, load_config
 from flexmatch.adapters.http.limits import Limits
 
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# how ``serve`` hands its arguments to the worker processes uvicorn spawns
+_WORKER_ENV = "FLEXMATCH_SERVE_WORKER"
 
 
 class EscapingFormatter(logging.Formatter):
@@ -29,6 +42,24 @@ def install_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
+def check_workers(config: KBConfig, workers: int) -> None:
+    """Refuse several workers over a store only one process can open (or that each
+    process would hold a private copy of)."""
+    if workers <= 1:
+        return
+    url = config.store.url
+    if not url:
+        raise ConfigError(
+            f"--workers {workers} needs store.url (a Qdrant server): each worker opens the "
+            "knowledge base, and the embedded store admits one process"
+        )
+    if url == ":memory:":
+        raise ConfigError(
+            f"--workers {workers} with store.url ':memory:' would give each worker its own "
+            "empty store: use a Qdrant server"
+        )
+
+
 def serve(
     kb_dir: Path,
     *,
@@ -36,6 +67,7 @@ def serve(
     port: int = 8000,
     limits: Limits | None = None,
     log_level: str = "info",
+    workers: int = 1,
 ) -> None:
     """Serve the HTTP API until interrupted; the store stays open for the whole run."""
     import uvicorn
@@ -43,10 +75,42 @@ def serve(
     from flexmatch.adapters.http.app import create_app
 
     install_logging(log_level)
+    limits = limits or Limits()
+    if workers > 1:
+        config = load_config(kb_dir)
+        check_workers(config, workers)
+        shared = SharedState.for_kb(kb_dir, config)
+        shared.check()  # tables created once, before the workers race to; a bad URL fails here
+        shared.close()
+        os.environ[_WORKER_ENV] = json.dumps(
+            {"kb": str(kb_dir), "limits": dataclasses.asdict(limits), "log_level": log_level}
+        )
+        uvicorn.run(
+            "flexmatch.adapters.http.server:worker_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=log_level,
+            access_log=False,
+        )
+        return
     with KnowledgeBase.open(kb_dir) as kb:
         app = create_app(kb, limits=limits)
+        app.state.service.shared.check()  # an unreachable state database fails here, clearly
         app.state.service.probe_store()  # a store held by another process fails here, clearly
         if app.state.service.readiness.store_error:
             raise StoreError(app.state.service.readiness.store_error)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
         uvicorn.Server(config).run()
+
+
+def worker_app() -> Any:
+    """One worker's app (uvicorn calls this in each process ``serve`` starts); the
+    knowledge base is closed when the worker stops."""
+    from flexmatch.adapters.http.app import create_app
+
+    settings = json.loads(os.environ[_WORKER_ENV])
+    install_logging(settings["log_level"])
+    kb = KnowledgeBase.open(Path(settings["kb"]))
+    return create_app(kb, limits=Limits(**settings["limits"]), close_kb=True)

@@ -1,7 +1,10 @@
 """What one server process shares between requests: the open knowledge base and its helpers.
 
 The embedded store admits one process per knowledge base, so the server opens it once
-and every request uses the same ``KnowledgeBase`` on the server's event loop.
+and every request uses the same ``KnowledgeBase`` on the server's event loop. What
+replicas must agree on (API keys, job records, cache generations) is in ``SharedState``,
+read on every use; the search answers, rate-limit buckets and console sessions stay in
+the process.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, KnowledgeBase
+from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, KnowledgeBase, SharedState
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.limits import Limits, RateLimiter
@@ -39,6 +42,7 @@ class Readiness:
 @dataclass
 class ServiceState:
     kb: KnowledgeBase
+    shared: SharedState
     keys: KeyStore
     limits: Limits
     cache: SearchCache
@@ -49,8 +53,10 @@ class ServiceState:
     _warm: asyncio.Task[None] | None = None
 
     @classmethod
-    def build(cls, kb: KnowledgeBase, keys: KeyStore, limits: Limits) -> ServiceState:
-        cache = SearchCache(limits.cache_entries, limits.cache_ttl_seconds)
+    def build(cls, kb: KnowledgeBase, shared: SharedState, limits: Limits) -> ServiceState:
+        cache = SearchCache(
+            limits.cache_entries, limits.cache_ttl_seconds, generations=shared.generations
+        )
         writer = TenantWriter(cache)
         warm: list[ServiceState] = []  # the jobs wait for the state's warm-up
 
@@ -59,13 +65,19 @@ class ServiceState:
 
         state = cls(
             kb=kb,
-            keys=keys,
+            shared=shared,
+            keys=shared.keys,
             limits=limits,
             cache=cache,
             limiter=RateLimiter(limits.rate_per_second, limits.burst),
             writer=writer,
             jobs=JobRegistry(
-                kb, writer, ready, limits.jobs_kept, readers=kb.config.ingest.fetch_workers
+                kb,
+                writer,
+                ready,
+                shared,
+                keep=limits.jobs_kept,
+                readers=kb.config.ingest.fetch_workers,
             ),
         )
         warm.append(state)

@@ -70,10 +70,12 @@ class TenantWriter:
             await ticket.turn()
             yield
         finally:
-            self.cache.invalidate(ticket.tenant)
-            ticket.release()
-            if self._last.get(ticket.tenant) is ticket:
-                del self._last[ticket.tenant]
+            try:  # a write to the shared state, off the event loop (it may wait for a lock)
+                await asyncio.to_thread(self.cache.invalidate, ticket.tenant)
+            finally:
+                ticket.release()
+                if self._last.get(ticket.tenant) is ticket:
+                    del self._last[ticket.tenant]
 
     @asynccontextmanager
     async def write(self, tenant: str) -> AsyncIterator[None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from flexmatch.engine.stores.base import Filters, Hit, Search, StoredPoint, VectorStore
 
@@ -14,12 +15,14 @@ def open_store(
     api_key: str | None = None,
     collection: str = "flexmatch",
     lock_timeout: float = 0.0,
+    cluster: dict[str, Any] | None = None,
 ) -> VectorStore:
-    """A Qdrant server when ``url`` is set, else the embedded engine in ``path``."""
+    """A Qdrant server when ``url`` is set, else the embedded engine in ``path``;
+    ``cluster`` (shards, replicas, on-disk storage) shapes a server collection it creates."""
     if url:
-        from flexmatch.engine.stores.server import ServerStore
+        from flexmatch.engine.stores.server import ClusterSettings, ServerStore
 
-        return ServerStore(url, api_key, collection)
+        return ServerStore(url, api_key, collection, ClusterSettings(**(cluster or {})))
     from flexmatch.engine.stores.edge import EdgeStore
 
     return EdgeStore(path, lock_timeout)

@@ -1,10 +1,18 @@
 """A Qdrant server or cluster through qdrant-client (``store.url``), for data that outgrows
 one machine. ``url: ":memory:"`` runs qdrant-client's in-process engine, which speaks the
 same API and is what the tests use.
+
+Every tenant shares one collection, laid out as Qdrant's multitenancy guide recommends:
+the ``tenant`` field is a keyword index with ``is_tenant`` (the server stores each
+tenant's points together), and the HNSW graph is built per tenant (``payload_m=16``)
+instead of over the whole collection (``m=0``), since every query FlexMatch sends filters
+on the tenant. The cluster settings (shards, replicas, write consistency, what lives on
+disk) are applied when the collection is created; an existing collection keeps its own.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from flexmatch.engine.stores.base import (
@@ -29,13 +37,36 @@ def _models() -> Any:
     return require("qdrant_client.models", "qdrant", "a Qdrant server store (store.url)")
 
 
+# the HNSW graph per tenant and none over the whole collection (the multitenancy guide's
+# "calibrate performance"): FlexMatch never searches across tenants
+PER_TENANT_LINKS = 16
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How the collection is spread and stored; None leaves the choice to the server."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+    on_disk_payload: bool | None = None
+    on_disk_vectors: bool | None = None
+
+
 class ServerStore(QueryMethods):
     """One collection on a Qdrant server; tenants share it, filtered on every call."""
 
-    def __init__(self, url: str, api_key: str | None, collection: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None,
+        collection: str,
+        cluster: ClusterSettings | None = None,
+    ) -> None:
         QdrantClient = require("qdrant_client", "qdrant", "a Qdrant server store").QdrantClient
         self.url = url
         self.collection = collection
+        self.cluster = cluster or ClusterSettings()
         try:
             if url == ":memory:":
                 self._client = QdrantClient(location=":memory:")
@@ -54,7 +85,6 @@ class ServerStore(QueryMethods):
         return bool(self._call("checking the collection", "collection_exists", self.collection))
 
     def prepare(self, embedding_model: str, dimension: int) -> None:
-        m = _models()
         if self.exists():
             info = self._call("reading the collection", "get_collection", self.collection)
             meta = info.config.metadata or {}
@@ -66,27 +96,57 @@ class ServerStore(QueryMethods):
             "creating the collection",
             "create_collection",
             self.collection,
-            vectors_config={DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE)},
-            sparse_vectors_config={LEXICAL: m.SparseVectorParams(modifier=m.Modifier.IDF)},
-            metadata={
-                "embedding_model": embedding_model,
-                "dimension": dimension,
-                "schema": SCHEMA_VERSION,
-            },
+            **self.collection_settings(embedding_model, dimension),
         )
         for field in INDEXED_FIELDS:
-            schema = (
-                m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)
-                if field == "tenant"
-                else m.PayloadSchemaType.KEYWORD
-            )
             self._call(
                 "indexing a field",
                 "create_payload_index",
                 self.collection,
                 field,
-                field_schema=schema,
+                field_schema=self.index_schema(field),
             )
+
+    def collection_settings(self, embedding_model: str, dimension: int) -> dict[str, Any]:
+        """What ``create_collection`` is sent: the vectors, the tenant layout and the
+        cluster settings that are set (unset ones are left out, for the server to choose)."""
+        m = _models()
+        cluster = self.cluster
+        on_disk = cluster.on_disk_vectors
+        settings: dict[str, Any] = {
+            "vectors_config": {
+                DENSE: m.VectorParams(size=dimension, distance=m.Distance.COSINE, on_disk=on_disk)
+            },
+            "sparse_vectors_config": {
+                LEXICAL: m.SparseVectorParams(
+                    modifier=m.Modifier.IDF,
+                    index=m.SparseIndexParams(on_disk=on_disk) if on_disk is not None else None,
+                )
+            },
+            "hnsw_config": m.HnswConfigDiff(m=0, payload_m=PER_TENANT_LINKS),
+            "metadata": {
+                "embedding_model": embedding_model,
+                "dimension": dimension,
+                "schema": SCHEMA_VERSION,
+            },
+        }
+        for name in (
+            "shard_number",
+            "replication_factor",
+            "write_consistency_factor",
+            "on_disk_payload",
+        ):
+            if getattr(cluster, name) is not None:
+                settings[name] = getattr(cluster, name)
+        return settings
+
+    @staticmethod
+    def index_schema(field: str) -> Any:
+        """The tenant field is the collection's tenant key; the others are plain keywords."""
+        m = _models()
+        if field == "tenant":
+            return m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)
+        return m.PayloadSchemaType.KEYWORD
 
     def close(self) -> None:
         self._client.close()

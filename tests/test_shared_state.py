@@ -1,0 +1,153 @@
+"""The state replicas share (keys, job records, cache generations), in the default SQLite
+file and in a database by SQLAlchemy URL: two ``SharedState`` objects over one database
+stand for two replicas, and each sees what the other wrote, at once."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from flexmatch import ConfigError, JobRecord, KeyStore, SharedState, StoreError
+from flexmatch.state_db import SqlAlchemyDatabase, SqliteDatabase, open_database
+from tests.conftest import write_config
+
+Open = Callable[[], SharedState]
+
+
+@pytest.fixture(params=["default", "url"])
+def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Open:
+    """A factory of replicas' views of one state database."""
+    url = None if request.param == "default" else f"sqlite:///{tmp_path / 'state.db'}"
+    return lambda: SharedState(open_database(tmp_path, url))
+
+
+def test_a_key_made_or_revoked_by_one_replica_holds_for_the_other(replicas: Open) -> None:
+    a, b = replicas(), replicas()
+    key, token = a.keys.create("acme", "read,write", "bot")
+    seen = b.keys.verify(token)
+    assert seen is not None and seen.tenant == "acme" and seen.permissions == ["read", "write"]
+    other, _ = b.keys.create("acme", "admin")
+    assert [k.id for k in a.keys.list("acme")] == [key.id, other.id]  # oldest first
+    assert b.keys.revoke(key.id, tenant="acme")
+    assert a.keys.verify(token) is None  # no cache outlives the revocation
+    revoked = a.keys.get(key.id)
+    assert revoked is not None and revoked.revoked and revoked.revoked_at
+
+
+def test_a_write_counted_by_one_replica_is_seen_by_the_other(replicas: Open) -> None:
+    a, b = replicas(), replicas()
+    assert a.generations.current("acme") == 0
+    b.generations.bump("acme")
+    b.generations.bump("acme")
+    a.generations.bump("other")
+    assert a.generations.current("acme") == 2 and b.generations.current("other") == 1
+
+
+def _record(job_id: str, tenant: str = "acme", at: int = 1, status: str = "queued") -> JobRecord:
+    return JobRecord(
+        id=job_id, tenant=tenant, status=status, created_ns=at, heartbeat_ns=at, body={"n": 0}
+    )
+
+
+def test_job_records_are_shared_scoped_and_pruned(replicas: Open) -> None:
+    a, b = replicas(), replicas()
+    a.jobs.create(_record("j1", at=1))
+    assert a.jobs.save("j1", "running", {"n": 1}, 5, [(0, {"doc": "x"})])
+    assert a.jobs.save("j1", "running", {"n": 2}, 6, [(1, {"doc": "y"})])
+    seen = b.jobs.get("acme", "j1")
+    assert seen is not None and seen.status == "running" and seen.heartbeat_ns == 6
+    assert seen.body == {"n": 2} and seen.documents == [{"doc": "x"}, {"doc": "y"}]
+    assert b.jobs.get("other", "j1") is None  # another tenant's job does not exist
+    assert a.jobs.save("j1", "done", {"n": 3}, 7)
+    assert not a.jobs.save("j1", "running", {"n": 4}, 8)  # a finished job stays finished
+    b.jobs.create(_record("j2", at=2))
+    b.jobs.create(_record("j3", tenant="other", at=3, status="running"))
+    assert [r.id for r in a.jobs.list("acme", 10)] == ["j2", "j1"]  # newest first
+    assert a.jobs.list("acme", 10)[1].documents == [{"doc": "x"}, {"doc": "y"}]
+    assert b.jobs.prune(keep=2) == 1  # the oldest finished one; live ones stay
+    assert a.jobs.get("acme", "j1") is None and a.jobs.get("acme", "j2") is not None
+    assert b.jobs.prune(keep=0) == 0
+
+
+def test_a_lost_job_is_declared_failed_once_unless_it_beat(replicas: Open) -> None:
+    a, b = replicas(), replicas()
+    a.jobs.create(_record("j1", at=1, status="running"))
+    stale = b.jobs.get("acme", "j1")
+    assert stale is not None
+    a.jobs.save("j1", "running", {"n": 1}, 2)  # it beat after b read it
+    assert not b.jobs.declare_lost(stale, {"error": "lost"})
+    fresh = b.jobs.get("acme", "j1")
+    assert fresh is not None and b.jobs.declare_lost(fresh, {"error": "lost"})
+    after = a.jobs.get("acme", "j1")
+    assert after is not None and after.status == "failed" and after.body == {"error": "lost"}
+    assert not a.jobs.save("j1", "running", {"n": 2}, 3)  # the owner learns it was declared
+
+
+def test_the_default_file_is_the_old_keys_file_and_old_keys_still_work(tmp_path: Path) -> None:
+    path = tmp_path / ".flexmatch" / "keys.sqlite"
+    path.parent.mkdir()
+    old = KeyStore(path)
+    key, token = old.create("acme", "read")
+    # a keys file as the previous release wrote it: only its table, no other
+    with sqlite3.connect(path) as db:
+        for table in ("jobs", "job_documents", "cache_generations"):
+            db.execute(f"DROP TABLE {table}")
+    state = SharedState.for_kb(tmp_path)
+    assert state.keys.path == path and stat.S_IMODE(path.stat().st_mode) == 0o600
+    verified = state.keys.verify(token)
+    assert verified is not None and verified.id == key.id
+    state.generations.bump("acme")  # the new tables appear beside the old one
+    assert state.generations.current("acme") == 1
+    # the same file reached by URL (one machine's replicas may name it so)
+    by_url = SharedState(SqlAlchemyDatabase(f"sqlite:///{path}"))
+    assert [k.id for k in by_url.keys.list()] == [key.id]
+    assert by_url.keys.verify(token) is not None and by_url.generations.current("acme") == 1
+
+
+def test_reading_creates_nothing(tmp_path: Path) -> None:
+    state = SharedState.for_kb(tmp_path)
+    assert state.keys.verify("fm_0123456789ab_x") is None and state.keys.list() == []
+    assert state.jobs.get("acme", "j") is None and state.generations.current("acme") == 0
+    assert not (tmp_path / ".flexmatch").exists()
+
+
+def test_the_config_names_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = tmp_path / "shared.db"
+    write_config(tmp_path / "kb", "service:\n  state_url: sqlite:///${STATE}\n")
+    monkeypatch.setenv("STATE", str(shared))
+    # the keys CLI and the server read the same setting
+    keys = KeyStore.for_kb(tmp_path / "kb")
+    state = SharedState.for_kb(tmp_path / "kb")
+    assert keys.path is None and isinstance(keys.database, SqlAlchemyDatabase)
+    _, token = keys.create("acme", "read")
+    assert state.keys.verify(token) is not None and shared.exists()
+    assert not (tmp_path / "kb" / ".flexmatch").exists()
+    default = SharedState.for_kb(tmp_path / "elsewhere")
+    assert isinstance(default.database, SqliteDatabase)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("not a url", "service.state_url is not a database URL"),
+        ("sqlite://", "in-memory database, which no other process can see"),
+        ("sqlite:///:memory:", "in-memory database"),
+        ("postgresql+psycopg://u:secret@db/x", "needs a database driver that is not installed"),
+    ],
+)
+def test_bad_urls_are_refused_clearly(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as raised:
+        open_database(".", url)
+    assert "secret" not in str(raised.value)
+
+
+def test_an_unreachable_database_is_a_store_error(tmp_path: Path) -> None:
+    state = SharedState(open_database(tmp_path, f"sqlite:///{tmp_path / 'no' / 'such' / 'x.db'}"))
+    with pytest.raises(StoreError, match=r"the service state database .* failed"):
+        state.check()
+    with pytest.raises(StoreError):
+        state.keys.verify("fm_0123456789ab_x")
