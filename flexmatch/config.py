@@ -18,8 +18,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+CLUSTER_FIELDS = (
+    "shard_number",
+    "replication_factor",
+    "write_consistency_factor",
+    "on_disk_payload",
+    "on_disk_vectors",
+)
+
+
 class StoreConfig(_Strict):
-    """Embedded Qdrant in ``path`` (relative to the knowledge base), or a server at ``url``."""
+    """Embedded Qdrant in ``path`` (relative to the knowledge base), or a server at ``url``.
+
+    The cluster settings (``shard_number`` … ``on_disk_vectors``) apply when FlexMatch
+    creates the server's collection; unset, the server decides. They are refused without
+    ``url``: the embedded store is one shard in one process, so a config that sets them
+    with no server (an empty ``${QDRANT_URL}``, say) is a mistake worth stopping on.
+    """
 
     path: str = ".flexmatch/qdrant"
     url: str | None = None
@@ -29,11 +44,35 @@ class StoreConfig(_Strict):
     # the embedded store builds its HNSW index at the end of an ingest once it holds this
     # many points (below it, exact search is as fast and the build costs more than it saves)
     index_min_points: int = Field(20_000, ge=0)
+    shard_number: int | None = Field(None, ge=1, le=1024)
+    replication_factor: int | None = Field(None, ge=1, le=64)
+    write_consistency_factor: int | None = Field(None, ge=1, le=64)  # copies a write waits for
+    on_disk_payload: bool | None = None  # payloads (chunk texts) read from disk, not RAM
+    on_disk_vectors: bool | None = None  # dense vectors and the sparse index on disk
 
     @field_validator("url", "api_key", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return value or None
+
+    @model_validator(mode="after")
+    def _cluster_needs_a_server(self) -> StoreConfig:
+        given = [name for name, value in self.cluster_settings().items() if value is not None]
+        if given and not self.url:
+            raise ValueError(
+                f"{', '.join(given)} apply to a Qdrant server: set store.url, or remove them "
+                "(the embedded store is one shard in one process)"
+            )
+        writers, copies = self.write_consistency_factor, self.replication_factor
+        if writers is not None and copies is not None and writers > copies:
+            raise ValueError(
+                f"write_consistency_factor ({writers}) cannot exceed replication_factor ({copies})"
+            )
+        return self
+
+    def cluster_settings(self) -> dict[str, Any]:
+        """The collection's cluster settings, for the server store (None: the server's own)."""
+        return {name: getattr(self, name) for name in CLUSTER_FIELDS}
 
 
 class ModelsConfig(_Strict):
@@ -141,10 +180,27 @@ class IngestConfig(_Strict):
     fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
 
 
+class ServiceConfig(_Strict):
+    """What the replicas of ``flexmatch serve`` share: API keys, jobs, cache generations.
+
+    ``state_url`` is an SQLAlchemy URL (``postgresql+psycopg://user:pw@db/flexmatch``,
+    ``sqlite:////var/lib/flexmatch/state.db``; needs the ``shared`` extra). Unset, they
+    live in ``<kb>/.flexmatch/keys.sqlite``, which every process on this machine shares.
+    """
+
+    state_url: str | None = None
+
+    @field_validator("state_url", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return value or None
+
+
 class KBConfig(_Strict):
     """One knowledge base: its store, models, sources and query settings."""
 
     store: StoreConfig = StoreConfig()
+    service: ServiceConfig = ServiceConfig()
     models: ModelsConfig = ModelsConfig()
     sources: dict[str, SourceConfig] = Field(default_factory=lambda: {"default": SourceConfig()})
     default_source: str = "default"
