@@ -30,7 +30,8 @@ from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
-from flexmatch.engine.ingest import Indexer, SourceChains, version_of
+from flexmatch.engine.fanout import RayFanOut, RayOptions
+from flexmatch.engine.ingest import Indexer, SourceChains, Work, version_of
 from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback
 from flexmatch.engine.llm import LLM
 from flexmatch.engine.llm_cache import LLMCache
@@ -58,6 +59,7 @@ from flexmatch.results import Answer, tool_result
 
 DEFAULT_TENANT = "default"
 STATE_DIR = ".flexmatch"
+LLM_CACHE_FILE = "llm-cache.sqlite"
 T = TypeVar("T")
 
 
@@ -170,7 +172,7 @@ class KnowledgeBase:
             timeout=models.llm_timeout,
             max_retries=models.llm_max_retries,
             retry_base_delay=models.llm_retry_delay,
-            cache=LLMCache(self.path / STATE_DIR / "llm-cache.sqlite"),
+            cache=LLMCache(self.path / STATE_DIR / LLM_CACHE_FILE),
         )
 
     @property
@@ -194,7 +196,6 @@ class KnowledgeBase:
                     api_key=settings.api_key,
                     collection=settings.collection,
                     lock_timeout=settings.lock_timeout,
-                    cluster=settings.cluster_settings(),
                 )
             return self._store
 
@@ -261,7 +262,8 @@ class KnowledgeBase:
         return choose_source(self.config, name, records=records)
 
     # -- ingest ------------------------------------------------------------------------
-    def _reader(self, source: str | None) -> SourceReader:
+    def _reader(self, source: str | None, fanout: RayFanOut | None = None) -> SourceReader:
+        """The source's reader; with ``fanout``, it parses and fetches on those Ray workers."""
         name = source or self.config.default_source
         self.source_chains(name)  # validates the name and the chains up front
         return SourceReader(
@@ -269,8 +271,8 @@ class KnowledgeBase:
             self.config.sources[name],
             self.path,
             self.config.ingest,
-            self.parse_workers,
-            self.fetch_workers,
+            fanout.pool("parse") if fanout else self.parse_workers,
+            fanout.pool("fetch") if fanout else self.fetch_workers,
         )
 
     async def _run(
@@ -279,18 +281,32 @@ class KnowledgeBase:
         tenant: str,
         progress: ProgressCallback | None = None,
         planned: int = 0,
+        *,
+        work: Work | None = None,
+        concurrency: int | None = None,
     ) -> IngestReport:
+        """Index ``items``; ``work`` (enrich and embed) runs here unless another is given
+        (Ray workers), with ``concurrency`` documents in flight."""
         report = IngestReport(planned=planned)
         batcher = EmbeddingBatcher(self.embedder, self.config.models.embedding_batch_size)
+        concurrency = concurrency or self.config.ingest.document_concurrency
         indexer = Indexer(
-            self.store, self.embedder, tenant, self.config.ingest, report, self.archive, batcher
+            self.store,
+            self.embedder,
+            tenant,
+            self.config.ingest,
+            report,
+            self.archive,
+            batcher,
+            work=work,
+            concurrency=concurrency,
         )
         run = IngestRun(
             report=report,
             index=lambda document: indexer.index(document, self.source_chains(document.source)),
             registry=DocumentRegistry(self.store),
             llm=self.llm,
-            concurrency=self.config.ingest.document_concurrency,
+            concurrency=concurrency,
             tenant=tenant,
             active=self._active_runs,
             index_min_points=self.config.store.index_min_points,
@@ -305,18 +321,60 @@ class KnowledgeBase:
         source: str | None = None,
         tenant: str = DEFAULT_TENANT,
         progress: ProgressCallback | None = None,
+        ray: bool | str = False,
+        workers: int = 2,
+        retries: int = 2,
     ) -> IngestReport:
         """Load, chunk, enrich, embed and store every document in ``inputs`` (files,
         folders, JSON Lines corpora, http(s) URLs; records files for a records source).
 
         ``progress`` gets the report after each document; ``report.planned`` is the
-        number of documents found, known from the first call on."""
-        reader = self._reader(source)
+        number of documents found, known from the first call on.
+
+        ``ray``: parse, enrich and embed on ``workers`` Ray workers (the ``ray`` extra):
+        ``True`` starts a local Ray cluster for the run, a string is the address of a
+        running one; the checks and the writes stay in this process, so the result is
+        that of a local ingest. ``retries``: how often the unfinished work of a worker
+        that died is tried again before its documents are reported failed."""
+        inputs = list(inputs)
+        if ray is False:
+            return await self._ingest(inputs, source, tenant, progress)
+        address = ray if isinstance(ray, str) and ray else None
+        options = RayOptions(address=address, workers=workers, retries=retries)
+        async with RayFanOut.start(
+            options,
+            kb_dir=self.path,
+            config=self.config,
+            env=self.context.env,
+            llm_cache=self.path / STATE_DIR / LLM_CACHE_FILE if self.llm else None,
+            usage=self.llm.usage if self.llm else None,
+            embedding_model=self.embedder.name,
+        ) as fanout:
+            return await self._ingest(inputs, source, tenant, progress, fanout)
+
+    async def _ingest(
+        self,
+        inputs: list[str | Path],
+        source: str | None,
+        tenant: str,
+        progress: ProgressCallback | None,
+        fanout: RayFanOut | None = None,
+    ) -> IngestReport:
+        """One ingest; with ``fanout``, parsing, fetching, enrichment and embedding run on
+        its Ray workers, while reading, the checks and the writes stay here, as they are."""
+        reader = self._reader(source, fanout)
         plan = await asyncio.to_thread(reader.plan, inputs)
         total = await asyncio.to_thread(lambda: plan.total)
         pages = await self._fetch(reader, plan.urls)  # before the store is opened or locked
         items = itertools.chain(pages, reader.read(plan, urls=False))
-        return await self._run(items, tenant, progress, total)
+        return await self._run(
+            items,
+            tenant,
+            progress,
+            total,
+            work=fanout.work if fanout else None,
+            concurrency=fanout.concurrency if fanout else None,
+        )
 
     async def _fetch(self, reader: SourceReader, urls: list[str]) -> list[Item]:
         """Web pages, fetched concurrently (each one bounded by its deadline)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,11 +67,59 @@ class SourceChains:
         return [self.chunker, self.matching_text, self.qualifying_text]
 
 
+@dataclass
+class Enriched:
+    """A document's chunks and one vector per matching text, in order: the expensive part
+    of indexing, done here or on a worker (``fanout``), written by the ``Indexer``."""
+
+    chunks: list[Chunk]
+    vectors: list[list[float]]
+
+
+Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+Work = Callable[[Document, SourceChains], Awaitable[Enriched]]
+
+
+async def enrich(document: Document, chains: SourceChains) -> list[Chunk]:
+    """Chunk the document, then give each chunk its matching texts and qualifying text."""
+    sections = await chains.chunker.run(document)
+
+    async def one(index: int) -> Chunk:
+        section = sections[index]
+        matching, qualifying = await asyncio.gather(
+            chains.matching_text.run(section, document),
+            chains.qualifying_text.run(section, document),
+        )
+        return Chunk(
+            id=f"{document.id}#{index}",
+            document_id=document.id,
+            index=index,
+            text=section.text,
+            heading_path=section.heading_path,
+            qualifying_text=qualifying,
+            matching_texts=matching,
+        )
+
+    return list(await asyncio.gather(*(one(i) for i in range(len(sections)))))
+
+
+async def enrich_and_embed(document: Document, chains: SourceChains, embed: Embed) -> Enriched:
+    """Enrich, then embed every matching text (``embed`` batches them with other
+    documents' texts)."""
+    chunks = await enrich(document, chains)
+    vectors = await embed([m.text for chunk in chunks for m in chunk.matching_texts])
+    return Enriched(chunks=chunks, vectors=vectors)
+
+
 class Indexer:
-    """Ingest path for one run: each document chunked, enriched, embedded and committed.
+    """Ingest path for one run: each document checked, enriched and embedded (``work``),
+    then committed.
 
     Unchanged documents cost nothing; exact duplicates and near-duplicate chunks are
-    skipped; a failure is recorded on the document and the run goes on.
+    skipped; a failure is recorded on the document and the run goes on. ``work`` is the
+    expensive part (chains and embedding): in this process by default, on Ray workers
+    for a distributed ingest (``fanout``); the checks and the commit protocol around it
+    are the same either way, and only this process writes.
     """
 
     def __init__(
@@ -82,6 +131,8 @@ class Indexer:
         report: IngestReport,
         archive: DocumentArchive | None = None,
         batcher: EmbeddingBatcher | None = None,
+        work: Work | None = None,
+        concurrency: int | None = None,
     ) -> None:
         self.store = store
         self.registry = DocumentRegistry(store)
@@ -91,7 +142,8 @@ class Indexer:
         self.tenant = tenant
         self.settings = settings
         self.report = report
-        self._slots = asyncio.Semaphore(settings.document_concurrency)
+        self.work: Work = work or self._enrich_and_embed
+        self._slots = asyncio.Semaphore(concurrency or settings.document_concurrency)
         self._hashes_in_run: dict[str, Document] = {}
         self._writing: dict[str, asyncio.Lock] = {}  # one writer per document id
 
@@ -107,40 +159,24 @@ class Indexer:
                 self.report.record_failed(FailedDocument(uri=document.uri, error=error))
 
     async def _index(self, document: Document, chains: SourceChains) -> None:
+        """begin → work → points → upsert → commit; a failure anywhere leaves the committed
+        version as it was."""
         check_size(document, self.settings.max_document_bytes)
         version = document_version(document, chains)
         record = self.registry.get(self.tenant, document.id)
-        if record and record.status == "complete" and record.version == version:
-            if record.pending_version is not None:
-                self.registry.cleanup(self.tenant, record)
-            if self.archive is not None and not self.archive.has(self.tenant, document.id):
-                await asyncio.to_thread(self.archive.put, self.tenant, document)  # kept from now
-            self.report.record_unchanged(document.id, document.uri)
+        if await self._unchanged(document, record, version):
             return
         duplicate = self._duplicate_of(document)  # a changed one keeps its old version
         if duplicate is not None:
             self.report.record_duplicate(duplicate)
             return
         self._hashes_in_run[document.content_hash] = document
-        base = record or DocumentRecord(
-            id=document.id,
-            source=document.source,
-            uri=document.uri,
-            content_hash=document.content_hash,
-        )
-        base = base.model_copy(
-            update={
-                "source": document.source,
-                "uri": document.uri,
-                "title": document.title,
-                "content_hash": document.content_hash,
-                "metadata": document.metadata,
-            }
-        )
-        pending = self.registry.begin(self.tenant, base, version)
+        pending = self.registry.begin(self.tenant, pending_record(document, record), version)
         try:
-            chunks = await self.enrich(document, chains)
-            points = await self.embed_points(document, chunks, version)
+            enriched = await self.work(document, chains)
+            points = await asyncio.to_thread(
+                self.points, document, enriched.chunks, version, enriched.vectors
+            )
             self.store.upsert(self.tenant, points)
         except Exception as exc:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
@@ -161,6 +197,19 @@ class Indexer:
             document_tokens=len(document.text) // 4,
         )
 
+    async def _unchanged(
+        self, document: Document, record: DocumentRecord | None, version: str
+    ) -> bool:
+        """Whether this version is the committed one (then nothing is spent on it)."""
+        if not (record and record.status == "complete" and record.version == version):
+            return False
+        if record.pending_version is not None:
+            self.registry.cleanup(self.tenant, record)
+        if self.archive is not None and not self.archive.has(self.tenant, document.id):
+            await asyncio.to_thread(self.archive.put, self.tenant, document)  # kept from now
+        self.report.record_unchanged(document.id, document.uri)
+        return True
+
     def _duplicate_of(self, document: Document) -> SkippedDocument | None:
         """An identical text already stored (or taken by this run) under another id."""
         same = [
@@ -177,38 +226,14 @@ class Indexer:
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
         return None
 
-    async def enrich(self, document: Document, chains: SourceChains) -> list[Chunk]:
-        sections = await chains.chunker.run(document)
+    async def _enrich_and_embed(self, document: Document, chains: SourceChains) -> Enriched:
+        """The local work: this process's chains, its embedder through the run's batcher."""
+        return await enrich_and_embed(document, chains, self._embed)
 
-        async def one(index: int) -> Chunk:
-            section = sections[index]
-            matching, qualifying = await asyncio.gather(
-                chains.matching_text.run(section, document),
-                chains.qualifying_text.run(section, document),
-            )
-            return Chunk(
-                id=f"{document.id}#{index}",
-                document_id=document.id,
-                index=index,
-                text=section.text,
-                heading_path=section.heading_path,
-                qualifying_text=qualifying,
-                matching_texts=matching,
-            )
-
-        return list(await asyncio.gather(*(one(i) for i in range(len(sections)))))
-
-    async def embed_points(
-        self, document: Document, chunks: list[Chunk], version: str
-    ) -> list[StoredPoint]:
-        """Embed every matching text (with other documents' texts, in full batches), then
-        make the points."""
-        texts = [m.text for chunk in chunks for m in chunk.matching_texts]
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
         if self.batcher is not None:
-            vectors = await self.batcher.embed(texts)
-        else:
-            vectors = await asyncio.to_thread(self.embedder.embed, texts)
-        return await asyncio.to_thread(self.points, document, chunks, version, vectors)
+            return await self.batcher.embed(texts)
+        return await asyncio.to_thread(self.embedder.embed, texts)
 
     def points(
         self, document: Document, chunks: list[Chunk], version: str, vectors: list[list[float]]
@@ -315,3 +340,22 @@ def check_size(document: Document, limit: int) -> None:
             f"{document.uri}: extracted text is {size:,} bytes, over the {limit:,}-byte cap "
             "(ingest.max_document_bytes)"
         )
+
+
+def pending_record(document: Document, record: DocumentRecord | None) -> DocumentRecord:
+    """The record a new version of ``document`` is begun on (its last one, updated)."""
+    base = record or DocumentRecord(
+        id=document.id,
+        source=document.source,
+        uri=document.uri,
+        content_hash=document.content_hash,
+    )
+    return base.model_copy(
+        update={
+            "source": document.source,
+            "uri": document.uri,
+            "title": document.title,
+            "content_hash": document.content_hash,
+            "metadata": document.metadata,
+        }
+    )

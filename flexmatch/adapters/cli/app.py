@@ -73,8 +73,28 @@ def ingest(
             "--dry-run", help="Read and chunk, estimate LLM calls, tokens and cost; store nothing."
         ),
     ] = False,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray",
+            help="Parse, enrich and embed on Ray workers (a local Ray cluster unless "
+            "--ray-address names one); needs the 'ray' extra.",
+        ),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDRESS",
+            help="Join this Ray cluster ('auto': the one `ray start` runs here); implies --ray.",
+        ),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Ray workers (with --ray), one CPU each.")
+    ] = 2,
 ) -> None:
     """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
+    on_ray: bool | str = ray_address or ray
     with fm.KnowledgeBase.open(kb) as base:
         if dry_run:
             estimate = base.run_sync(base.aestimate(inputs or [], source=source))
@@ -103,7 +123,14 @@ def ingest(
                 )
                 bar.update(task_id, total=report.planned, completed=report.processed, detail=detail)
 
-            report = base.ingest(inputs or [], source=source, tenant=tenant, progress=progress)
+            report = base.ingest(
+                inputs or [],
+                source=source,
+                tenant=tenant,
+                progress=progress,
+                ray=on_ray,
+                workers=workers,
+            )
         if report.planned == 0:
             raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
         if not as_json:

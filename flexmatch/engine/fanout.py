@@ -1,0 +1,530 @@
+"""Distributed ingest on Ray: the expensive work fans out, the writes stay in one place.
+
+A run hands two kinds of work to a small set of Ray actors (``IngestWorker``), each of
+which builds the sources' chains, the LLM client and the embedding model once:
+
+1. *parse and fetch*: the source's reader runs here, as in a local run (listing, version
+   hints, stored copies, ids, per-input failures), but its isolated processes are on
+   the workers (``RayPool``): each file is parsed, each web page fetched, in one of a
+   worker's own killable processes, under the same deadline and memory cap.
+2. *enrich and embed*: a document that is neither unchanged nor a duplicate (checked
+   here, against the store, so an unchanged document costs no worker time and no LLM
+   call) is chunked, enriched by the LLM chains and embedded on a worker, which hands
+   back its chunks and vectors.
+
+This process (the driver) is the single writer, whatever the store: it runs the same
+``Indexer`` as a local ingest, with ``RayFanOut.work`` as its work step, so a document
+is begun, written and committed by exactly the code of a local run (repair, dedup,
+near-duplicate checks and per-document failures included), and document ids, versions
+and point ids come out the same (they are derived from the text, the chains and the
+positions, never from where the work ran). With a Qdrant server, workers could write
+their own points, but the commit protocol needs begin → write → commit as one writer's
+sequence per document, the near-duplicate check reads what was committed before, and
+the writes are a small part of the time (the LLM calls and the embedding are the rest).
+
+A worker that dies (killed, out of memory, a crashing parser) is restarted by Ray and
+its unfinished calls are retried (``retries``); a document whose retries run out is
+reported failed, and nothing of it is written: the driver writes only whole results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import socket
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from flexmatch.config import LOCAL_EMBEDDING_MODEL, KBConfig, ModelsConfig
+from flexmatch.engine.chains import ChainContext
+from flexmatch.engine.embeddings import EmbeddingBatcher, make_embedder
+from flexmatch.engine.ingest import Enriched, SourceChains, enrich_and_embed
+from flexmatch.engine.llm import LLM
+from flexmatch.engine.llm_cache import LLMCache
+from flexmatch.errors import ConfigError, FlexMatchError, ParseError
+from flexmatch.extras import require
+from flexmatch.inputs.isolation import IsolatedPool
+from flexmatch.models import Document, Usage
+
+NAMESPACE = "flexmatch"
+START_TIMEOUT = 300.0  # seconds for every worker to import, load its model and say so
+RESTARTS = 4  # times Ray restarts one worker that died, within a run
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how wide a distributed ingest runs.
+
+    ``address``: None starts a local Ray cluster for the run (stopped after it); else
+    the address of a running one (``auto``: the one ``ray start`` runs on this machine;
+    ``ray://host:10001``: a remote one). A process already connected to Ray uses that
+    connection. ``workers``: Ray actors, one CPU each. ``retries``: how many times the
+    unfinished work of a worker that died is tried again, on the restarted worker.
+    """
+
+    address: str | None = None
+    workers: int = 2
+    retries: int = 2
+
+    def check(self) -> None:
+        if self.workers < 1:
+            raise ConfigError(f"a distributed ingest needs at least 1 worker, not {self.workers}")
+        if self.retries < 0:
+            raise ConfigError(f"retries must be 0 or more, not {self.retries}")
+
+
+@dataclass
+class WorkerInfo:
+    """What a worker says once it is ready (or why it could not start)."""
+
+    pid: int
+    node: str
+    embedding_model: str
+    error: str | None = None
+
+
+@dataclass
+class Raised:
+    """An error a worker met, handed back as a value (a message, not a remote traceback)."""
+
+    error: FlexMatchError
+
+
+@dataclass
+class WorkResult:
+    """A worker's answer for one document: its enrichment, or the error it met."""
+
+    chunks: list[Any] = field(default_factory=list)
+    vectors: Any = None  # float32 array, one row per matching text
+    fingerprint: str = ""  # of the chains it ran, checked against the driver's
+    usage: Usage = field(default_factory=Usage)  # LLM usage since the worker's last answer
+    error: FlexMatchError | None = None
+
+
+def worker_llm(models: ModelsConfig, cache: Path | None) -> LLM | None:
+    """The LLM client a worker calls, as the knowledge base configures its own."""
+    if not models.llm:
+        return None
+    return LLM(
+        models.llm,
+        api_base=models.llm_api_base,
+        api_key=models.llm_api_key,
+        concurrency=models.llm_concurrency,
+        timeout=models.llm_timeout,
+        max_retries=models.llm_max_retries,
+        retry_base_delay=models.llm_retry_delay,
+        cache=LLMCache(cache),
+    )
+
+
+def _address_space_mb() -> int:
+    """This process's virtual size (Linux): a Ray worker maps the object store, gigabytes
+    that a parser it forks inherits before parsing a byte."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        status = Path(f"/proc/{os.getpid()}/status").read_text(encoding="ascii")
+        return int(status.split("VmSize:")[1].split()[0]) // 1024
+    return 0
+
+
+class IngestWorker:
+    """One Ray actor of a distributed ingest: reads inputs, enriches and embeds documents.
+
+    It builds the LLM client, the embedding model and (on first use) each source's
+    chains from the knowledge base's folder and config, once; it never opens the store.
+    LLM calls are bounded per worker (``models.llm_concurrency``), and the documents it
+    holds at once share its embedding batches.
+    """
+
+    def __init__(
+        self,
+        kb_dir: str,
+        config: KBConfig,
+        env: dict[str, str] | None,
+        llm_cache: str | None,
+        cwd: str,
+    ) -> None:
+        self.error: str | None = None
+        if Path(cwd).is_dir():  # relative paths mean what they mean to the driver
+            os.chdir(cwd)
+        self.kb_dir = Path(kb_dir)
+        self.config = config
+        self.embedding_model = config.models.embedding
+        try:
+            cache = Path(llm_cache) if llm_cache and Path(llm_cache).parent.is_dir() else None
+            self.llm = worker_llm(config.models, cache)
+            self.context = ChainContext(kb_dir=self.kb_dir, llm=self.llm, env=env)
+            self.embedder = make_embedder(config.models)
+            self.embedding_model = self.embedder.name
+            if self.embedding_model == LOCAL_EMBEDDING_MODEL:
+                self.embedder.embed(["warm up"])  # loaded now: a ready worker is ready
+            self.batcher = EmbeddingBatcher(self.embedder, config.models.embedding_batch_size)
+        except Exception as exc:  # said by ready(), as a message, not a remote traceback
+            named = isinstance(exc, FlexMatchError)
+            self.error = str(exc) if named else f"{type(exc).__name__}: {exc}"
+        ingest = config.ingest
+        # a parser forked from here may use parse_memory_mb beyond what it inherits
+        memory = ingest.parse_memory_mb + _address_space_mb()
+        self.parsers = IsolatedPool(
+            workers=ingest.parse_workers, timeout=ingest.parse_timeout, memory_mb=memory
+        )
+        self.fetchers = IsolatedPool(workers=ingest.fetch_workers, memory_mb=memory)
+        self._chains: dict[str, SourceChains] = {}
+        self._reported = Usage()
+
+    def ready(self) -> WorkerInfo:
+        return WorkerInfo(os.getpid(), socket.gethostname(), self.embedding_model, self.error)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def _source_chains(self, source: str) -> SourceChains:
+        if source not in self._chains:
+            if source not in self.config.sources:
+                raise ConfigError(f"no source named '{source}' in the workers' config")
+            self._chains[source] = SourceChains.build(self.config.sources[source], self.context)
+        return self._chains[source]
+
+    async def isolated(
+        self,
+        kind: str,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        options: dict[str, Any],
+    ) -> Any:
+        """``function(*args)`` in one of this worker's parser (``kind`` "parse") or fetcher
+        processes, as ``IsolatedPool.run`` runs it; its error handed back as a value."""
+        pool = self.parsers if kind == "parse" else self.fetchers
+        try:
+            return await asyncio.to_thread(pool.run, function, *args, **options)
+        except Exception as exc:
+            return Raised(_portable(exc, str(options.get("label", ""))))
+
+    async def work(self, document: Document) -> WorkResult:
+        """Chunk, enrich and embed one document; errors come back as values (a message
+        naming the document, as a local run reports it, never a remote traceback)."""
+        result = WorkResult()
+        try:
+            chains = self._source_chains(document.source)
+            enriched = await enrich_and_embed(document, chains, self.batcher.embed)
+            result.chunks = enriched.chunks
+            result.vectors = np.asarray(enriched.vectors, dtype=np.float32)
+            result.fingerprint = chains.fingerprint()
+        except Exception as exc:
+            result.error = _portable(exc, document.uri)
+        result.usage = self._usage_since_last()
+        return result
+
+    def _usage_since_last(self) -> Usage:
+        """LLM usage not yet handed back: each answer carries its share, so the driver's
+        sum is the workers' total, however their documents overlapped."""
+        now = self.llm.usage.model_copy() if self.llm else Usage()
+        before, self._reported = self._reported, now
+        return Usage(
+            calls=now.calls - before.calls,
+            cached_calls=now.cached_calls - before.cached_calls,
+            prompt_tokens=now.prompt_tokens - before.prompt_tokens,
+            cached_prompt_tokens=now.cached_prompt_tokens - before.cached_prompt_tokens,
+            completion_tokens=now.completion_tokens - before.completion_tokens,
+            cost_usd=now.cost_usd - before.cost_usd,
+        )
+
+
+def _portable(exc: Exception, uri: str) -> FlexMatchError:
+    """An error the driver can raise as a local run would have: FlexMatch's own kept (when
+    it pickles), anything else named with its type, as ``Indexer.index`` names it."""
+    if isinstance(exc, FlexMatchError):
+        with contextlib.suppress(Exception):
+            return pickle.loads(pickle.dumps(exc))  # type: ignore[no-any-return]
+        return FlexMatchError(str(exc))
+    return FlexMatchError(f"{uri}: {type(exc).__name__}: {exc}")
+
+
+def add_usage(total: Usage, more: Usage) -> None:
+    total.calls += more.calls
+    total.cached_calls += more.cached_calls
+    total.prompt_tokens += more.prompt_tokens
+    total.cached_prompt_tokens += more.cached_prompt_tokens
+    total.completion_tokens += more.completion_tokens
+    total.cost_usd += more.cost_usd
+
+
+class RayFanOut:
+    """The workers of one distributed ingest run, and the two kinds of work handed to them.
+
+    Work goes to the least busy worker that is up; one that died is left out until it
+    answers again (Ray restarts it), and if every worker is gone for good, the documents
+    left fail with a message that says so.
+    """
+
+    def __init__(
+        self,
+        ray: Any,
+        actors: list[Any],
+        infos: list[WorkerInfo],
+        options: RayOptions,
+        concurrency: int,
+        usage: Usage | None,
+        embedding_model: str,
+    ) -> None:
+        self.ray = ray
+        self.actors = actors
+        self.infos = infos
+        self.options = options
+        self.concurrency = concurrency  # documents in flight across all workers
+        self.usage = usage  # the driver's LLM usage: the workers' calls are added to it
+        self.embedding_model = embedding_model
+        self._busy = [0] * len(actors)
+        self._down: set[int] = set()  # died; left out until they answer again
+        self._gone: set[int] = set()  # died for good
+        self._lock = threading.Lock()
+        self._loop = asyncio.get_running_loop()
+        self._probes: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def start(
+        cls,
+        options: RayOptions,
+        *,
+        kb_dir: Path,
+        config: KBConfig,
+        env: dict[str, str] | None,
+        llm_cache: Path | None,
+        usage: Usage | None,
+        embedding_model: str,
+    ) -> AsyncIterator[RayFanOut]:
+        """Connect to (or start) the cluster, start the workers, and stop them after."""
+        options.check()
+        ray = require("ray", "ray", "a distributed ingest on Ray")
+        started = await asyncio.to_thread(_connect, ray, options)
+        try:
+            actors, infos = await asyncio.to_thread(
+                _launch, ray, options, kb_dir, config, env, llm_cache
+            )
+            try:
+                for info in infos:
+                    if info.embedding_model != embedding_model:
+                        raise ConfigError(
+                            f"the Ray workers embed with '{info.embedding_model}' (models."
+                            f"embedding) but this knowledge base embeds with '{embedding_model}'"
+                        )
+                concurrency = options.workers * config.ingest.document_concurrency
+                yield cls(ray, actors, infos, options, concurrency, usage, embedding_model)
+            finally:
+                for actor in actors:
+                    with contextlib.suppress(Exception):
+                        ray.kill(actor)
+        finally:
+            if started:
+                await asyncio.to_thread(ray.shutdown)
+
+    # -- phase 1: parse and fetch ------------------------------------------------------
+    def pool(self, kind: str) -> RayPool:
+        """Isolated processes on the workers, for a reader: "parse" or "fetch"."""
+        return RayPool(self, kind)
+
+    def isolated(
+        self,
+        kind: str,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        options: dict[str, Any],
+    ) -> Any:
+        """``function(*args)`` in a worker's isolated process; called from the reading
+        threads (it waits for the answer). A worker's death is the input's error."""
+        error: type[FlexMatchError] = options.get("error", ParseError)
+        label = str(options.get("label", ""))
+        index = self._take()
+        if index is None:
+            raise error(self._all_gone(label))
+        try:
+            outcome = self.ray.get(
+                self.actors[index].isolated.remote(kind, function, args, options)
+            )
+        except self.ray.exceptions.RayActorError:
+            asyncio.run_coroutine_threadsafe(self._probe(index), self._loop)
+            raise error(self._died(label, str(options.get("what", "parsing")))) from None
+        finally:
+            self._give(index)
+        if isinstance(outcome, Raised):
+            raise outcome.error
+        return outcome
+
+    # -- phase 2: enrich and embed -------------------------------------------------------
+    async def work(self, document: Document, chains: SourceChains) -> Enriched:
+        """``Indexer``'s work step: one document enriched and embedded on a worker."""
+        index = self._take()
+        if index is None:
+            raise FlexMatchError(self._all_gone(document.uri))
+        try:
+            result: WorkResult = await self.actors[index].work.remote(document)
+        except self.ray.exceptions.RayActorError:
+            self._probe_soon(index)
+            raise FlexMatchError(self._died(document.uri, "indexing")) from None
+        finally:
+            self._give(index)
+        if self.usage is not None:
+            add_usage(self.usage, result.usage)
+        if result.error is not None:
+            raise result.error
+        if result.fingerprint != chains.fingerprint():
+            raise ConfigError(
+                f"{document.uri}: the Ray worker on {self.infos[index].node} built source "
+                f"'{document.source}' with other chains than this process (the knowledge "
+                f"base's chains/ and prompts/ must be at the same path on every node)"
+            )
+        return Enriched(chunks=result.chunks, vectors=result.vectors.tolist())
+
+    # -- workers -------------------------------------------------------------------------
+    def _take(self) -> int | None:
+        """The least busy worker that is up (or, if all are restarting, one of those)."""
+        with self._lock:
+            up = [i for i in range(len(self.actors)) if i not in self._down]
+            left = up or [i for i in range(len(self.actors)) if i not in self._gone]
+            if not left:
+                return None
+            index = min(left, key=lambda i: self._busy[i])
+            self._busy[index] += 1
+            return index
+
+    def _give(self, index: int) -> None:
+        with self._lock:
+            self._busy[index] -= 1
+
+    def _probe_soon(self, index: int) -> None:
+        task = self._loop.create_task(self._probe(index))
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
+
+    async def _probe(self, index: int) -> None:
+        """A worker that died is left out until it answers again; if Ray gave up on it
+        (its restarts are spent), for good."""
+        with self._lock:
+            self._down.add(index)
+        try:
+            await self.actors[index].ready.remote()
+        except self.ray.exceptions.RayActorError:
+            with self._lock:
+                self._gone.add(index)
+            return
+        with self._lock:
+            self._down.discard(index)
+
+    def _died(self, uri: str, doing: str) -> str:
+        return (
+            f"{uri}: the Ray worker {doing} it died and its retries ({self.options.retries}) "
+            "ran out; nothing of it was written"
+        )
+
+    def _all_gone(self, uri: str) -> str:
+        return f"{uri}: every Ray ingest worker died; nothing of it was written"
+
+
+def _connect(ray: Any, options: RayOptions) -> bool:
+    """Join or start a cluster; False when this process was already connected to one."""
+    import logging
+
+    if ray.is_initialized():
+        return False
+    settings: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": logging.ERROR,
+        "log_to_driver": False,
+        "namespace": NAMESPACE,
+    }
+    try:
+        if options.address:
+            ray.init(address=options.address, **settings)
+        else:  # a local cluster for this run, on loopback, one CPU per worker
+            ray.init(
+                address="local", num_cpus=options.workers, _node_ip_address="127.0.0.1", **settings
+            )
+    except Exception as exc:
+        where = options.address or "a local Ray cluster"
+        raise ConfigError(f"could not start or join {where}: {type(exc).__name__}: {exc}") from None
+    return True
+
+
+def _launch(
+    ray: Any,
+    options: RayOptions,
+    kb_dir: Path,
+    config: KBConfig,
+    env: dict[str, str] | None,
+    llm_cache: Path | None,
+) -> tuple[list[Any], list[WorkerInfo]]:
+    """Start the workers and wait until each has loaded its models."""
+    run = uuid.uuid4().hex[:8]
+    remote = ray.remote(IngestWorker)
+    actors = [
+        remote.options(
+            name=f"ingest-{run}-{i}",
+            namespace=NAMESPACE,
+            num_cpus=1,
+            max_restarts=RESTARTS,
+            max_task_retries=options.retries,
+        ).remote(str(kb_dir), config, env, str(llm_cache) if llm_cache else None, os.getcwd())
+        for i in range(options.workers)
+    ]
+    try:
+        infos: list[WorkerInfo] = ray.get([a.ready.remote() for a in actors], timeout=START_TIMEOUT)
+    except ray.exceptions.GetTimeoutError:
+        for actor in actors:
+            ray.kill(actor)
+        cpus = ray.cluster_resources().get("CPU", 0)
+        raise ConfigError(
+            f"{options.workers} Ray ingest workers did not start within {START_TIMEOUT:g}s "
+            f"(each takes one CPU; the cluster has {cpus:g})"
+        ) from None
+    except ray.exceptions.RayActorError as exc:
+        for actor in actors:
+            ray.kill(actor)
+        raise ConfigError(f"a Ray ingest worker could not start: {exc}") from None
+    errors = [info.error for info in infos if info.error]
+    if errors:
+        for actor in actors:
+            ray.kill(actor)
+        raise ConfigError(f"a Ray ingest worker could not start: {errors[0]}")
+    return actors, infos
+
+
+class RayPool(IsolatedPool):
+    """An ``IsolatedPool`` whose processes are on the Ray workers: a reader given one
+    parses (or fetches) there, each call in one of a worker's own isolated processes,
+    with the same deadline, memory cap and errors as in this process."""
+
+    def __init__(self, fanout: RayFanOut, kind: str) -> None:
+        super().__init__(workers=len(fanout.actors))
+        self.fanout = fanout
+        self.kind = kind
+
+    def run(
+        self,
+        function: Callable[..., T],
+        *args: Any,
+        label: str,
+        timeout: float | None = None,
+        what: str = "parsing",
+        setting: str = "ingest.parse_timeout",
+        error: type[FlexMatchError] = ParseError,
+    ) -> T:
+        options = {
+            "label": label,
+            "timeout": timeout,
+            "what": what,
+            "setting": setting,
+            "error": error,
+        }
+        return self.fanout.isolated(self.kind, function, args, options)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Nothing here to stop: the workers' processes end with the workers."""

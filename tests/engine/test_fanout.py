@@ -1,0 +1,166 @@
+"""Distributed ingest on Ray: the same knowledge base as a local ingest, and a killed
+worker's documents retried or reported failed, never half written.
+
+Ray takes seconds to start, so the tests are few: one goes through the real CLI (its own
+local cluster, 2 workers); the others share one local cluster of 2 CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.fanout import NAMESPACE
+from flexmatch.testing import FakeLLMServer
+from flexmatch.testing.fake_llm import default_responder
+from tests.conftest import SHARED_DATA, llm_config, run, write_config
+
+ray = pytest.importorskip("ray")
+
+OFFLINE = "sources:\n  default: {}\n"  # no LLM: the offline default chains
+FILES = ["codeblock.md", "fake.docx", "pdf_fake-memo.pdf"]  # parsed by the workers
+
+
+def squad(folder: Path, count: int) -> Path:
+    """The first ``count`` squad-dev documents as a JSON Lines corpus."""
+    lines = (SHARED_DATA / "squad-dev" / "corpus.jsonl").read_text(encoding="utf-8")
+    path = folder / "squad.jsonl"
+    path.write_text("\n".join(lines.splitlines()[:count]) + "\n", encoding="utf-8")
+    return path
+
+
+def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
+    """Everything a reader can tell two knowledge bases apart by."""
+    records = {
+        r.id: (r.version, r.status, r.chunks, r.matching_texts, r.uri) for r in kb.list_documents()
+    }
+    points = kb.store.scroll("default", {"record": "match"})
+    stats = kb.stats()
+    return {
+        "records": records,
+        "point_ids": sorted(p.id for p in points),
+        "counts": (stats.documents, stats.chunks, stats.matching_texts),
+    }
+
+
+def test_a_ray_ingest_through_the_cli_equals_a_local_one(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    corpus = squad(tmp_path, 100)
+    inputs = [str(corpus), *(str(SHARED_DATA / "docs" / name) for name in FILES)]
+    write_config(tmp_path / "local", OFFLINE)
+    write_config(tmp_path / "ray", OFFLINE)
+    with KnowledgeBase.open(tmp_path / "local", embedder=embedder, env={}) as kb:
+        local = kb.ingest(inputs)
+        expected = snapshot(kb)
+    done = run(
+        "ingest", "--kb", str(tmp_path / "ray"), "--ray", "--workers", "2", "--json", *inputs
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    with KnowledgeBase.open(tmp_path / "ray", embedder=embedder, env={}) as kb:
+        got = snapshot(kb)
+    assert local.added == report["added"] == 103 and report["failed"] == []
+    assert report["chunks"] == local.chunks and report["matching_texts"] == local.matching_texts
+    assert got == expected  # ids, versions, point ids, counts: all the same
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """One local Ray cluster (2 CPUs) for this module; an ingest in this process uses it."""
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level=logging.ERROR,
+        log_to_driver=False,
+        namespace=NAMESPACE,
+        _node_ip_address="127.0.0.1",
+    )
+    yield ray
+    ray.shutdown()
+
+
+class KillFirstWorker:
+    """A fake-LLM responder that kills the run's first worker at the first LLM call, when
+    every worker holds documents that are not finished."""
+
+    def __init__(self) -> None:
+        self.killed: int | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: list[dict]) -> str:
+        with self._lock:
+            if self.killed is None:
+                names = [
+                    a["name"]
+                    for a in ray.util.list_named_actors(all_namespaces=True)
+                    if a["namespace"] == NAMESPACE and a["name"].endswith("-0")
+                ]
+                (name,) = names
+                worker = ray.get_actor(name, namespace=NAMESPACE)
+                self.killed = ray.get(worker.pid.remote())
+                os.kill(self.killed, signal.SIGKILL)
+        return default_responder(messages)
+
+
+def whole(kb: KnowledgeBase) -> list[str]:
+    """Problems with what is stored: every document complete with exactly its committed
+    version's points, or failed with none."""
+    problems = []
+    for record in kb.list_documents():
+        points = kb.store.scroll("default", {"record": "match", "document_id": record.id})
+        versions = {p.payload["version"] for p in points}
+        if record.status == "complete":
+            if versions != {record.version} or len(points) != record.matching_texts:
+                problems.append(f"{record.id}: {len(points)} points of {versions}")
+        elif record.status != "failed" or points:
+            problems.append(f"{record.id}: {record.status} with {len(points)} points")
+    return problems
+
+
+@pytest.mark.parametrize("retries", [2, 0], ids=["retried", "retries-run-out"])
+def test_a_killed_workers_documents_are_retried_or_failed_never_half_written(
+    cluster: Any,
+    tmp_path: Path,
+    embedder: OnnxEmbedder,
+    llm_server: FakeLLMServer,
+    retries: int,
+) -> None:
+    corpus = squad(tmp_path, 24)
+    write_config(tmp_path / "kb", llm_config(llm_server))
+    llm_server.latency = 0.3
+    killer = KillFirstWorker()
+    llm_server.responder = killer
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        report = kb.ingest([corpus], ray=True, workers=2, retries=retries)
+        assert killer.killed is not None and report.usage.calls > 0
+        assert whole(kb) == []
+        assert (
+            report.added + len(report.failed)
+            == 24
+            == kb.stats().incomplete_documents + report.added
+        )
+        if retries:
+            assert report.failed == []  # the killed worker's documents were done again
+        else:
+            assert report.failed, "the killed worker held documents"
+            for failure in report.failed:
+                assert failure.error.endswith(
+                    "the Ray worker indexing it died and its retries (0) ran out; "
+                    "nothing of it was written"
+                )
+            llm_server.latency = 0.0
+            again = kb.ingest([corpus])  # locally: the failed ones now, the rest unchanged
+            assert again.added == len(report.failed) and again.unchanged == report.added
+            assert whole(kb) == [] and kb.stats().incomplete_documents == 0
