@@ -196,6 +196,7 @@ class KnowledgeBase:
                     api_key=settings.api_key,
                     collection=settings.collection,
                     lock_timeout=settings.lock_timeout,
+                    cluster=settings.cluster_settings(),
                 )
             return self._store
 
