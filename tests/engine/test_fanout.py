@@ -7,11 +7,13 @@ local cluster, 2 workers); the others share one local cluster of 2 CPUs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,11 @@ from typing import Any
 import pytest
 
 from flexmatch import KnowledgeBase
+from flexmatch.config import KBConfig
 from flexmatch.engine.embeddings import OnnxEmbedder
-from flexmatch.engine.fanout import NAMESPACE
+from flexmatch.engine.fanout import NAMESPACE, RayFanOut, RayOptions
+from flexmatch.errors import ParseError
+from flexmatch.inputs.parsing import parse_file
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
 from tests.conftest import SHARED_DATA, llm_config, run, write_config
@@ -164,3 +169,33 @@ def test_a_killed_workers_documents_are_retried_or_failed_never_half_written(
             again = kb.ingest([corpus])  # locally: the failed ones now, the rest unchanged
             assert again.added == len(report.failed) and again.unchanged == report.added
             assert whole(kb) == [] and kb.stats().incomplete_documents == 0
+
+
+def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: Path) -> None:
+    """A reader handed a worker pool parses there, in one of the worker's killable
+    processes: the same results and the same errors as in this process."""
+    pdf = SHARED_DATA / "docs" / "pdf_fake-memo.pdf"
+
+    async def main() -> tuple[int, int, Any, str]:
+        options = RayOptions(workers=1)
+        config = KBConfig()
+        async with RayFanOut.start(
+            options,
+            kb_dir=tmp_path,
+            config=config,
+            env={},
+            llm_cache=None,
+            usage=None,
+            embedding_model=config.models.embedding,
+        ) as fanout:
+            pool = fanout.pool("parse")
+            pid = await asyncio.to_thread(pool.run, os.getpid, label="pid")
+            parsed = await asyncio.to_thread(pool.run, parse_file, pdf, label=str(pdf))
+            with pytest.raises(ParseError) as slow:
+                await asyncio.to_thread(pool.run, time.sleep, 5, label="slow.pdf", timeout=0.5)
+            return pid, fanout.infos[0].pid, parsed, str(slow.value)
+
+    pid, worker, parsed, slow = asyncio.run(main())
+    assert pid not in (os.getpid(), worker)
+    assert parsed == parse_file(pdf)
+    assert slow == "slow.pdf: parsing took longer than 0.5s and was stopped (ingest.parse_timeout)"
