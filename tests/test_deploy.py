@@ -21,9 +21,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from pydantic import BaseModel
 
-from flexmatch.config import KBConfig, load_config
+from flexmatch.config import CLUSTER_FIELDS, KBConfig, load_config
 from flexmatch.engine.embeddings import model_cache_dir
 from tests.adapters.http.servers import auth, free_port
 from tests.conftest import FLEXMATCH, REPO, run
@@ -151,62 +150,14 @@ def serve_command_lines() -> dict[str, list[str]]:
     }
 
 
-# -- which config fields exist -------------------------------------------------------------
-def not_in_model(data: Any, model: type[BaseModel], where: str = "") -> list[str]:
-    """Dotted paths in ``data`` that ``model`` has no field for (so fields another change
-    adds can be told apart from mistakes)."""
-    missing: list[str] = []
-    if not isinstance(data, dict):
-        return missing
-    for key, value in data.items():
-        path = f"{where}{key}"
-        field = model.model_fields.get(key)
-        if field is None:
-            missing.append(path)
-            continue
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            missing.extend(not_in_model(value, annotation, f"{path}."))
-    return missing
-
-
-def without(data: dict[str, Any], paths: list[str]) -> dict[str, Any]:
-    trimmed = json.loads(json.dumps(data))
-    for path in paths:
-        *parents, last = path.split(".")
-        node = trimmed
-        for part in parents:
-            node = node[part]
-        del node[last]
-    return trimmed
-
-
-# Fields the deployment files use that arrive with issue 12's other parts (Qdrant cluster
-# settings and shared service state); only these may be missing from KBConfig.
-EXPECTED_SOON = {
-    "store.shard_number",
-    "store.replication_factor",
-    "store.write_consistency_factor",
-    "store.on_disk_payload",
-    "store.on_disk_vectors",
-    "service",
-}
-
-# ... and the options (server processes; ingest on Ray)
-OPTIONS_EXPECTED_SOON = {"serve": {"--workers"}, "ingest": {"--ray-address", "--workers"}}
-
-
-def check_config(text: str, env: dict[str, str], tmp_path: Path) -> list[str]:
-    """Validate a deployment's flexmatch.yaml with the real loader; returns the fields
-    KBConfig does not have yet (validated without them), failing on any other."""
-    data = yaml.safe_load(text)
-    missing = not_in_model(data, KBConfig)
-    assert set(missing) <= EXPECTED_SOON, f"unknown config fields: {missing}"
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "flexmatch.yaml").write_text(yaml.safe_dump(without(data, missing)), "utf-8")
-    config = load_config(tmp_path, env)
-    assert config.store.url == env["QDRANT_URL"] and config.store.api_key
-    return missing
+def check_config(text: str, env: dict[str, str], folder: Path) -> KBConfig:
+    """A deployment's flexmatch.yaml, validated by the real loader with ``env``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "flexmatch.yaml").write_text(text, encoding="utf-8")
+    config = load_config(folder, env)
+    assert config.store.url == env["QDRANT_URL"] and config.store.api_key == env["QDRANT_API_KEY"]
+    assert config.service.state_url == env["FLEXMATCH_STATE_URL"]
+    return config
 
 
 # -- Kubernetes ----------------------------------------------------------------------------
@@ -355,13 +306,13 @@ def test_deployment_config_validates_with_kbconfig(tmp_path: Path) -> None:
         "FLEXMATCH_STATE_URL": "postgresql+psycopg://flexmatch:pw@postgres:5432/flexmatch",
         "FLEXMATCH_LLM_API_KEY": "llm-key",
     }
-    missing = check_config(configmap_text(), env, tmp_path / "k8s")
+    k8s = check_config(configmap_text(), env, tmp_path / "k8s")
+    store = yaml.safe_load(configmap_text())["store"]
+    assert k8s.store.cluster_settings() == {name: store[name] for name in CLUSTER_FIELDS}
     compose_env = compose()["services"]["flexmatch"]["environment"]
     compose_text = (DEPLOY / "compose" / "flexmatch.yaml").read_text(encoding="utf-8")
     assert required_variables(compose_text) <= set(compose_env)
-    missing += check_config(compose_text, env, tmp_path / "compose")
-    if missing:
-        pytest.skip(f"KBConfig has no {', '.join(sorted(set(missing)))} yet (issue 12's parts)")
+    check_config(compose_text, env, tmp_path / "compose")
 
 
 # -- the image -----------------------------------------------------------------------------
@@ -440,28 +391,14 @@ def options_of(*command: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", shown.stdout))
 
 
-def unknown_options(command: str, passed: set[str]) -> list[str]:
-    """The options in ``passed`` that ``flexmatch <command>`` lacks, failing unless each is
-    one that issue 12's other parts add (those are returned, to skip on)."""
-    missing = passed - options_of(*command.split())
-    unexpected = missing - OPTIONS_EXPECTED_SOON.get(command, set())
-    assert not unexpected, f"flexmatch {command}: {sorted(unexpected)} do not exist"
-    return [f"{command} {option}" for option in sorted(missing)]
-
-
-def skip_if_pending(pending: list[str]) -> None:
-    if pending:
-        pytest.skip(f"flexmatch has no {', '.join(sorted(set(pending)))} yet (issue 12's parts)")
-
-
 def test_every_serve_option_the_deployment_passes_exists() -> None:
-    assert {"--kb", "--host", "--port"} <= options_of("serve")
+    known = options_of("serve")
+    assert {"--kb", "--host", "--port"} <= known
     assert image_command()[0] == "flexmatch"
-    pending = []
     for where, args in serve_command_lines().items():
         assert args[0] == "serve", where
-        pending += unknown_options("serve", {a for a in args if a.startswith("--")})
-    skip_if_pending(pending)
+        passed = {a for a in args if a.startswith("--")}
+        assert passed <= known, f"{where}: {sorted(passed - known)} not in flexmatch serve"
 
 
 def test_commands_in_the_deploy_readme_use_real_options() -> None:
@@ -473,7 +410,9 @@ def test_commands_in_the_deploy_readme_use_real_options() -> None:
     for command, rest in found:
         commands.setdefault(command, set()).update(re.findall(r"--[a-z][a-z0-9-]*", rest))
     assert {"serve", "ingest", "keys create", "prepare"} <= set(commands)
-    skip_if_pending([p for c, passed in commands.items() for p in unknown_options(c, passed)])
+    for command, passed in commands.items():
+        missing = passed - options_of(*command.split())
+        assert not missing, f"flexmatch {command}: {sorted(missing)} do not exist"
 
 
 # -- compose -------------------------------------------------------------------------------
@@ -525,11 +464,9 @@ def test_deployment_command_and_config_map_serve_the_probes(tmp_path: Path) -> N
     kb.mkdir()
     home.mkdir()
     data = yaml.safe_load(configmap_text())
-    # the cluster settings apply to a Qdrant server only (checked above with a URL)
-    cluster = [f for f in EXPECTED_SOON if f.startswith("store.") and f[6:] in data["store"]]
-    missing = [f for f in not_in_model(data, KBConfig) if f not in cluster]
-    assert set(missing) <= EXPECTED_SOON
-    (kb / "flexmatch.yaml").write_text(yaml.safe_dump(without(data, cluster + missing)), "utf-8")
+    for name in CLUSTER_FIELDS:  # they apply to a Qdrant server only (checked above)
+        del data["store"][name]
+    (kb / "flexmatch.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     port = free_port()
     args = [*container()["args"]]
     args[args.index("--kb") + 1] = str(kb)
