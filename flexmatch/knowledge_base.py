@@ -22,6 +22,7 @@ from flexmatch.config import (
     ChainRef,
     KBConfig,
     QueryConfig,
+    SourceConfig,
     choose_source,
     load_config,
 )
@@ -36,10 +37,10 @@ from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback
 from flexmatch.engine.llm import LLM
 from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.engine.points import search_filters
-from flexmatch.engine.query import QueryChains, search, similar
+from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
 from flexmatch.errors import ConfigError, DocumentNotFoundError
-from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate
+from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader
@@ -113,8 +114,8 @@ class KnowledgeBase:
         self.embedder = embedder or make_embedder(config.models)
         self._store: VectorStore | None = None
         self._source_chains: dict[str, SourceChains] = {}
-        self._query_chains: QueryChains | None = None
-        self._formatters: dict[str | None, ResultFormatter] = {}
+        self._query_plan: QueryPlan | None = None
+        self._formatters: dict[str, ResultFormatter] = {}
         self._active_runs = ActiveRuns()
         self._store_lock = threading.Lock()
         ingest = config.ingest
@@ -217,30 +218,56 @@ class KnowledgeBase:
             )
         return self._source_chains[source]
 
-    def query_chains(self) -> QueryChains:
-        if self._query_chains is None:
-            self._query_chains = QueryChains.build(self.config.query, self.context)
-        return self._query_chains
+    def query_plan(self) -> QueryPlan:
+        """Every source's query chains and the groups a search runs."""
+        if self._query_plan is None:
+            self._query_plan = QueryPlan.build(self.config, self.context)
+        return self._query_plan
+
+    def query_chains(self, source: str | None = None) -> QueryChains:
+        """The query transform, reranker and formatter ``source`` resolves to (its own,
+        else ``query.*``); no source: those of the default source."""
+        name = self.config.default_source if source is None else source
+        if name not in self.config.sources:
+            known = ", ".join(sorted(self.config.sources))
+            raise ConfigError(
+                f"{self.path / CONFIG_FILE}: no source named '{name}' (sources: {known})"
+            )
+        return self.query_plan().by_source[name]
 
     def reload_chains(self) -> None:
         """Build every chain again from its files on next use (a prompt or chain file
         changed while the knowledge base is open)."""
         self._source_chains.clear()
-        self._query_chains = None
+        self._query_plan = None
         self._formatters.clear()
 
-    def formatter(self, name: str | None = None) -> ResultFormatter:
-        """The configured result formatter, or the one named."""
+    def formatter(self, name: str | None = None, *, source: str | None = None) -> ResultFormatter:
+        """The result formatter named, else the one ``source`` resolves to (its own, else
+        ``query.formatter``; no source: the default source's)."""
+        if name is None:
+            return self.query_chains(source).formatter
         if name not in self._formatters:
-            ref = self.config.query.formatter if name is None else ChainRef(chain=name)
+            ref = ChainRef(chain=name)
             self._formatters[name] = build_chain(ref, ResultFormatter, self.context)
         return self._formatters[name]
 
-    def use_query_config(self, query: QueryConfig) -> None:
+    def use_query_config(
+        self, query: QueryConfig, sources: dict[str, SourceConfig] | None = None
+    ) -> None:
         """Switch the query settings (and chains) of an open knowledge base, e.g. to compare
-        setups on one ingested corpus."""
-        self.config = self.config.model_copy(update={"query": query})
-        self._query_chains = None
+        setups on one ingested corpus; ``sources`` gives the sources' own query chains
+        too (their ingest side is kept)."""
+        update: dict[str, Any] = {"query": query}
+        if sources is not None:
+            update["sources"] = {
+                name: own.model_copy(
+                    update={f: getattr(sources[name], f) for f in QUERY_SIDE if name in sources}
+                )
+                for name, own in self.config.sources.items()
+            }
+        self.config = self.config.model_copy(update=update)
+        self._query_plan = None
         self._formatters = {}
 
     def chains_in_use(self) -> list[ChainUse]:
@@ -250,8 +277,15 @@ class KnowledgeBase:
             for name in self.config.sources
             for chain in self.source_chains(name).all()
         ]
-        chains = self.query_chains()
-        placed += [("query", c) for c in (chains.transform, chains.reranker, self.formatter())]
+        for name, chains in self.query_plan().by_source.items():
+            own = self.config.sources[name]
+            for chain, set_here in (
+                (chains.transform, own.query_transform),
+                (chains.reranker, own.reranker),
+                (chains.formatter, own.formatter),
+            ):
+                placed.append((f"source {name}" if set_here else "query", chain))
+        placed = list(dict.fromkeys(placed))  # a query.* chain once, not once per source
         return [
             ChainUse(where=at, kind=c.kind, chain=c.spec.name, type=c.spec.type, file=c.spec.path)
             for at, c in placed
@@ -609,7 +643,7 @@ class KnowledgeBase:
             raise ConfigError("the query is empty")
         return await search(
             text,
-            chains=self.query_chains(),
+            plan=self.query_plan(),
             embedder=self.embedder,
             store=self.store,
             tenant=tenant,
@@ -661,10 +695,29 @@ class KnowledgeBase:
         variants: list[str] | None = None,
         warnings: list[str] | None = None,
     ) -> str:
-        """What the agent sees: the configured formatter chain (or the one named) over the
-        tool result; ``explain`` adds each result's signals and the variants searched."""
+        """What the agent sees: the formatter chain named, else each result's source's
+        (its own, else ``query.formatter``), over the tool result; ``explain`` adds each
+        result's signals and the variants searched. Results whose sources format
+        differently are formatted in one part per formatter, in the order they rank."""
         result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
-        return await self.formatter(formatter).run(result)
+        if formatter is not None:
+            return await self.formatter(formatter).run(result)
+        parts: dict[int, tuple[ResultFormatter, list[int]]] = {}
+        for index, item in enumerate(result.results):
+            chosen = self.formatter(source=self._known_source(item.source))
+            parts.setdefault(id(chosen), (chosen, []))[1].append(index)
+        if len(parts) <= 1:
+            only = next(iter(parts.values()))[0] if parts else self.formatter()
+            return await only.run(result)
+        texts = []
+        for chosen, indexes in parts.values():
+            part = result.model_copy(update={"results": [result.results[i] for i in indexes]})
+            texts.append(await chosen.run(part))
+        return "\n\n".join(texts)
+
+    def _known_source(self, name: str) -> str | None:
+        """``name`` if it is a configured source (a removed one formats as the default)."""
+        return name if name in self.config.sources else None
 
     async def aformat_answer(
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False
@@ -726,9 +779,12 @@ async def evaluate_setups(
             embedder = kb.embedder
             if progress is not None:
                 progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
-            report = await kb.aingest([dataset.corpus])
+            parts = members[0].corpus_parts(dataset.corpus, work_dir / f"corpus-{index}")
+            report = IngestReport.combined(
+                [await kb.aingest([part], source=source) for part, source in parts]
+            )
             for setup in members:
-                kb.use_query_config(setup.config.query)
+                kb.use_query_config(setup.config.query, setup.config.sources)
                 done = 0
 
                 def tick(name: str = setup.name) -> None:

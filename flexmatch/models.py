@@ -190,6 +190,21 @@ class IngestReport(BaseModel):
     seconds: float = 0.0
     index_seconds: float = 0.0  # of ``seconds``, building the search index at the end
 
+    @classmethod
+    def combined(cls, reports: list[IngestReport]) -> IngestReport:
+        """One report for runs made one after another (counts summed, lists joined)."""
+        data: dict[str, Any] = {}
+        for report in reports:
+            for name, value in report:
+                if isinstance(value, list):
+                    data[name] = data.get(name, []) + value
+                elif isinstance(value, Usage):
+                    usage = data.get(name, {})
+                    data[name] = {k: usage.get(k, 0) + v for k, v in value}
+                else:
+                    data[name] = data.get(name, 0) + value
+        return cls.model_validate(data)
+
     # -- what happened to each input (counts and outcomes kept together) ---------------
     def record_failed(self, failure: FailedDocument) -> None:
         self.failed.append(failure)

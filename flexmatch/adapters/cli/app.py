@@ -303,8 +303,13 @@ def reindex(
 
 
 @app.command()
-def chains(kb: KbOption = Path(".")) -> None:
+def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     """The chain types available, and the chains each source and the query path use."""
+    if as_json:
+        with fm.KnowledgeBase.open(kb) as base:
+            uses = [use.model_dump() for use in base.chains_in_use()]
+        console.print_json(json.dumps(uses, ensure_ascii=False))
+        return
     table = Table(title="Registered chain types")
     table.add_column("kind")
     table.add_column("types")
