@@ -194,7 +194,7 @@ def prepare_local_model() -> Path:
         if not target.is_file():
             _export(_local_model_dir(), target)
         if not optimized.is_file():
-            ort = require("onnxruntime", "local", "the packaged embedding model")
+            ort = _onnxruntime()
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
             partial = optimized.with_suffix(f".{os.getpid()}.partial")
@@ -243,6 +243,13 @@ def _export(folder: Path, target: Path) -> None:
     os.replace(partial, target)
 
 
+def _onnxruntime() -> Any:
+    """ONNX Runtime with its telemetry off: left on, it writes a device id under the
+    user's home on first use (found by the deploy tests), which an offline tool must not."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    return require("onnxruntime", "local", "the packaged embedding model")
+
+
 class OnnxEmbedder:
     """all-MiniLM-L6-v2 on ONNX Runtime: tokenize, run, mean-pool, normalise."""
 
@@ -268,7 +275,7 @@ class OnnxEmbedder:
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
             if self._session is None:
-                ort = require("onnxruntime", "local", "the packaged embedding model")
+                ort = _onnxruntime()
                 tokenizers = require("tokenizers", "local", "the packaged embedding model")
                 if not optimized_model_path().is_file():
                     prepare_local_model()
