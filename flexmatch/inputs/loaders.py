@@ -36,9 +36,11 @@ def attempt(uri: str, build: Callable[[], Document]) -> Item:
 
 @dataclass(frozen=True)
 class LoadTask:
-    """One file to load; a JSON Lines file yields many documents."""
+    """One file to load; a JSON Lines file yields many documents. ``root`` is the folder
+    a walk found it in (its documents keep their ``path`` inside it)."""
 
     path: Path
+    root: Path | None = None
 
     @property
     def is_corpus(self) -> bool:
@@ -70,7 +72,7 @@ def discover(
             tasks.append(LoadTask(path))
         elif path.is_dir():
             tasks.extend(
-                LoadTask(p)
+                LoadTask(p, root=path)
                 for p in _walk(path)
                 if _selected(p.relative_to(path), include or [], exclude or [])
             )
@@ -124,10 +126,18 @@ def load(
             source=source,
             title=parsed.title or task.path.stem,
             elements=parsed.elements,
-            metadata={**parsed.metadata, "file_name": task.path.name},
+            metadata={**parsed.metadata, "file_name": task.path.name, **_place(task)},
         )
 
     yield attempt(uri, build)
+
+
+def _place(task: LoadTask) -> dict[str, str]:
+    """``path``: where a walked file sits in the folder that was ingested (``src/app.py``),
+    the place a reader knows it by; a file named on its own has its ``file_name`` only."""
+    if task.root is None:
+        return {}
+    return {"path": task.path.relative_to(task.root).as_posix()}
 
 
 def check_file_size(path: Path, max_bytes: int) -> None:

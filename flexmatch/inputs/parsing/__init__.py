@@ -13,6 +13,7 @@ from pathlib import Path
 
 from flexmatch.errors import EmptyDocumentError, FlexMatchError, ParseError, UnsupportedFormatError
 from flexmatch.inputs.parsing._common import ElementBuilder, finish, short_reason
+from flexmatch.inputs.parsing.code import LANGUAGES, parse_code
 from flexmatch.inputs.parsing.docx import parse_docx
 from flexmatch.inputs.parsing.email import parse_email
 from flexmatch.inputs.parsing.html import parse_html, parse_html_bytes
@@ -50,6 +51,7 @@ PARSERS: dict[str, Callable[[Path], ParsedDocument]] = {
     ".eml": parse_email,
     ".rtf": parse_rtf,
     ".odt": parse_odt,
+    **dict.fromkeys(LANGUAGES, parse_code),  # source code and config files (the 'code' extra)
 }
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(PARSERS)

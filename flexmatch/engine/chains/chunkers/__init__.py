@@ -1,3 +1,3 @@
 """Chunkers: document → sections."""
 
-from flexmatch.engine.chains.chunkers import structure, window  # noqa: F401 (registers)
+from flexmatch.engine.chains.chunkers import code, structure, window  # noqa: F401 (registers)

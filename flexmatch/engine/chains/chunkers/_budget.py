@@ -74,3 +74,59 @@ def _overlap_tail(text: str, overlap_tokens: int) -> str:
         tail.insert(0, sentence)
         used += cost
     return " ".join(tail)
+
+
+def line_costs(lines: list[str]) -> list[float]:
+    """How bad a cut before each line is, from its indentation: statements of an outer
+    block are the cheapest places, a blank line just before one cheaper still, and a line
+    that closes a bracket the dearest."""
+    costs: list[float] = []
+    for line in lines:
+        stripped = line.lstrip()
+        indent = len(line.expandtabs(4)) - len(stripped.expandtabs(4))
+        costs.append(indent + (1000 if stripped[:1] in (")", "]", "}") else 0))
+    return blank_lines_cheaper(lines, costs)
+
+
+def blank_lines_cheaper(lines: list[str], costs: list[float]) -> list[float]:
+    """A blank line costs a little less than the line after it (cut at a paragraph of code)."""
+    result = list(costs)
+    following = 1000.0
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip():
+            following = result[i]
+        else:
+            result[i] = following - 0.5
+    return result
+
+
+def split_lines(text: str, max_tokens: int, costs: list[float] | None = None) -> list[str]:
+    """Code (or any text whose lines matter) in pieces within the budget, its lines kept
+    as they are. Each piece ends at the cheapest line break of its second half (``costs``,
+    one per line: how bad a cut before that line is; by default ``line_costs``), so pieces
+    break between statements; a single line over the budget is cut into word windows."""
+    lines = text.split("\n")
+    costs = line_costs(lines) if costs is None else costs
+    tokens = [count_tokens(line) for line in lines]
+    pieces: list[str] = []
+    start = 0
+    while start < len(lines):
+        end, used = start, 0
+        while end < len(lines) and used + tokens[end] <= max_tokens:
+            used += tokens[end]
+            end += 1
+        if end == len(lines):
+            pieces.append("\n".join(lines[start:]))
+            break
+        if end == start:  # one line alone is over the budget
+            pieces.extend(split_words(lines[start], max_tokens, 0))
+            start += 1
+            continue
+        low, filled = start + 1, tokens[start]
+        while low < end and filled < max_tokens // 2:
+            filled += tokens[low]
+            low += 1
+        cut = min(range(low, end + 1), key=lambda k: (costs[k], -k))
+        pieces.append("\n".join(lines[start:cut]))
+        start = cut
+    return [piece.strip("\n") for piece in pieces if piece.strip()]

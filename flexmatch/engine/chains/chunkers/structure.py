@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flexmatch.engine.chains.chunkers._budget import BudgetParams, pack
+from flexmatch.engine.chains.chunkers._budget import BudgetParams, pack, split_lines
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
 from flexmatch.models import Document, Element, Section
+from flexmatch.text import count_tokens
 
 
 @register("chunker", "structure")
@@ -22,8 +23,15 @@ class StructureChunker(Chunker):
 
         def flush() -> None:
             path = [text for _, text in headings]
-            for chunk in pack([element.text for element in body], *budget):
-                sections.append(Section(text=chunk, heading_path=path))
+            texts: list[str] = []
+            for element in body:
+                if _long_code(element, budget[0]):  # lines kept: code read as sentences is lost
+                    pieces = [*pack(texts, *budget), *split_lines(element.text, budget[0])]
+                    sections.extend(Section(text=piece, heading_path=path) for piece in pieces)
+                    texts = []
+                else:
+                    texts.append(element.text)
+            sections.extend(Section(text=c, heading_path=path) for c in pack(texts, *budget))
             body.clear()
 
         for element in document.elements:
@@ -40,3 +48,7 @@ class StructureChunker(Chunker):
             texts = [element.text for element in document.elements]
             sections = [Section(text=chunk) for chunk in pack(texts, *budget)]
         return sections
+
+
+def _long_code(element: Element, max_tokens: int) -> bool:
+    return element.kind == "code" and count_tokens(element.text) > max_tokens
