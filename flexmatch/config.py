@@ -116,19 +116,59 @@ class ChainRef(_Strict):
         return {"chain": value} if isinstance(value, str) else value
 
 
+class CrawlConfig(_Strict):
+    """Whole-site import for a web source: its ``urls`` (and the sites' sitemaps) seed a
+    breadth-first walk of the links, robots.txt obeyed.
+
+    ``include``/``exclude`` are globs on the page's URL (``*/docs/*``) or its path
+    (``/docs/*``), or regular expressions written ``re:<pattern>`` (searched in the URL);
+    a page must match an ``include`` (when any is given) and no ``exclude``.
+    """
+
+    max_pages: int = Field(100, ge=1, le=100_000)  # pages requested, per run
+    max_depth: int = Field(5, ge=0, le=100)  # links followed from a seed
+    same_host: bool = True  # only the seeds' hosts (and where the seeds redirect to)
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    # seconds between two requests to one host, at least (a robots.txt Crawl-delay or
+    # Request-rate asking for more wins)
+    delay: float = Field(1.0, ge=0, le=600)
+    sitemap: bool = True  # seed from robots.txt's Sitemap: lines, else /sitemap.xml
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        import re
+
+        for pattern in patterns:
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except re.error as exc:
+                    message = f"'{pattern}' is not a valid regular expression: {exc}"
+                    raise ValueError(message) from None
+        return patterns
+
+
 class SourceConfig(_Strict):
     """One data source: what kind of input it reads, and the chains it is ingested with.
 
+    ``type`` names a registered source type (built in: files, web, records; plug-ins add
+    theirs through the ``flexmatch.sources`` entry-point group); a plug-in's own settings
+    go under ``options``, checked by the plug-in.
     ``files``: files and folders (``include``/``exclude`` globs on folder walks).
-    ``web``: pages by URL (``urls``, safety rules, ``allow_hosts`` to exempt named hosts).
+    ``web``: pages by URL (``urls``, safety rules, ``allow_hosts`` to exempt named hosts);
+    with ``crawl``, whole sites.
     ``records``: JSON objects, JSON Lines, or a JSON key/value file, each rendered to text
     by the ``template`` prompt file.
     """
 
-    type: Literal["files", "web", "records"] = "files"
+    type: str = Field("files", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+    options: dict[str, Any] = Field(default_factory=dict)
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     urls: list[str] = Field(default_factory=list)
+    crawl: CrawlConfig | None = None
     allow_hosts: list[str] = Field(default_factory=list)
     timeout: float = Field(15.0, gt=0, le=300)  # one deadline per page: connect, headers, body
     max_redirects: int = Field(5, ge=0, le=20)
@@ -145,6 +185,20 @@ class SourceConfig(_Strict):
     reranker: ChainRef | None = None
     formatter: ChainRef | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("crawl", mode="before")
+    @classmethod
+    def _crawl_shorthand(cls, value: Any) -> Any:
+        """``crawl: true`` crawls with the defaults; ``crawl: false`` does not crawl."""
+        if value is True:
+            return {}
+        return None if value is False else value
+
+    @model_validator(mode="after")
+    def _crawl_is_for_web(self) -> SourceConfig:
+        if self.crawl is not None and self.type != "web":
+            raise ValueError(f"crawl applies to sources of type 'web', not '{self.type}'")
+        return self
 
 
 class QueryConfig(_Strict):

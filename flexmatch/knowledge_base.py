@@ -43,7 +43,8 @@ from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
-from flexmatch.inputs.sources import SourceReader
+from flexmatch.inputs.sources import SourceReader, spooled
+from flexmatch.inputs.sources.types import StoredCopies, state_file
 from flexmatch.models import (
     ChainUse,
     CostEstimate,
@@ -297,8 +298,12 @@ class KnowledgeBase:
         return choose_source(self.config, name, records=records)
 
     # -- ingest ------------------------------------------------------------------------
-    def _reader(self, source: str | None, fanout: RayFanOut | None = None) -> SourceReader:
-        """The source's reader; with ``fanout``, it parses and fetches on those Ray workers."""
+    def _reader(
+        self, source: str | None, tenant: str | None = None, fanout: RayFanOut | None = None
+    ) -> SourceReader:
+        """The source's reader; with ``tenant``, it sees what that tenant holds of the
+        source (so unchanged pages and files are not fetched or parsed again); with
+        ``fanout``, it parses and fetches on those Ray workers."""
         name = source or self.config.default_source
         self.source_chains(name)  # validates the name and the chains up front
         return SourceReader(
@@ -308,7 +313,45 @@ class KnowledgeBase:
             self.config.ingest,
             fanout.pool("parse") if fanout else self.parse_workers,
             fanout.pool("fetch") if fanout else self.fetch_workers,
+            stored=None if tenant is None else self._stored(name, tenant),
+            where=str(self.path / CONFIG_FILE),
         )
+
+    def _stored(self, source: str, tenant: str) -> StoredCopies:
+        """What ``tenant`` holds of ``source``: committed metadata (validators, version
+        hints) and stored copies by document id, and the source's state file. The
+        metadata is read now, at once, and a store opened for it closed again: no store
+        is held (locked) while web servers answer."""
+        with self._store_lock:
+            was_open = self._store is not None
+        store = self.store
+        try:
+            records = DocumentRegistry(store).list(tenant, source) if store.exists() else []
+        finally:
+            if not was_open:
+                with self._store_lock:
+                    store.close()
+                    self._store = None
+        committed = {r.id: r.metadata for r in records if r.status == "complete"}
+        return StoredCopies(
+            metadata=committed.get,
+            document=lambda document_id: self.archive.get(tenant, document_id),
+            state_file=state_file(self.path / STATE_DIR / "sources", tenant, source),
+        )
+
+    def _prune(self, reader: SourceReader, report: IngestReport, tenant: str) -> None:
+        """Remove the source's documents this run did not reach, or found gone; never
+        after a run that did not see the whole source."""
+        log = reader.log
+        if log.incomplete or log.documents == 0:
+            why = "; ".join(log.incomplete) or "nothing could be read"
+            report.warnings.append(f"not pruned: {why}")
+            return
+        keep = log.reached - log.gone
+        for record in self.list_documents(source=reader.name, tenant=tenant):
+            if record.id not in keep:
+                self.remove_document(record.id, tenant=tenant)
+                report.removed.append(record.uri)
 
     async def _run(
         self,
@@ -359,6 +402,7 @@ class KnowledgeBase:
         ray: bool | str = False,
         workers: int = 2,
         retries: int = 2,
+        prune: bool = False,
     ) -> IngestReport:
         """Load, chunk, enrich, embed and store every document in ``inputs`` (files,
         folders, JSON Lines corpora, http(s) URLs; records files for a records source).
@@ -370,10 +414,15 @@ class KnowledgeBase:
         ``True`` starts a local Ray cluster for the run, a string is the address of a
         running one; the checks and the writes stay in this process, so the result is
         that of a local ingest. ``retries``: how often the unfinished work of a worker
-        that died is tried again before its documents are reported failed."""
+        that died is tried again before its documents are reported failed.
+
+        ``prune``: afterwards, remove the source's documents this run did not reach (a
+        page no longer linked, or answering 404/410); only for a whole-source run (no
+        ``inputs``) of a type whose listing is the whole source (``web``), never after a
+        run that could not see all of it (the report's ``warnings`` say so)."""
         inputs = list(inputs)
         if ray is False:
-            return await self._ingest(inputs, source, tenant, progress)
+            return await self._ingest(inputs, source, tenant, progress, prune)
         address = ray if isinstance(ray, str) and ray else None
         options = RayOptions(address=address, workers=workers, retries=retries)
         async with RayFanOut.start(
@@ -385,7 +434,7 @@ class KnowledgeBase:
             usage=self.llm.usage if self.llm else None,
             embedding_model=self.embedder.name,
         ) as fanout:
-            return await self._ingest(inputs, source, tenant, progress, fanout)
+            return await self._ingest(inputs, source, tenant, progress, prune, fanout)
 
     async def _ingest(
         self,
@@ -393,16 +442,26 @@ class KnowledgeBase:
         source: str | None,
         tenant: str,
         progress: ProgressCallback | None,
+        prune: bool,
         fanout: RayFanOut | None = None,
     ) -> IngestReport:
         """One ingest; with ``fanout``, parsing, fetching, enrichment and embedding run on
         its Ray workers, while reading, the checks and the writes stay here, as they are."""
-        reader = self._reader(source, fanout)
+        reader = self._reader(source, tenant, fanout)
+        if prune and (inputs or not reader.prunable):
+            raise ConfigError(
+                f"prune removes what a whole-source run no longer finds: it needs a source "
+                f"whose type lists the whole source (web) and no inputs (source "
+                f"'{reader.name}' is of type '{reader.config.type}')"
+            )
         plan = await asyncio.to_thread(reader.plan, inputs)
         total = await asyncio.to_thread(lambda: plan.total)
-        pages = await self._fetch(reader, plan.urls)  # before the store is opened or locked
-        items = itertools.chain(pages, reader.read(plan, urls=False))
-        return await self._run(
+        # web pages are fetched first (concurrently; a crawl's spooled to a file), so no
+        # store is held while servers answer
+        pages = await self._fetch(reader, plan.urls)
+        crawled = await asyncio.to_thread(spooled, reader.read_stream(plan))
+        items = itertools.chain(pages, crawled, reader.read(plan, urls=False, stream=False))
+        report = await self._run(
             items,
             tenant,
             progress,
@@ -410,6 +469,12 @@ class KnowledgeBase:
             work=fanout.work if fanout else None,
             concurrency=fanout.concurrency if fanout else None,
         )
+        report.not_modified = reader.log.not_modified
+        if plan.stream is not None:  # a crawl's plan was its page limit; now it is known
+            report.planned = report.processed
+        if prune:
+            await asyncio.to_thread(self._prune, reader, report, tenant)
+        return report
 
     async def _fetch(self, reader: SourceReader, urls: list[str]) -> list[Item]:
         """Web pages, fetched concurrently (each one bounded by its deadline)."""

@@ -189,6 +189,11 @@ class IngestReport(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
     index_seconds: float = 0.0  # of ``seconds``, building the search index at the end
+    # of ``unchanged``: items their source said were unchanged (an HTTP 304, a file of the
+    # same size and mtime), so their stored copy was used: nothing fetched or parsed
+    not_modified: int = 0
+    removed: list[str] = Field(default_factory=list)  # URIs ``prune`` removed (gone)
+    warnings: list[str] = Field(default_factory=list)  # what the run could not do, and why
 
     @classmethod
     def combined(cls, reports: list[IngestReport]) -> IngestReport:

@@ -30,6 +30,7 @@ from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher
 from flexmatch.engine.points import CHUNK_FIELDS, CONTENT, MATCH, MatchPayload, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import ChainError, DocumentTooLargeError, FlexMatchError
+from flexmatch.inputs.validators import VOLATILE_METADATA, validators
 from flexmatch.models import (
     Chunk,
     Document,
@@ -205,7 +206,12 @@ class Indexer:
             return False
         if record.pending_version is not None:
             self.registry.cleanup(self.tenant, record)
-        if self.archive is not None and not self.archive.has(self.tenant, document.id):
+        fresh = validators(document.metadata)
+        if fresh != validators(record.metadata):  # kept for the next run's conditional read
+            self.registry.update(self.tenant, record, metadata=document.metadata)
+        if self.archive is not None and (
+            fresh != validators(record.metadata) or not self.archive.has(self.tenant, document.id)
+        ):
             await asyncio.to_thread(self.archive.put, self.tenant, document)  # kept from now
         self.report.record_unchanged(document.id, document.uri)
         return True
@@ -327,7 +333,7 @@ def document_version(document: Document, chains: SourceChains) -> str:
 def version_of(content_hash: str, metadata: dict[str, Any], chains: SourceChains) -> str:
     """The version a document of this text and metadata gets from these chains (a stored
     record has both, so its current version can be checked without the document)."""
-    kept = {k: v for k, v in metadata.items() if k != "fetched_at"}
+    kept = {k: v for k, v in metadata.items() if k not in VOLATILE_METADATA}
     blob = json.dumps([content_hash, chains.fingerprint(), kept], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

@@ -5,22 +5,38 @@ addresses (IPv4 and IPv6, IPv4-mapped forms included) are refused, for the names
 resolves to on every redirect hop *and* for the address each connection actually reaches
 (so a name that re-resolves between check and connect is still caught). Hosts on an
 explicit allow-list are exempt. Timeouts, a redirect limit and a byte cap bound every fetch.
+
+The page-level work a crawl needs (links, sitemaps) is here too: it runs in the same
+killable worker processes as fetching and parsing (``isolation``).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import mimetypes
 import socket
+import tempfile
 import time
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from flexmatch.errors import UnsupportedFormatError, WebImportError
-from flexmatch.models import ParsedDocument
+from flexmatch.errors import (
+    EmptyDocumentError,
+    FlexMatchError,
+    ParseError,
+    UnsupportedFormatError,
+    WebImportError,
+)
+from flexmatch.models import Document, Element, ParsedDocument
 
-USER_AGENT = "FlexMatch/0.1 (knowledge-base import)"
+ROBOT_NAME = "FlexMatch"  # the product token robots.txt rules name
+USER_AGENT = f"{ROBOT_NAME}/0.1 (knowledge-base import)"
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", ""})
 
 
 @dataclass(frozen=True)
@@ -37,10 +53,34 @@ class WebPolicy:
 
 @dataclass(frozen=True)
 class FetchedPage:
+    """A response: ``url`` is where the redirects ended; ``status`` 304 (not modified) and
+    4xx/5xx answers have no body, nor has a page of a type the caller did not accept."""
+
     url: str
     content_type: str
     body: bytes
     fetched_at: str
+    status: int = 200
+    etag: str | None = None  # the validators a later conditional request sends back
+    last_modified: str | None = None
+    location: str | None = None  # where a redirect not followed points (absolute)
+
+    @property
+    def validators(self) -> dict[str, str]:
+        """``etag`` and ``last_modified`` as document metadata (the ones the server sent)."""
+        found = {"etag": self.etag, "last_modified": self.last_modified}
+        return {key: value for key, value in found.items() if value}
+
+
+def conditional_headers(metadata: dict[str, Any] | None) -> dict[str, str]:
+    """``If-None-Match`` / ``If-Modified-Since`` from a stored page's validators."""
+    metadata = metadata or {}
+    headers = {}
+    if isinstance(metadata.get("etag"), str):
+        headers["If-None-Match"] = metadata["etag"]
+    if isinstance(metadata.get("last_modified"), str):
+        headers["If-Modified-Since"] = metadata["last_modified"]
+    return headers
 
 
 def refused_address(address: str) -> str | None:
@@ -139,8 +179,16 @@ def _guarded_session(policy: WebPolicy) -> Any:
     return session
 
 
-def fetch(url: str, policy: WebPolicy) -> FetchedPage:
-    """GET ``url`` following at most ``max_redirects`` redirects, each hop checked."""
+def request(
+    url: str,
+    policy: WebPolicy,
+    headers: dict[str, str] | None = None,
+    accept: Callable[[str], bool] | None = None,
+    follow_redirects: bool = True,
+) -> FetchedPage:
+    """GET ``url`` following at most ``max_redirects`` redirects, each hop checked; any
+    final status is returned (a body only with a 2xx whose content type ``accept`` takes).
+    Without ``follow_redirects`` a redirect comes back as it is, its ``location`` set."""
     import requests
 
     session = _guarded_session(policy)
@@ -151,6 +199,7 @@ def fetch(url: str, policy: WebPolicy) -> FetchedPage:
             try:
                 response = session.get(
                     current,
+                    headers=headers,
                     allow_redirects=False,
                     stream=True,
                     timeout=(policy.timeout, policy.timeout),
@@ -161,21 +210,46 @@ def fetch(url: str, policy: WebPolicy) -> FetchedPage:
                 raise WebImportError(f"{current}: fetch failed: {exc}") from exc
             with response:
                 if response.is_redirect:
-                    location = response.headers.get("Location", "")
-                    current = urljoin(current, location)
-                    continue
-                if response.status_code >= 400:
-                    raise WebImportError(f"{current}: HTTP {response.status_code}")
-                try:
-                    body = _read_capped(response, current, policy)
-                except requests.RequestException as exc:
-                    raise WebImportError(f"{current}: reading the page failed: {exc}") from exc
+                    location = urljoin(current, response.headers.get("Location", ""))
+                    if follow_redirects:
+                        current = location
+                        continue
+                    status = response.status_code
+                    return FetchedPage(current, "", b"", _now(), status, location=location)
                 content_type = response.headers.get("Content-Type", "").split(";")[0].strip()
-                fetched_at = datetime.now(UTC).isoformat(timespec="seconds")
-                return FetchedPage(current, content_type.lower(), body, fetched_at)
+                content_type = content_type.lower()
+                status = response.status_code
+                body = b""
+                if 200 <= status < 300 and (accept is None or accept(content_type)):
+                    try:
+                        body = _read_capped(response, current, policy)
+                    except requests.RequestException as exc:
+                        raise WebImportError(f"{current}: reading the page failed: {exc}") from exc
+                return FetchedPage(
+                    current,
+                    content_type,
+                    body,
+                    _now(),
+                    status=status,
+                    etag=response.headers.get("ETag"),
+                    last_modified=response.headers.get("Last-Modified"),
+                )
         raise WebImportError(f"{url}: more than {policy.max_redirects} redirects")
     finally:
         session.close()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def fetch(url: str, policy: WebPolicy, headers: dict[str, str] | None = None) -> FetchedPage:
+    """GET ``url`` (redirects followed, each hop checked); an error status is an error,
+    except 304 Not Modified, the answer to a conditional request (``headers``)."""
+    page = request(url, policy, headers)
+    if page.status >= 400:
+        raise WebImportError(f"{page.url}: HTTP {page.status}")
+    return page
 
 
 def _read_capped(response: Any, url: str, policy: WebPolicy) -> bytes:
@@ -200,17 +274,178 @@ def _read_capped(response: Any, url: str, policy: WebPolicy) -> bytes:
     return b"".join(chunks)
 
 
+def _file_suffix(content_type: str) -> str | None:
+    """The file suffix a parser reads pages of this type as (``application/pdf`` → .pdf)."""
+    from flexmatch.inputs.parsing import SUPPORTED_SUFFIXES
+
+    suffix = mimetypes.guess_extension(content_type) if content_type else None
+    return suffix if suffix in SUPPORTED_SUFFIXES else None
+
+
+def parseable(content_type: str) -> bool:
+    """Whether ``parse_page`` can read a page of this content type."""
+    return (
+        content_type in HTML_TYPES
+        or content_type.startswith("text/")
+        or _file_suffix(content_type) is not None
+    )
+
+
 def parse_page(page: FetchedPage) -> ParsedDocument:
-    """The main content of a fetched page (HTML or plain text)."""
-    from flexmatch.inputs.parsing import parse_text
+    """The main content of a fetched page: HTML, plain text, or a file type a parser
+    reads (PDF, Word, …)."""
+    from flexmatch.inputs.parsing import parse_file, parse_text
     from flexmatch.inputs.parsing.html import parse_html_bytes
 
-    if page.content_type in ("text/html", "application/xhtml+xml", ""):
+    suffix = _file_suffix(page.content_type)
+    if page.content_type in HTML_TYPES:
         parsed = parse_html_bytes(page.body, base_title=page.url)
     elif page.content_type.startswith("text/"):
         parsed = parse_text(page.body.decode("utf-8", errors="replace"), title=page.url)
+    elif suffix is not None:
+        stem = Path(urlsplit(page.url).path).stem[:80] or "page"
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / f"{stem}{suffix}"
+            path.write_bytes(page.body)
+            try:
+                parsed = parse_file(path)
+            except FlexMatchError as exc:  # named by its URL, not the temporary file
+                raise type(exc)(str(exc).replace(str(path), page.url)) from None
     else:
         kind = page.content_type
         raise UnsupportedFormatError(f"{page.url}: cannot import content of type '{kind}'")
-    metadata = {**parsed.metadata, "url": page.url, "fetched_at": page.fetched_at}
+    metadata = {
+        **parsed.metadata,
+        "url": page.url,
+        "fetched_at": page.fetched_at,
+        **page.validators,
+    }
     return parsed.model_copy(update={"metadata": metadata})
+
+
+def page_document(parsed: ParsedDocument, *, document_id: str, uri: str, source: str) -> Document:
+    """A fetched page's document: its title first (the URL when it has none)."""
+    elements = parsed.elements
+    if parsed.title and not any(e.kind == "title" for e in elements):
+        elements = [Element(kind="title", text=parsed.title), *elements]
+    return Document(
+        id=document_id,
+        uri=uri,
+        source=source,
+        title=parsed.title or parsed.metadata.get("url") or uri,
+        elements=elements,
+        metadata=parsed.metadata,
+    )
+
+
+# -- crawling: links, robots meta tags, sitemaps (run in worker processes) ----------------
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise_url(url: str) -> str | None:
+    """``url`` in one spelling (scheme and host lower case, default port, credentials and
+    fragment dropped, an empty path as ``/``), or None when it is not an http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+
+
+@dataclass(frozen=True)
+class CrawledPage:
+    """A fetched page read for a crawl: its content (None: ``noindex``, or ``error``) and
+    the links to follow (none for ``nofollow``)."""
+
+    parsed: ParsedDocument | None
+    links: list[str] = field(default_factory=list)
+    error: str | None = None
+    empty: bool = False  # no text of its own (a page of links): nothing to import, no error
+
+
+def read_crawled(page: FetchedPage) -> CrawledPage:
+    """Links (``<a href>``, ``<link rel=canonical>``), then the main content: a page whose
+    content cannot be read (an index of links only, say) still gives its links."""
+    links, index, follow = _links_and_directives(page)
+    if not index:
+        return CrawledPage(None, links if follow else [])
+    try:
+        parsed = parse_page(page)
+    except EmptyDocumentError as exc:
+        return CrawledPage(None, links if follow else [], str(exc), empty=True)
+    except FlexMatchError as exc:
+        return CrawledPage(None, links if follow else [], str(exc))
+    return CrawledPage(parsed, links if follow else [])
+
+
+def _links_and_directives(page: FetchedPage) -> tuple[list[str], bool, bool]:
+    """(links, index, follow) of an HTML page; robots meta tags say index and follow."""
+    if page.content_type not in HTML_TYPES or not page.body.strip():
+        return [], True, True
+    import lxml.html
+    from lxml import etree
+
+    try:
+        root = lxml.html.document_fromstring(page.body)
+    except (etree.ParserError, ValueError):
+        return [], True, True
+    directives: set[str] = set()
+    for meta in root.iter("meta"):
+        if (meta.get("name") or "").strip().lower() in ("robots", ROBOT_NAME.lower()):
+            content = (meta.get("content") or "").lower()
+            directives.update(word.strip() for word in content.split(","))
+    base = page.url
+    for element in root.iter("base"):
+        if element.get("href"):
+            base = urljoin(page.url, element.get("href", "").strip())
+            break
+    links: list[str] = []
+    for element in root.iter("a", "link"):
+        href = (element.get("href") or "").strip()
+        rel = (element.get("rel") or "").lower().split()
+        if not href or (element.tag == "link" and "canonical" not in rel):
+            continue
+        url = normalise_url(urljoin(base, href))
+        if url is not None:
+            links.append(url)
+    index = not directives & {"noindex", "none"}
+    follow = not directives & {"nofollow", "none"}
+    return list(dict.fromkeys(links)), index, follow
+
+
+def sitemap_urls(body: bytes, max_bytes: int) -> tuple[list[str], list[str]]:
+    """(pages, sitemaps) a sitemap (or sitemap index) lists; gzip-compressed or not.
+    Entities are never expanded, no DTD or network is read."""
+    from lxml import etree
+
+    if body[:2] == b"\x1f\x8b":
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        body = inflate.decompress(body, max_bytes)
+        if inflate.unconsumed_tail:
+            raise ParseError(f"the sitemap is over the {max_bytes:,}-byte cap unpacked")
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, recover=True
+    )
+    try:
+        root = etree.fromstring(body, parser)
+    except etree.XMLSyntaxError as exc:
+        raise ParseError(f"the sitemap is not XML: {exc}") from None
+    pages: list[str] = []
+    sitemaps: list[str] = []
+    if root is None:
+        return pages, sitemaps
+    for loc in root.iter("{*}loc"):
+        parent = loc.getparent()
+        kind = etree.QName(parent).localname if parent is not None else ""
+        url = normalise_url(loc.text or "")
+        if url is not None and kind in ("url", "sitemap"):
+            (pages if kind == "url" else sitemaps).append(url)
+    return pages, sitemaps

@@ -92,6 +92,14 @@ def ingest(
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Ray workers (with --ray), one CPU each.")
     ] = 2,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help="Then remove the source's documents this run no longer found (pages gone "
+            "from a crawled site); a web source, run without inputs.",
+        ),
+    ] = False,
 ) -> None:
     """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
     on_ray: bool | str = ray_address or ray
@@ -130,6 +138,7 @@ def ingest(
                 progress=progress,
                 ray=on_ray,
                 workers=workers,
+                prune=prune,
             )
         if report.planned == 0:
             raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
@@ -162,6 +171,17 @@ def _print_report(report: IngestReport) -> None:
         f"LLM: {usage.calls} calls ({usage.cached_calls} from cache), "
         f"{usage.prompt_tokens + usage.completion_tokens} tokens, ${usage.cost_usd:.4f}"
     )
+    if report.not_modified:
+        console.print(
+            f"{report.not_modified} of the unchanged not modified at their source: "
+            "nothing fetched or parsed"
+        )
+    if report.removed:
+        console.print(f"Pruned {len(report.removed)} documents gone from the source")
+    for uri in report.removed:
+        console.print(f"[yellow]removed:[/] {escape(uri)}")
+    for warning in report.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}")
     for skipped in report.duplicates:
         errors.print(f"[yellow]skipped:[/] {escape(skipped.uri)}: {escape(skipped.reason)}")
     for failure in report.failed:

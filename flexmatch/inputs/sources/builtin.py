@@ -1,0 +1,165 @@
+"""The built-in source types: ``files``, ``records`` and ``web``.
+
+They register through the ``flexmatch.sources`` entry points like any plug-in. An
+http(s) URL given to any of them is a web page (fetched under the source's web rules);
+a web source's paths are read as files, as they always were.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from flexmatch.errors import WebImportError
+from flexmatch.inputs.loaders import Item, LoadTask, attempt, discover, load
+from flexmatch.inputs.records import entries_in_file, load_template, record_documents
+from flexmatch.inputs.sources.crawl import Crawler
+from flexmatch.inputs.sources.types import ItemRef, SourceContext, SourceType, WebPage
+from flexmatch.inputs.web import conditional_headers, page_document, parse_page
+from flexmatch.models import Document, FailedDocument
+from flexmatch.templates import PromptTemplate
+
+# a file modified this recently may change again within the clock's resolution without
+# its mtime moving: its version is not trusted (read again next time), like git's index
+RACY_SECONDS = 2.0
+GONE = (404, 410)
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(text: str) -> bool:
+    """``scheme://...``: handed to web import, which refuses anything but http(s)."""
+    return bool(_SCHEME.match(text))
+
+
+def page_ref(context: SourceContext, url: str) -> ItemRef:
+    return ItemRef(id=context.document_id(url), uri=url, data=WebPage(url))
+
+
+def read_page(context: SourceContext, ref: ItemRef) -> Item:
+    """One web page; when a copy is stored, asked for conditionally (ETag,
+    Last-Modified): a 304 Not Modified reuses the copy, nothing is parsed."""
+    url = ref.data.url if isinstance(ref.data, WebPage) else ref.uri
+
+    def build() -> Document:
+        stored = context.stored.metadata(ref.id) or {}
+        headers = conditional_headers(stored)
+        page = context.fetch_page(url, headers or None)
+        if page.status == 304 and headers:
+            validators = {k: stored[k] for k in ("etag", "last_modified") if k in stored}
+            reused = context.reuse(ref.id, validators)
+            if reused is not None:
+                return reused
+            page = context.fetch_page(url)  # the stored copy is gone: fetch it whole
+        if page.status in GONE:
+            context.log.gone.add(ref.id)
+        if not 200 <= page.status < 300:
+            raise WebImportError(f"{page.url}: HTTP {page.status}")
+        parsed = context.parse(parse_page, page, label=url)
+        return page_document(parsed, document_id=ref.id, uri=url, source=context.name)
+
+    return attempt(url, build)
+
+
+def file_version(path: Path) -> str | None:
+    """Size and modification time, the hint that a file is unchanged (None: just
+    modified, or unreadable)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    if time.time() - status.st_mtime < RACY_SECONDS:
+        return None
+    return f"{status.st_size}:{status.st_mtime_ns}"
+
+
+def _split(inputs: list[str]) -> tuple[list[str], list[Path]]:
+    return [i for i in inputs if is_url(i)], [Path(i).expanduser() for i in inputs if not is_url(i)]
+
+
+def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> Iterator[Any]:
+    """Files found under ``paths`` (missing ones as failures); a JSON Lines corpus is one
+    item of many documents."""
+    tasks, missing = discover(paths, context.config.include, context.config.exclude)
+    yield from missing
+    for task in tasks:
+        if task.is_corpus or not versions:
+            yield ItemRef(id=str(task.path), uri=str(task.path), data=task, count=task.count())
+            continue
+        uri = str(task.path.resolve())
+        yield ItemRef(
+            id=context.document_id(uri), uri=uri, version=file_version(task.path), data=task
+        )
+
+
+class FilesSource(SourceType):
+    """Files and folders (``include``/``exclude`` globs on folder walks), JSON Lines
+    corpora, and http(s) URLs given as inputs."""
+
+    def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
+        urls, paths = _split(inputs)
+        yield from (page_ref(self.context, url) for url in urls)
+        yield from _file_refs(self.context, paths, versions=True)
+
+    def fetch(self, ref: ItemRef) -> Iterable[Item]:
+        task: LoadTask = ref.data
+        limit = self.context.limits.max_document_bytes
+        return load(task, self.context.name, limit, self.context.parse_file)
+
+
+class RecordsSource(SourceType):
+    """JSON objects, JSON Lines or a JSON key/value file, each entry rendered to text by
+    the source's ``template``."""
+
+    @cached_property
+    def template(self) -> PromptTemplate:
+        return load_template(self.context.config, self.context.kb_dir)
+
+    def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
+        self.template  # noqa: B018  (a missing or broken template is a config error: now)
+        urls, paths = _split(inputs)
+        yield from (page_ref(self.context, url) for url in urls)
+        yield from _file_refs(self.context, paths, versions=False)
+
+    def fetch(self, ref: ItemRef) -> Iterable[Item]:
+        entries = entries_in_file(ref.data.path)
+        return record_documents(entries, self.context.name, self.context.config, self.template)
+
+    def records(self, records: Iterable[Any], first: int = 0) -> Iterator[Item]:
+        """Records handed over in code; ``first`` numbers them (``record:N``)."""
+        entries = ((None, record, f"record:{i}") for i, record in enumerate(records, first))
+        context = self.context
+        yield from record_documents(entries, context.name, context.config, self.template)
+
+
+class WebSource(SourceType):
+    """Web pages by URL (the source's ``urls`` when none are given); with ``crawl``, the
+    sites they start, link by link. Its listing is the whole source: ``--prune`` works."""
+
+    prunable = True
+
+    @property
+    def streams(self) -> bool:
+        return self.context.config.crawl is not None
+
+    def expected(self) -> int:
+        crawl = self.context.config.crawl
+        return crawl.max_pages if crawl is not None else 0
+
+    def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
+        urls, paths = _split(inputs or list(self.context.config.urls))
+        if self.context.config.crawl is not None:
+            yield from Crawler(self.context, urls).run()
+        else:
+            yield from (page_ref(self.context, url) for url in urls)
+        yield from _file_refs(self.context, paths, versions=True)
+
+    def fetch(self, ref: ItemRef) -> Item | Iterable[Item]:
+        if isinstance(ref.data, Document | FailedDocument):  # a crawl read it as it listed it
+            return ref.data
+        return FilesSource.fetch(self, ref)  # type: ignore[arg-type]

@@ -1,0 +1,280 @@
+"""The reader of one source: its type lists the items, the reader reads each (a stored
+copy when its version hint says it is unchanged), keeping what the run reached."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from flexmatch.config import CONFIG_FILE, IngestConfig, SourceConfig
+from flexmatch.errors import FlexMatchError
+from flexmatch.inputs.isolation import IsolatedPool
+from flexmatch.inputs.loaders import Item, LoadTask, document_id, load
+from flexmatch.inputs.sources.builtin import RecordsSource, page_ref, read_page
+from flexmatch.inputs.sources.types import (
+    ItemRef,
+    ReadLog,
+    SourceContext,
+    StoredCopies,
+    WebPage,
+    checked,
+    source_options,
+    source_type,
+)
+from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.models import Document, FailedDocument
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_FILENAME_BYTES = 200
+
+
+def safe_filename(filename: str) -> str:
+    """A client-sent file name made safe to store and show: its last path part, without
+    control characters, at most 200 bytes (its suffix kept)."""
+    name = _CONTROL.sub("", filename.replace("\\", "/").rsplit("/", 1)[-1]).strip()
+    if name in ("", ".", ".."):
+        return "upload"
+    if len(name.encode("utf-8")) > MAX_FILENAME_BYTES:
+        stem, dot, suffix = name.rpartition(".")
+        suffix = f".{suffix[:16]}" if dot and stem else ""
+        budget = MAX_FILENAME_BYTES - len(suffix.encode("utf-8"))
+        name = name[: len(name) - len(suffix)].encode("utf-8")[:budget].decode("utf-8", "ignore")
+        name += suffix
+    return name
+
+
+def spooled(items: Iterable[Item]) -> Iterator[Item]:
+    """Read every item now, keep them in a temporary file (memory up to 32 MB, then
+    disk), and give them back after: a crawl is done before the store is opened."""
+    # closed by _unspooled, when the items are given back
+    spool = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)  # noqa: SIM115
+    try:
+        for item in items:
+            kind = b"d" if isinstance(item, Document) else b"f"
+            spool.write(kind + item.model_dump_json().encode() + b"\n")
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return _unspooled(spool)
+
+
+def _unspooled(spool: IO[bytes]) -> Iterator[Item]:
+    with spool:
+        for line in spool:
+            model = Document if line[:1] == b"d" else FailedDocument
+            yield model.model_validate_json(line[1:])
+
+
+@dataclass
+class Plan:
+    """What a run will read: inputs already known to fail, single web pages (fetched
+    concurrently, ahead of the run), the other items, and a listing that reads as it
+    goes (a crawl: ``expected`` bounds it)."""
+
+    failed: list[FailedDocument] = field(default_factory=list)
+    pages: list[ItemRef] = field(default_factory=list)
+    refs: list[ItemRef] = field(default_factory=list)
+    stream: Iterable[ItemRef | Item] | None = None
+    expected: int = 0
+
+    @property
+    def total(self) -> int:
+        """How many documents the plan yields (a JSON Lines file counts its lines; a
+        crawl, the most pages it may read)."""
+        return len(self.failed) + len(self.pages) + sum(r.count for r in self.refs) + self.expected
+
+    @property
+    def urls(self) -> list[str]:
+        """The single web pages' URLs."""
+        return [ref.data.url for ref in self.pages]
+
+
+class SourceReader:
+    """Reads the inputs of one named source into documents, through its source type."""
+
+    def __init__(
+        self,
+        name: str,
+        config: SourceConfig,
+        kb_dir: Path | None,
+        limits: IngestConfig,
+        workers: IsolatedPool | None = None,
+        fetchers: IsolatedPool | None = None,
+        *,
+        stored: StoredCopies | None = None,
+        where: str = CONFIG_FILE,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.kb_dir = kb_dir
+        self.limits = limits
+        at = f"{where}: sources.{name}"
+        cls = source_type(config.type, at)
+        self.context = SourceContext(
+            name=name,
+            config=config,
+            options=source_options(cls, config, at),
+            kb_dir=kb_dir,
+            limits=limits,
+            stored=stored or StoredCopies(),
+            workers=workers,  # parse in these processes (else in this one)
+            fetchers=fetchers,  # fetch web pages in these processes
+        )
+        self.source_type = cls(self.context)
+
+    @property
+    def log(self) -> ReadLog:
+        """What this reader's runs reached (for ``--prune``) and found unchanged."""
+        return self.context.log
+
+    @property
+    def prunable(self) -> bool:
+        return self.source_type.prunable
+
+    def plan(self, inputs: Iterable[str | Path]) -> Plan:
+        """The items ``inputs`` name (none: the source's own, e.g. a web source's urls)."""
+        listed = self.source_type.list_items([str(i) for i in inputs])
+        if self.source_type.streams:
+            return Plan(stream=listed, expected=self.source_type.expected())
+        plan = Plan()
+        for entry in listed:
+            if isinstance(entry, ItemRef):
+                (plan.pages if isinstance(entry.data, WebPage) else plan.refs).append(entry)
+            elif isinstance(entry, FailedDocument):
+                plan.failed.append(entry)
+            else:  # a Document listed directly: wrapped, so every item is read alike
+                plan.refs.append(ItemRef(id=entry.id, uri=entry.uri, data=entry))
+        return plan
+
+    def page_refs(self, urls: Iterable[str]) -> list[ItemRef]:
+        """Web pages to import as such (anything that is not an http(s) URL fails)."""
+        return [page_ref(self.context, url) for url in urls]
+
+    def read(self, plan: Plan, *, urls: bool = True, stream: bool = True) -> Iterator[Item]:
+        """The plan's documents; ``urls=False`` leaves out its single web pages (read them
+        first with ``read_url``, concurrently, so no slow server holds the run),
+        ``stream=False`` its streamed listing (a crawl: ``read_stream`` reads it)."""
+        yield from plan.failed
+        for ref in plan.pages if urls else []:
+            yield from self.read_ref(ref)
+        for ref in plan.refs:
+            yield from self.read_ref(ref)
+        if stream:
+            yield from self.read_stream(plan)
+
+    def read_stream(self, plan: Plan) -> Iterator[Item]:
+        """The documents of the plan's streamed listing (none when it has none)."""
+        for entry in plan.stream or ():
+            if isinstance(entry, ItemRef):
+                yield from self.read_ref(entry)
+            else:
+                if isinstance(entry, Document):
+                    self.log.reach(entry.id, read=True)
+                yield entry
+
+    def read_url(self, url: str) -> Item:
+        """One web page, under the source's web rules."""
+        (item,) = self.read_ref(page_ref(self.context, url))
+        return item
+
+    def read_ref(self, ref: ItemRef) -> Iterator[Item]:
+        """The documents of one item, as they are read: its stored copy when its version
+        hint says it is unchanged, else what its type fetches (failures named, never
+        raised)."""
+        self.log.reach(ref.id)
+        if isinstance(ref.data, WebPage):
+            items: Iterable[Item] = [read_page(self.context, ref)]
+        elif (unchanged := self._unchanged(ref)) is not None:
+            items = [unchanged]
+        else:
+            items = (self._versioned(item, ref) for item in self._fetched(ref))
+        for item in items:
+            if isinstance(item, Document):
+                self.log.reach(item.id, read=True)
+            yield item
+
+    def _unchanged(self, ref: ItemRef) -> Document | None:
+        if ref.version is None:
+            return None
+        stored = self.context.stored.metadata(ref.id) or {}
+        if stored.get(VERSION_KEY) != ref.version:
+            return None
+        return self.context.reuse(ref.id, {VERSION_KEY: ref.version})
+
+    def _fetched(self, ref: ItemRef) -> Iterator[Item]:
+        try:
+            result = self.source_type.fetch(ref)
+            single = isinstance(result, Document | FailedDocument)
+            for item in [result] if single else result:  # type: ignore[union-attr]
+                yield checked(item, ref)
+        except FlexMatchError as exc:
+            yield FailedDocument(uri=ref.uri, error=str(exc))
+        except Exception as exc:  # a plug-in's bug: report it, keep the batch going
+            yield FailedDocument(uri=ref.uri, error=f"{ref.uri}: {type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _versioned(item: Item, ref: ItemRef) -> Item:
+        """The item's version hint kept on its document, for the next run to compare."""
+        if ref.version is None or not isinstance(item, Document) or item.id != ref.id:
+            return item
+        return item.model_copy(update={"metadata": {**item.metadata, VERSION_KEY: ref.version}})
+
+    def upload(
+        self,
+        filename: str,
+        data: bytes,
+        given_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[Item]:
+        """A file received as bytes (an HTTP upload); its name picks the parser. A JSON
+        Lines corpus gives one document per line; a given id needs exactly one document."""
+        name = safe_filename(filename)
+        uri = f"upload:{name}"
+        if len(data) > self.limits.max_document_bytes:
+            error = (
+                f"{name}: the file is {len(data):,} bytes, over the "
+                f"{self.limits.max_document_bytes:,}-byte cap (ingest.max_document_bytes)"
+            )
+            return [FailedDocument(uri=uri, error=error)]
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            path.write_bytes(data)
+            limit = self.limits.max_document_bytes
+            items = list(load(LoadTask(path), self.name, limit, self.context.parse_file))
+        prefix = f"{folder}/"
+        items = [
+            FailedDocument(uri=uri, error=i.error.replace(prefix, ""))
+            if isinstance(i, FailedDocument)
+            else i
+            for i in items
+        ]
+        if not items:
+            return [FailedDocument(uri=uri, error=f"{name}: the file holds no document")]
+        if given_id is not None and len(items) != 1:
+            error = f"{name}: holds {len(items)} documents; replacing one needs one document"
+            return [FailedDocument(uri=uri, error=error)]
+        single = len(items) == 1
+        return [
+            item.model_copy(
+                update={
+                    "id": given_id or (document_id(self.name, uri) if single else item.id),
+                    "uri": uri if single else f"{uri}#{item.id}",
+                    "metadata": {**item.metadata, **(metadata or {})},
+                    "original": data if single else None,  # kept to be downloaded again
+                    "original_name": name if single else None,
+                }
+            )
+            if isinstance(item, Document)
+            else item
+            for item in items
+        ]
+
+    def records(self, records: Iterable[Any], first: int = 0) -> Iterator[Item]:
+        """Records handed over in code (e.g. facts an agent extracted); ``first`` is the
+        index of the first one, for the names errors give them."""
+        return RecordsSource(self.context).records(records, first)
