@@ -5,6 +5,7 @@ through the real CLI."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -254,3 +255,21 @@ def _json_documents(text: str) -> Iterator[str]:
         value, end = decoder.raw_decode(text, index)
         yield json.dumps(value)
         index = end
+
+
+def test_unchanged_files_are_not_parsed_again(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    past = 1_700_000_000  # an hour is enough: a file modified just now is not trusted
+    for name, text in (("tides", "High tide is at noon."), ("fish", "The market opens at five.")):
+        (folder / f"{name}.md").write_text(f"# {name}\n\n{text}\n")
+        os.utime(folder / f"{name}.md", (past, past))
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        assert kb.ingest([folder]).added == 2
+        again = kb.ingest([folder])
+        assert again.unchanged == 2 and again.not_modified == 2
+        (folder / "fish.md").write_text("# fish\n\nThe market opens at six.\n")
+        os.utime(folder / "fish.md", (past + 60, past + 60))
+        (folder / "tides.md").touch()  # modified just now: read again, found unchanged
+        third = kb.ingest([folder])
+    assert third.changed == 1 and third.unchanged == 1 and third.not_modified == 0

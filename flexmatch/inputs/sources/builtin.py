@@ -66,16 +66,17 @@ def read_page(context: SourceContext, ref: ItemRef) -> Item:
     return attempt(url, build)
 
 
-def file_version(path: Path) -> str | None:
-    """Size and modification time, the hint that a file is unchanged (None: just
-    modified, or unreadable)."""
+def file_version(task: LoadTask) -> str | None:
+    """Size, modification time and place in the folder walked (its documents keep it),
+    the hint that a file is unchanged (None: just modified, or unreadable)."""
     try:
-        status = path.stat()
+        status = task.path.stat()
     except OSError:
         return None
     if time.time() - status.st_mtime < RACY_SECONDS:
         return None
-    return f"{status.st_size}:{status.st_mtime_ns}"
+    place = task.path.relative_to(task.root).as_posix() if task.root else ""
+    return f"{status.st_size}:{status.st_mtime_ns}:{place}"
 
 
 def _split(inputs: list[str]) -> tuple[list[str], list[Path]]:
@@ -92,9 +93,12 @@ def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> 
             yield ItemRef(id=str(task.path), uri=str(task.path), data=task, count=task.count())
             continue
         uri = str(task.path.resolve())
-        yield ItemRef(
-            id=context.document_id(uri), uri=uri, version=file_version(task.path), data=task
-        )
+        yield ItemRef(id=context.document_id(uri), uri=uri, version=file_version(task), data=task)
+
+
+def _load_file(context: SourceContext, task: LoadTask) -> Iterable[Item]:
+    limit = context.limits.max_document_bytes
+    return load(task, context.name, limit, context.parse_file)
 
 
 class FilesSource(SourceType):
@@ -107,9 +111,7 @@ class FilesSource(SourceType):
         yield from _file_refs(self.context, paths, versions=True)
 
     def fetch(self, ref: ItemRef) -> Iterable[Item]:
-        task: LoadTask = ref.data
-        limit = self.context.limits.max_document_bytes
-        return load(task, self.context.name, limit, self.context.parse_file)
+        return _load_file(self.context, ref.data)
 
 
 class RecordsSource(SourceType):
@@ -162,4 +164,4 @@ class WebSource(SourceType):
     def fetch(self, ref: ItemRef) -> Item | Iterable[Item]:
         if isinstance(ref.data, Document | FailedDocument):  # a crawl read it as it listed it
             return ref.data
-        return FilesSource.fetch(self, ref)  # type: ignore[arg-type]
+        return _load_file(self.context, ref.data)
