@@ -51,7 +51,7 @@ from flexmatch.engine.llm import LLM
 from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError
 from flexmatch.extras import require
-from flexmatch.inputs.isolation import IsolatedPool
+from flexmatch.inputs.isolation import _PRELOAD, IsolatedPool, _start_worker
 from flexmatch.models import Document, Usage
 
 NAMESPACE = "flexmatch"
@@ -126,13 +126,30 @@ def worker_llm(models: ModelsConfig, cache: Path | None) -> LLM | None:
     )
 
 
-def _address_space_mb() -> int:
-    """This process's virtual size (Linux): a Ray worker maps the object store, gigabytes
-    that a parser it forks inherits before parsing a byte."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        status = Path(f"/proc/{os.getpid()}/status").read_text(encoding="ascii")
-        return int(status.split("VmSize:")[1].split()[0]) // 1024
-    return 0
+class WorkerPool(IsolatedPool):
+    """A Ray worker's isolated processes, started from a fork server (a fresh process)
+    rather than forked from the worker: a fork would hold the worker's connections to
+    Ray open, so a worker killed while it parses would not be seen dead until the parse
+    ended, and it would inherit the worker's gigabytes of mapped object store, which the
+    memory cap (``ingest.parse_memory_mb``) counts. The deadline, the cap and the errors
+    are ``IsolatedPool``'s."""
+
+    def _ensure(self) -> Any:
+        with self._lock:
+            if self._pool is None or not self._pool.active:
+                import multiprocessing
+
+                import pebble
+
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload(list(_PRELOAD))
+                self._pool = pebble.ProcessPool(
+                    max_workers=self.workers,
+                    initializer=_start_worker,
+                    initargs=(self.memory_mb,),
+                    context=context,
+                )
+            return self._pool
 
 
 class IngestWorker:
@@ -171,12 +188,11 @@ class IngestWorker:
             named = isinstance(exc, FlexMatchError)
             self.error = str(exc) if named else f"{type(exc).__name__}: {exc}"
         ingest = config.ingest
-        # a parser forked from here may use parse_memory_mb beyond what it inherits
-        memory = ingest.parse_memory_mb + _address_space_mb()
-        self.parsers = IsolatedPool(
+        memory = ingest.parse_memory_mb
+        self.parsers = WorkerPool(
             workers=ingest.parse_workers, timeout=ingest.parse_timeout, memory_mb=memory
         )
-        self.fetchers = IsolatedPool(workers=ingest.fetch_workers, memory_mb=memory)
+        self.fetchers = WorkerPool(workers=ingest.fetch_workers, memory_mb=memory)
         self._chains: dict[str, SourceChains] = {}
         self._reported = Usage()
 

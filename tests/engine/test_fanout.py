@@ -173,11 +173,12 @@ def test_a_killed_workers_documents_are_retried_or_failed_never_half_written(
 
 def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: Path) -> None:
     """A reader handed a worker pool parses there, in one of the worker's killable
-    processes: the same results and the same errors as in this process."""
+    processes: the same results and the same errors as in this process; a worker that
+    dies while parsing fails that input (here with no retries left)."""
     pdf = SHARED_DATA / "docs" / "pdf_fake-memo.pdf"
 
-    async def main() -> tuple[int, int, Any, str]:
-        options = RayOptions(workers=1)
+    async def main() -> tuple[int, int, Any, str, str]:
+        options = RayOptions(workers=1, retries=0)
         config = KBConfig()
         async with RayFanOut.start(
             options,
@@ -193,9 +194,17 @@ def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: P
             parsed = await asyncio.to_thread(pool.run, parse_file, pdf, label=str(pdf))
             with pytest.raises(ParseError) as slow:
                 await asyncio.to_thread(pool.run, time.sleep, 5, label="slow.pdf", timeout=0.5)
-            return pid, fanout.infos[0].pid, parsed, str(slow.value)
+            worker = fanout.infos[0].pid
+            threading.Timer(1.0, os.kill, (worker, signal.SIGKILL)).start()
+            with pytest.raises(ParseError) as died:
+                await asyncio.to_thread(pool.run, time.sleep, 30, label="big.pdf")
+            return pid, worker, parsed, str(slow.value), str(died.value)
 
-    pid, worker, parsed, slow = asyncio.run(main())
+    pid, worker, parsed, slow, died = asyncio.run(main())
     assert pid not in (os.getpid(), worker)
     assert parsed == parse_file(pdf)
     assert slow == "slow.pdf: parsing took longer than 0.5s and was stopped (ingest.parse_timeout)"
+    assert died == (
+        "big.pdf: the Ray worker parsing it died and its retries (0) ran out; "
+        "nothing of it was written"
+    )
