@@ -84,7 +84,6 @@ def main() -> None:
             logging_level=logging.ERROR,
             log_to_driver=False,
             namespace=NAMESPACE,
-            _node_ip_address="127.0.0.1",
         )
         cluster = time.perf_counter() - started
         try:

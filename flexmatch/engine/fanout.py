@@ -22,7 +22,7 @@ their own points, but the commit protocol needs begin → write → commit as on
 sequence per document, the near-duplicate check reads what was committed before, and
 the writes are a small part of the time (the LLM calls and the embedding are the rest).
 
-A worker that dies (killed, out of memory, a crashing parser) is restarted by Ray and
+A worker that dies (killed, out of memory) is restarted by Ray and
 its unfinished calls are retried (``retries``); a document whose retries run out is
 reported failed, and nothing of it is written: the driver writes only whole results.
 """
@@ -52,7 +52,7 @@ from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError
 from flexmatch.extras import require
 from flexmatch.inputs.isolation import _PRELOAD, IsolatedPool, _start_worker
-from flexmatch.models import Document, Usage
+from flexmatch.models import Chunk, Document, Usage
 
 NAMESPACE = "flexmatch"
 START_TIMEOUT = 300.0  # seconds for every worker to import, load its model and say so
@@ -64,11 +64,12 @@ T = TypeVar("T")
 class RayOptions:
     """Where and how wide a distributed ingest runs.
 
-    ``address``: None starts a local Ray cluster for the run (stopped after it); else
-    the address of a running one (``auto``: the one ``ray start`` runs on this machine;
-    ``ray://host:10001``: a remote one). A process already connected to Ray uses that
-    connection. ``workers``: Ray actors, one CPU each. ``retries``: how many times the
-    unfinished work of a worker that died is tried again, on the restarted worker.
+    ``address``: None starts a Ray cluster on this machine for the run (stopped after
+    it); else the address of a running one (``HOST:PORT`` of its head, or ``auto``: the
+    one ``ray start`` runs here), joined from this process. A process already connected
+    to Ray uses that connection. ``workers``: Ray actors, one CPU each. ``retries``: how
+    many times the unfinished work of a worker that died is tried again, on the
+    restarted worker.
     """
 
     address: str | None = None
@@ -103,7 +104,7 @@ class Raised:
 class WorkResult:
     """A worker's answer for one document: its enrichment, or the error it met."""
 
-    chunks: list[Any] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
     vectors: Any = None  # float32 array, one row per matching text
     fingerprint: str = ""  # of the chains it ran, checked against the driver's
     usage: Usage = field(default_factory=Usage)  # LLM usage since the worker's last answer
@@ -460,13 +461,16 @@ def _connect(ray: Any, options: RayOptions) -> bool:
     try:
         if options.address:
             ray.init(address=options.address, **settings)
-        else:  # a local cluster for this run, on loopback, one CPU per worker
-            ray.init(
-                address="local", num_cpus=options.workers, _node_ip_address="127.0.0.1", **settings
-            )
+        else:  # a cluster of this machine for this run, one CPU per worker
+            ray.init(address="local", num_cpus=options.workers, **settings)
     except Exception as exc:
-        where = options.address or "a local Ray cluster"
-        raise ConfigError(f"could not start or join {where}: {type(exc).__name__}: {exc}") from None
+        if not options.address:
+            raise ConfigError(f"could not start a local Ray cluster: {exc}") from None
+        raise ConfigError(
+            f"could not join the Ray cluster at {options.address}: {exc} (a cluster with "
+            "token authentication, Ray's default, is joined with RAY_AUTH_MODE=token and "
+            "its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
+        ) from None
     return True
 
 

@@ -90,7 +90,6 @@ def cluster() -> Iterator[Any]:
         logging_level=logging.ERROR,
         log_to_driver=False,
         namespace=NAMESPACE,
-        _node_ip_address="127.0.0.1",
     )
     yield ray
     ray.shutdown()
@@ -208,3 +207,18 @@ def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: P
         "big.pdf: the Ray worker parsing it died and its retries (0) ran out; "
         "nothing of it was written"
     )
+
+
+def test_the_cli_joins_a_running_cluster(cluster: Any, tmp_path: Path) -> None:
+    """``--ray-address`` joins a cluster that is already up (no cluster is started); a
+    second run finds every document unchanged."""
+    corpus = squad(tmp_path, 10)
+    write_config(tmp_path / "kb", OFFLINE)
+    address = cluster.get_runtime_context().gcs_address
+    args = ["ingest", "--kb", str(tmp_path / "kb"), "--ray-address", address, "--json"]
+    env = {"RAY_AUTH_MODE": "token"}  # the fixture's cluster has token authentication
+    first = run(*args, "--workers", "1", str(corpus), env=env)
+    again = run(*args, "--workers", "1", str(corpus), env=env)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    assert json.loads(first.stdout)["added"] == 10
+    assert json.loads(again.stdout)["unchanged"] == 10
