@@ -154,7 +154,8 @@ class WorkerPool(IsolatedPool):
 
 
 class IngestWorker:
-    """One Ray actor of a distributed ingest: reads inputs, enriches and embeds documents.
+    """One Ray actor of a distributed ingest: parses files and fetches pages (in its own
+    isolated processes), enriches and embeds documents.
 
     It builds the LLM client, the embedding model and (on first use) each source's
     chains from the knowledge base's folder and config, once; it never opens the store.
@@ -266,6 +267,7 @@ def _portable(exc: Exception, uri: str) -> FlexMatchError:
 
 
 def add_usage(total: Usage, more: Usage) -> None:
+    """Count ``more`` (a worker's share) into ``total`` (the driver's LLM usage)."""
     total.calls += more.calls
     total.cached_calls += more.cached_calls
     total.prompt_tokens += more.prompt_tokens
