@@ -124,6 +124,7 @@ async def search(
     grouped = len(plan.groups) > 1
     groups = [(g, _group_filters(g, filters, grouped)) for g in plan.groups]
     groups = [(g, f) for g, f in groups if f is not None]
+    group_k = _group_k(top_k, top_n, len(groups))
     with collecting_warnings() as warnings:
         variant_lists = await asyncio.gather(*(g.transform.run(text) for g, _ in groups))
         retrievers = [Retriever(store, tenant, settings) for _ in groups]
@@ -131,7 +132,7 @@ async def search(
 
         def lexical_all() -> list[list[Hit]]:
             return [
-                r.lexical_search(variants, top_k, f)
+                r.lexical_search(variants, group_k, f)
                 for r, variants, (_, f) in zip(retrievers, variant_lists, groups, strict=True)
             ]
 
@@ -146,7 +147,7 @@ async def search(
                     retriever.retrieve,
                     variants,
                     [vector_of[v] for v in variants],
-                    top_k,
+                    group_k,
                     group_filters,
                     hits,
                 )
@@ -164,6 +165,13 @@ async def search(
         warnings=warnings,
         took_ms=took,
     )
+
+
+def _group_k(top_k: int, top_n: int, groups: int) -> int:
+    """Candidates per group: ``top_k`` shared among the groups (never fewer than
+    ``top_n``), so a query over several groups completes and reranks as many candidates
+    as one over a single group, and costs about as much."""
+    return max(top_n, -(-top_k // max(1, groups)))
 
 
 async def _none() -> list[list[float]]:

@@ -12,6 +12,9 @@ disk) are applied when the collection is created; an existing collection keeps i
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +70,11 @@ class ServerStore(QueryMethods):
         self.url = url
         self.collection = collection
         self.cluster = cluster or ClusterSettings()
+        # qdrant-client's in-process engine is not thread-safe (concurrent searches and
+        # writes fail with index errors); a server is, through its HTTP client
+        self._serial: AbstractContextManager[Any] = (
+            threading.RLock() if url == ":memory:" else contextlib.nullcontext()
+        )
         try:
             if url == ":memory:":
                 self._client = QdrantClient(location=":memory:")
@@ -77,7 +85,8 @@ class ServerStore(QueryMethods):
 
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
-            return getattr(self._client, method)(*args, **kwargs)
+            with self._serial:
+                return getattr(self._client, method)(*args, **kwargs)
         except Exception as exc:
             raise StoreError(f"{what} on Qdrant at {self.url} failed: {exc}") from exc
 
@@ -214,7 +223,8 @@ class ServerStore(QueryMethods):
             for query, using, limit, filters, fields in queries
         ]
         try:
-            responses = self._client.query_batch_points(self.collection, requests=requests)
+            with self._serial:
+                responses = self._client.query_batch_points(self.collection, requests=requests)
         except Exception as exc:
             if not self.exists():  # nothing ingested yet: nothing to find
                 return [[] for _ in queries]

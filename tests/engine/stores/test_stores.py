@@ -4,12 +4,13 @@ exercised with its in-process ``:memory:`` engine)."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from flexmatch.engine.stores.base import StoredPoint, VectorStore
+from flexmatch.engine.stores.base import Search, StoredPoint, VectorStore
 from flexmatch.engine.stores.edge import EdgeStore
 from flexmatch.engine.stores.server import ServerStore
 from flexmatch.errors import ModelMismatchError, StoreError
@@ -220,3 +221,27 @@ def test_edge_store_builds_its_search_index_past_the_threshold(tmp_path: Path) -
     assert store._open().info().indexed_vectors_count == 2 * len(vectors)  # and now dense
     assert [store.search("t", v, 1)[0].id for v in vectors[:20]] == exact
     store.close()
+
+
+def test_threads_may_write_and_search_at_once(store: VectorStore) -> None:
+    """A query's source groups search in threads while an ingest writes: both stores
+    must answer (qdrant-client's in-process engine alone is not thread-safe)."""
+    failures: list[str] = []
+
+    def work(thread: int) -> None:
+        for i in range(60):
+            pid = thread * 1000 + i
+            vector = _unit(*(float((pid * (k + 3)) % 7 + 1) for k in range(DIM)))
+            try:
+                store.upsert("t", [_point(pid, vector, f"doc{thread}")])
+                store.search_batch("t", [Search(5, vector=vector), Search(5, text="text")])
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(store.search_batch("t", [Search(300, text="text")])[0]) == 240
