@@ -62,6 +62,7 @@ class Site:
     redirects: dict[str, str] = field(default_factory=lambda: {"/old": "/new"})
     robots: str = "User-agent: *\nDisallow: /private/\n"
     down: bool = False  # every request answers 503
+    failing: set[str] = field(default_factory=set)  # these paths answer 503
     seen: list[Seen] = field(default_factory=list)
 
     def sitemap(self) -> bytes:
@@ -84,7 +85,7 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             path = self.path
             etag = None
             headers: dict[str, str] = {}
-            if site.down:
+            if site.down or path in site.failing:
                 status, body = 503, b"down for maintenance"
             elif path == "/robots.txt":
                 status, body = 200, site.robots.encode()
@@ -306,3 +307,26 @@ def test_sitemaps_index_gzip_and_no_entities() -> None:
     )
     pages, _ = sitemap_urls(hostile, 10_000)
     assert all("root" not in p for p in pages)
+
+
+def test_a_page_that_fails_once_does_not_prune_what_lies_below_it(
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
+) -> None:
+    """/hub answers 503 on the second crawl: the pages only it links to are still
+    visited (through its links from the last crawl) and nothing is pruned."""
+    site.pages = {
+        "/": _page("Home", "Welcome to the harbour town guide.", '<a href="/hub">Guide</a>'),
+        "/hub": _page("Guide", "The guide index.", '<a href="/a">A</a> <a href="/b">B</a>'),
+        "/a": _page("Harbour", "The harbour opens at six in the morning."),
+        "/b": _page("Ferries", "The first ferry leaves at seven fifteen."),
+    }
+    site.redirects = {}
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, _site_config(site, crawl="{delay: 0, sitemap: false}"))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        assert kb.ingest([], source="site").added == 4
+        site.failing = {"/hub"}
+        report = kb.ingest([], source="site", prune=True)
+        assert report.removed == []
+        assert [f.error for f in report.failed] == [f"{site.url}/hub: HTTP 503"]
+        assert len(kb.list_documents(source="site")) == 4

@@ -216,6 +216,8 @@ class Crawler:
                     why = robots.refused or "robots.txt disallows it"
                     yield FailedDocument(uri=current, error=f"{current}: not crawled: {why}")
                     self.context.incomplete(f"seed {visit.url} was not crawled ({why})")
+                elif robots.refused:  # the host's rules could not be read: not seen
+                    self.context.incomplete(f"{current} was not crawled ({robots.refused})")
                 return
             self.requests += 1
             try:
@@ -279,6 +281,7 @@ class Crawler:
         try:
             crawled: CrawledPage = self.context.parse(read_crawled, page, label=final)
         except FlexMatchError as exc:
+            self._keep_old_links(visit, final)
             yield ItemRef(id=document_id, uri=final, data=FailedDocument(uri=final, error=str(exc)))
             return
         self.links[final] = crawled.links
@@ -294,11 +297,22 @@ class Crawler:
             yield ItemRef(id=document_id, uri=final, data=failure)
 
     def _failed(self, visit: _Visit, url: str, error: str) -> Iterator[ItemRef | Item]:
-        """A page that could not be read this time: reported, and its stored copy kept."""
+        """A page that could not be read this time: reported, and its stored copy kept.
+        The pages it linked to last time are still visited; a page never read before
+        (no links known) makes the crawl incomplete, so nothing below it is pruned."""
         if visit.seed:
             self.context.incomplete(f"seed {visit.url} could not be read")
+        self._keep_old_links(visit, url)
         document_id = self.context.document_id(url)
         yield ItemRef(id=document_id, uri=url, data=FailedDocument(uri=url, error=error))
+
+    def _keep_old_links(self, visit: _Visit, url: str) -> None:
+        old = self.old_links.get(url, self.old_links.get(visit.url))
+        if old is None:
+            self.context.incomplete(f"{url} could not be read, and its links are not known")
+            return
+        self.links[url] = old
+        self._follow(old, visit)
 
     def _follow(self, links: list[str], visit: _Visit) -> None:
         if visit.depth >= self.settings.max_depth:
