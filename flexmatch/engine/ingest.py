@@ -29,7 +29,7 @@ from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher
 from flexmatch.engine.points import CHUNK_FIELDS, CONTENT, MATCH, MatchPayload, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
-from flexmatch.errors import ChainError, DocumentTooLargeError, FlexMatchError
+from flexmatch.errors import ChainError, ConfigError, DocumentTooLargeError, FlexMatchError
 from flexmatch.inputs.validators import VOLATILE_METADATA, validators
 from flexmatch.models import (
     Chunk,
@@ -165,6 +165,14 @@ class Indexer:
         check_size(document, self.settings.max_document_bytes)
         version = document_version(document, chains)
         record = self.registry.get(self.tenant, document.id)
+        if record is not None and record.source != document.source:
+            # ids are per tenant: two sources (or plug-ins) naming items alike must not
+            # overwrite each other's documents
+            raise ConfigError(
+                f"{document.uri}: document id '{document.id}' already belongs to source "
+                f"'{record.source}' ({record.uri}); one source never replaces another's "
+                "document (give the items ids of their own, or remove that document first)"
+            )
         if await self._unchanged(document, record, version):
             return
         duplicate = self._duplicate_of(document)  # a changed one keeps its old version

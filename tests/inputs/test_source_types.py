@@ -273,3 +273,46 @@ def test_unchanged_files_are_not_parsed_again(tmp_path: Path, embedder: OnnxEmbe
         (folder / "tides.md").touch()  # modified just now: read again, found unchanged
         third = kb.ingest([folder])
     assert third.changed == 1 and third.unchanged == 1 and third.not_modified == 0
+
+
+@register("test_notes")
+class _Notes(SourceType):
+    """Names its items by file stem only: two sources of this type collide on ids."""
+
+    def list_items(self, inputs: list[str]) -> Iterator[ItemRef]:
+        for path in sorted(Path(inputs[0]).glob("*.note")):  # no inputs: IndexError
+            yield ItemRef(id=path.stem, uri=path.as_uri(), data=path)
+
+    def fetch(self, ref: ItemRef) -> Document:
+        text = ref.data.read_text(encoding="utf-8")
+        return Document(
+            id=ref.id,
+            uri=ref.uri,
+            source=self.context.name,
+            title=ref.id,
+            elements=[Element(kind="paragraph", text=text)],
+        )
+
+
+def test_one_source_never_replaces_another_sources_document(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(
+        kb_dir, "default_source: a\nsources:\n  a: {type: test_notes}\n  b: {type: test_notes}\n"
+    )
+    for team, text in (("a", "Team A deploys on Mondays."), ("b", "Team B deploys on Fridays.")):
+        (tmp_path / team).mkdir()
+        (tmp_path / team / "todo.note").write_text(text, encoding="utf-8")
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        assert kb.ingest([tmp_path / "a"], source="a").added == 1
+        report = kb.ingest([tmp_path / "b"], source="b")
+        assert report.added == report.changed == 0
+        assert "already belongs to source 'a'" in report.failed[0].error
+        assert [(d.id, d.source) for d in kb.list_documents()] == [("todo", "a")]
+        assert "Mondays" in kb.query("When does the team deploy?")[0].content
+        # a plug-in that breaks while listing: one failure naming the source, no traceback
+        broken = kb.ingest([], source="b")
+        assert broken.failed[0].error.startswith(
+            "listing the items of source 'b' (type 'test_notes') failed: IndexError"
+        )

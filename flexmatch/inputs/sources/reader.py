@@ -138,7 +138,7 @@ class SourceReader:
 
     def plan(self, inputs: Iterable[str | Path]) -> Plan:
         """The items ``inputs`` name (none: the source's own, e.g. a web source's urls)."""
-        listed = self.source_type.list_items([str(i) for i in inputs])
+        listed = self._listing([str(i) for i in inputs])
         if self.source_type.streams:
             return Plan(stream=listed, expected=self.source_type.expected())
         plan = Plan()
@@ -150,6 +150,21 @@ class SourceReader:
             else:  # a Document listed directly: wrapped, so every item is read alike
                 plan.refs.append(ItemRef(id=entry.id, uri=entry.uri, data=entry))
         return plan
+
+    def _listing(self, inputs: list[str]) -> Iterator[ItemRef | Item]:
+        """The type's listing. A clear error (``FlexMatchError``) stops the run as it
+        says; a plug-in that breaks while listing is reported as one failed input naming
+        the source and its type (never a traceback), and the run counts as incomplete, so
+        nothing is pruned after it."""
+        try:
+            yield from self.source_type.list_items(inputs)
+        except FlexMatchError:
+            raise
+        except Exception as exc:
+            reason = f"listing the items of source '{self.name}' (type '{self.config.type}')"
+            self.context.incomplete(f"{reason} failed")
+            error = f"{reason} failed: {type(exc).__name__}: {exc}"
+            yield FailedDocument(uri=f"source:{self.name}", error=error)
 
     def page_refs(self, urls: Iterable[str]) -> list[ItemRef]:
         """Web pages to import as such (anything that is not an http(s) URL fails)."""
