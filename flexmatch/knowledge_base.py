@@ -35,7 +35,6 @@ from flexmatch.engine.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest import Indexer, SourceChains, Work, version_of
 from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
@@ -163,19 +162,7 @@ class KnowledgeBase:
         return target
 
     def _make_llm(self) -> LLM | None:
-        models = self.config.models
-        if not models.llm:
-            return None
-        return LLM(
-            models.llm,
-            api_base=models.llm_api_base,
-            api_key=models.llm_api_key,
-            concurrency=models.llm_concurrency,
-            timeout=models.llm_timeout,
-            max_retries=models.llm_max_retries,
-            retry_base_delay=models.llm_retry_delay,
-            cache=LLMCache(self.path / STATE_DIR / LLM_CACHE_FILE),
-        )
+        return LLM.from_config(self.config.models, self.path / STATE_DIR / LLM_CACHE_FILE)
 
     @property
     def llm(self) -> LLM | None:

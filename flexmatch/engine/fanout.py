@@ -43,15 +43,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from flexmatch.config import LOCAL_EMBEDDING_MODEL, KBConfig, ModelsConfig
+from flexmatch.config import LOCAL_EMBEDDING_MODEL, KBConfig
 from flexmatch.engine.chains import ChainContext
 from flexmatch.engine.embeddings import EmbeddingBatcher, make_embedder
 from flexmatch.engine.ingest import Enriched, SourceChains, enrich_and_embed
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError
 from flexmatch.extras import require
-from flexmatch.inputs.isolation import _PRELOAD, IsolatedPool, _start_worker
+from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.models import Chunk, Document, Usage
 
 NAMESPACE = "flexmatch"
@@ -111,48 +110,6 @@ class WorkResult:
     error: FlexMatchError | None = None
 
 
-def worker_llm(models: ModelsConfig, cache: Path | None) -> LLM | None:
-    """The LLM client a worker calls, as the knowledge base configures its own."""
-    if not models.llm:
-        return None
-    return LLM(
-        models.llm,
-        api_base=models.llm_api_base,
-        api_key=models.llm_api_key,
-        concurrency=models.llm_concurrency,
-        timeout=models.llm_timeout,
-        max_retries=models.llm_max_retries,
-        retry_base_delay=models.llm_retry_delay,
-        cache=LLMCache(cache),
-    )
-
-
-class WorkerPool(IsolatedPool):
-    """A Ray worker's isolated processes, started from a fork server (a fresh process)
-    rather than forked from the worker: a fork would hold the worker's connections to
-    Ray open, so a worker killed while it parses would not be seen dead until the parse
-    ended, and it would inherit the worker's gigabytes of mapped object store, which the
-    memory cap (``ingest.parse_memory_mb``) counts. The deadline, the cap and the errors
-    are ``IsolatedPool``'s."""
-
-    def _ensure(self) -> Any:
-        with self._lock:
-            if self._pool is None or not self._pool.active:
-                import multiprocessing
-
-                import pebble
-
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(list(_PRELOAD))
-                self._pool = pebble.ProcessPool(
-                    max_workers=self.workers,
-                    initializer=_start_worker,
-                    initargs=(self.memory_mb,),
-                    context=context,
-                )
-            return self._pool
-
-
 class IngestWorker:
     """One Ray actor of a distributed ingest: parses files and fetches pages (in its own
     isolated processes), enriches and embeds documents.
@@ -179,7 +136,7 @@ class IngestWorker:
         self.embedding_model = config.models.embedding
         try:
             cache = Path(llm_cache) if llm_cache and Path(llm_cache).parent.is_dir() else None
-            self.llm = worker_llm(config.models, cache)
+            self.llm = LLM.from_config(config.models, cache)
             self.context = ChainContext(kb_dir=self.kb_dir, llm=self.llm, env=env)
             self.embedder = make_embedder(config.models)
             self.embedding_model = self.embedder.name
@@ -191,10 +148,19 @@ class IngestWorker:
             self.error = str(exc) if named else f"{type(exc).__name__}: {exc}"
         ingest = config.ingest
         memory = ingest.parse_memory_mb
-        self.parsers = WorkerPool(
-            workers=ingest.parse_workers, timeout=ingest.parse_timeout, memory_mb=memory
+        # the worker's parse and fetch processes start from a fork server: a forked one
+        # would hold the worker's connections to Ray open (a worker killed while it
+        # parses would not be seen dead until the parse ended) and inherit its gigabytes
+        # of mapped object store, which the memory cap counts
+        self.parsers = IsolatedPool(
+            workers=ingest.parse_workers,
+            timeout=ingest.parse_timeout,
+            memory_mb=memory,
+            start="forkserver",
         )
-        self.fetchers = WorkerPool(workers=ingest.fetch_workers, memory_mb=memory)
+        self.fetchers = IsolatedPool(
+            workers=ingest.fetch_workers, memory_mb=memory, start="forkserver"
+        )
         self._chains: dict[str, SourceChains] = {}
         self._reported = Usage()
 

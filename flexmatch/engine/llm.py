@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Any
 
 from tenacity import (
@@ -13,6 +14,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from flexmatch.config import ModelsConfig
 from flexmatch.engine.llm_cache import LLMCache, cache_key
 from flexmatch.errors import LLMError
 from flexmatch.models import Usage
@@ -73,6 +75,24 @@ class LLM:
         self.temperature = temperature
         self.usage = Usage()
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    @classmethod
+    def from_config(cls, models: ModelsConfig, cache: Path | None) -> LLM | None:
+        """The LLM ``models`` configures (None without ``models.llm``), its answers cached
+        in ``cache`` (None: in memory): one construction for a knowledge base and for each
+        of its Ray workers."""
+        if not models.llm:
+            return None
+        return cls(
+            models.llm,
+            api_base=models.llm_api_base,
+            api_key=models.llm_api_key,
+            concurrency=models.llm_concurrency,
+            timeout=models.llm_timeout,
+            max_retries=models.llm_max_retries,
+            retry_base_delay=models.llm_retry_delay,
+            cache=LLMCache(cache),
+        )
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

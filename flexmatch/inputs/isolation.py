@@ -18,7 +18,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from flexmatch.errors import FlexMatchError, ParseError
 
@@ -63,10 +63,21 @@ def _start_worker(megabytes: int) -> None:  # runs in each new worker
 class IsolatedPool:
     """A small pool of worker processes shared by one knowledge base's ingests."""
 
-    def __init__(self, *, workers: int = 2, timeout: float = 60.0, memory_mb: int = 2048) -> None:
+    def __init__(
+        self,
+        *,
+        workers: int = 2,
+        timeout: float = 60.0,
+        memory_mb: int = 2048,
+        start: Literal["fork", "forkserver"] = "fork",
+    ) -> None:
+        """``start``: ``fork`` (fast: the parsers are preloaded here and shared) or
+        ``forkserver`` (workers from a fresh process, for a parent whose open connections
+        or mapped memory a fork must not inherit, e.g. a Ray worker)."""
         self.workers = workers
         self.timeout = timeout
         self.memory_mb = memory_mb
+        self.start = start
         self._pool: Any = None
         self._lock = threading.Lock()
 
@@ -75,8 +86,11 @@ class IsolatedPool:
             if self._pool is None or not self._pool.active:
                 import pebble
 
-                _preload()
-                context = multiprocessing.get_context("fork")
+                context = multiprocessing.get_context(self.start)
+                if self.start == "forkserver":
+                    context.set_forkserver_preload(list(_PRELOAD))
+                else:
+                    _preload()
                 self._pool = pebble.ProcessPool(
                     max_workers=self.workers,
                     initializer=_start_worker,

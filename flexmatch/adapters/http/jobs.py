@@ -184,7 +184,7 @@ class JobRegistry:
         self._saving = asyncio.Lock()  # one save at a time, so none overtakes another
         self._beat: asyncio.Task[None] | None = None
 
-    def submit(
+    async def submit(
         self,
         tenant: str,
         kind: JobKind,
@@ -204,17 +204,17 @@ class JobRegistry:
             updated_at=_iso(now),
             tenant=tenant,
         )
-        self.records.create(
-            JobRecord(
-                id=job.id,
-                tenant=tenant,
-                status=job.status,
-                created_ns=now,
-                heartbeat_ns=now,
-                body=_body(job),
-            )
+        record = JobRecord(
+            id=job.id,
+            tenant=tenant,
+            status=job.status,
+            created_ns=now,
+            heartbeat_ns=now,
+            body=_body(job),
         )
-        self.records.prune(self.keep)
+        # the shared database may be busy or remote: never wait for it on the event loop
+        await asyncio.to_thread(self.records.create, record)
+        await asyncio.to_thread(self.records.prune, self.keep)
         tickets = [self.writer.ticket(tenant) for _ in items]  # the order of acceptance
         running = _Running(job)
         self._running[job.id] = running
@@ -319,7 +319,10 @@ class JobRegistry:
                     _count(job.counts, outcome)
                 if item.write is None:
                     job.processed += 1  # a write item counts its documents itself
-                await self._save(running)
+                try:
+                    await self._save(running)
+                except Exception as exc:  # the state database blinked: the next beat saves
+                    log.warning("job %s: saving its progress failed: %s", job.id, exc)
             job.status = "done"
         except asyncio.CancelledError:
             job.status, job.error = "failed", "the server shut down before the job finished"

@@ -59,7 +59,7 @@ def test_a_running_job_beats_and_a_shutdown_is_recorded(tmp_path: Path) -> None:
             await release.wait()
             return IngestReport(outcomes=[DocumentOutcome(input="a.md", outcome="added")])
 
-        first = runner.submit("acme", "reindex", [write_item("re-index", write)], total=0)
+        first = await runner.submit("acme", "reindex", [write_item("re-index", write)], total=0)
         seen = poller.get("acme", first.id)
         assert seen is not None and seen.status in ("queued", "running")
         beats: set[int] = set()
@@ -87,7 +87,7 @@ def test_a_running_job_beats_and_a_shutdown_is_recorded(tmp_path: Path) -> None:
             await stuck.wait()
             return IngestReport()
 
-        second = runner.submit("acme", "reindex", [write_item("re-index", never)], total=0)
+        second = await runner.submit("acme", "reindex", [write_item("re-index", never)], total=0)
         await asyncio.sleep(0.05)
         await runner.close()  # the server stops
         stopped = poller.get("acme", second.id)
@@ -119,3 +119,44 @@ def test_a_job_whose_server_died_is_marked_failed_by_the_next_reader(tmp_path: P
     record = state.jobs.get("acme", "j1")
     assert record is not None and record.status == "failed"  # recorded, for every replica
     assert reader.list("acme")[0].status == "failed"
+
+
+def test_a_job_goes_on_when_saving_its_progress_fails_once(tmp_path: Path) -> None:
+    """The state database blinks between two documents: the job writes every document,
+    and its record catches up at the next save."""
+    from flexmatch.errors import StoreError
+
+    state = SharedState.for_kb(tmp_path)
+    real_save = state.jobs.save
+    calls = [0]
+
+    def flaky_save(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:  # the save after the first document
+            raise StoreError("the service state database failed: database is locked")
+        return real_save(*args, **kwargs)
+
+    state.jobs.save = flaky_save  # type: ignore[method-assign]
+    written: list[str] = []
+
+    def item(name: str) -> Any:
+        async def write(tenant: str, progress: Any) -> IngestReport:
+            written.append(name)
+            return IngestReport(outcomes=[DocumentOutcome(input=name, outcome="added")])
+
+        return write_item(name, write)
+
+    async def scenario() -> Any:
+        registry = _registry(state)
+        job = await registry.submit("acme", "reindex", [item(n) for n in "abc"], total=3)
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            seen = registry.get("acme", job.id)
+            if seen is not None and seen.status not in ("queued", "running"):
+                return seen
+        raise AssertionError("the job did not finish")
+
+    finished = asyncio.run(scenario())
+    assert written == ["a", "b", "c"]
+    assert finished.status == "done" and finished.error is None
+    assert [d.input for d in finished.documents] == ["a", "b", "c"]

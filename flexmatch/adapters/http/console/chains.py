@@ -318,5 +318,5 @@ async def reindex(request: Request, user: User, state: State) -> Response:
         return await kb.areindex(source=source, tenant=tenant, progress=progress)
 
     item = write_item(f"re-index source {source}", write)
-    job = state.jobs.submit(user.tenant, "reindex", [item], source=source, total=0)
+    job = await state.jobs.submit(user.tenant, "reindex", [item], source=source, total=0)
     return redirect(f"{PATH}/jobs/{job.id}")

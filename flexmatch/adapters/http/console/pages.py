@@ -7,6 +7,7 @@ removal), the public ``KnowledgeBase`` API otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -157,7 +158,7 @@ def _sum_usage(usages: list[Usage]) -> Usage:
 async def overview(request: Request, user: User, state: State) -> Response:
     """What the tenant holds, what its jobs cost, whether the service is healthy."""
     stats = state.kb.stats(tenant=user.tenant) if user.can("read") else None
-    jobs = state.jobs.list(user.tenant)
+    jobs = await asyncio.to_thread(state.jobs.list, user.tenant)
     readiness = state.readiness
     context: dict[str, Any] = {
         "stats": stats,

@@ -60,7 +60,7 @@ def parse_metadata(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _accepted(
+async def _accepted(
     state: ServiceState,
     response: Response,
     tenant: str,
@@ -68,7 +68,7 @@ def _accepted(
     items: list[WorkItem],
     source: str,
 ) -> JobAccepted:
-    job = state.jobs.submit(tenant, kind, items, source)
+    job = await state.jobs.submit(tenant, kind, items, source)
     url = f"/v1/jobs/{job.id}"
     response.headers["Location"] = url
     return JobAccepted(job_id=job.id, status=job.status, total=job.total, url=url)
@@ -100,7 +100,7 @@ async def upload_documents(
             return state.kb.aread_upload(filename, data, source=name, metadata=extra)
 
         items.append(WorkItem(label=filename, read=read))
-    return _accepted(state, response, tenant, "upload", items, name)
+    return await _accepted(state, response, tenant, "upload", items, name)
 
 
 @router.post("/documents/url", status_code=202, response_model=JobAccepted)
@@ -121,7 +121,7 @@ async def import_urls(
             return state.kb.afetch_pages([url], source=name)
 
         items.append(WorkItem(label=url, read=fetch))
-    return _accepted(state, response, tenant, "url", items, name)
+    return await _accepted(state, response, tenant, "url", items, name)
 
 
 @router.post("/records", status_code=202, response_model=JobAccepted)
@@ -150,7 +150,7 @@ async def add_records(
                 document_id=document_id,
             )
         )
-    return _accepted(state, response, tenant, "records", items, name)
+    return await _accepted(state, response, tenant, "records", items, name)
 
 
 # -- documents -------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -21,13 +22,13 @@ State = Annotated[ServiceState, Depends(get_state)]
 @router.get("/jobs", response_model=list[Job])
 async def list_jobs(principal: Caller, state: State) -> list[Job]:
     """The tenant's jobs, newest first (finished ones are kept for a while)."""
-    return state.jobs.list(principal.tenant)
+    return await asyncio.to_thread(state.jobs.list, principal.tenant)
 
 
 @router.get("/jobs/{job_id}", response_model=Job)
 async def get_job(job_id: str, principal: Caller, state: State) -> Job:
     """A job's status, progress counts, and the outcome of each document so far."""
-    job = state.jobs.get(principal.tenant, job_id)
+    job = await asyncio.to_thread(state.jobs.get, principal.tenant, job_id)
     if job is None:
         raise not_found("job", job_id)
     return job
