@@ -56,7 +56,7 @@ from flexmatch.models import (
     SearchResult,
     Stats,
 )
-from flexmatch.results import Answer, tool_result
+from flexmatch.results import Answer, ResultItem, tool_result
 
 DEFAULT_TENANT = "default"
 STATE_DIR = ".flexmatch"
@@ -750,21 +750,23 @@ class KnowledgeBase:
         """What the agent sees: the formatter chain named, else each result's source's
         (its own, else ``query.formatter``), over the tool result; ``explain`` adds each
         result's signals and the variants searched. Results whose sources format
-        differently are formatted in one part per formatter, in the order they rank."""
+        differently are formatted in parts, one per run of results with the same
+        formatter, so the text keeps their rank order."""
         result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
         if formatter is not None:
             return await self.formatter(formatter).run(result)
-        parts: dict[int, tuple[ResultFormatter, list[int]]] = {}
-        for index, item in enumerate(result.results):
+        runs: list[tuple[ResultFormatter, list[ResultItem]]] = []  # in rank order
+        for item in result.results:
             chosen = self.formatter(source=self._known_source(item.source))
-            parts.setdefault(id(chosen), (chosen, []))[1].append(index)
-        if len(parts) <= 1:
-            only = next(iter(parts.values()))[0] if parts else self.formatter()
-            return await only.run(result)
+            if runs and runs[-1][0] is chosen:
+                runs[-1][1].append(item)
+            else:
+                runs.append((chosen, [item]))
+        if len({id(chosen) for chosen, _ in runs}) <= 1:
+            return await (runs[0][0] if runs else self.formatter()).run(result)
         texts = []
-        for chosen, indexes in parts.values():
-            part = result.model_copy(update={"results": [result.results[i] for i in indexes]})
-            texts.append(await chosen.run(part))
+        for chosen, items in runs:
+            texts.append(await chosen.run(result.model_copy(update={"results": items})))
         return "\n\n".join(texts)
 
     def _known_source(self, name: str) -> str | None:

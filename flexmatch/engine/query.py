@@ -58,6 +58,7 @@ class QueryPlan:
 
     by_source: dict[str, QueryChains]
     groups: list[SourceGroup] = field(default_factory=list)
+    default_source: str = ""
 
     @classmethod
     def build(cls, config: KBConfig, context: ChainContext) -> QueryPlan:
@@ -83,22 +84,39 @@ class QueryPlan:
                 (t_key, r_key), SourceGroup([], transform, reranker, t_key, r_key)
             )
             group.sources.append(name)
-        return cls(by_source=by_source, groups=list(groups.values()))
+        return cls(
+            by_source=by_source,
+            groups=list(groups.values()),
+            default_source=config.default_source,
+        )
 
 
-def _group_filters(group: SourceGroup, filters: Filters | None, grouped: bool) -> Filters | None:
-    """The group's filters: its own sources (when there are several groups) within any
-    source the caller asked for; ``None`` when the caller's sources exclude the group."""
-    if not grouped:
-        return dict(filters or {})
+def _group_scopes(
+    groups: list[SourceGroup], default_source: str, filters: Filters | None
+) -> list[tuple[SourceGroup, Filters, Filters | None]]:
+    """Each group with what it searches: its own sources (when there are several groups)
+    within any source the caller asked for. The default source's group also searches
+    the sources the configuration no longer names (documents of a removed source stay
+    findable), by leaving out the other groups' sources instead of naming its own. A
+    group the caller's sources exclude is left out."""
+    if len(groups) == 1:
+        return [(groups[0], dict(filters or {}), None)]
     asked = (filters or {}).get("source")
-    sources = group.sources
-    if asked is not None:
-        wanted = set(asked) if isinstance(asked, list) else {asked}
-        sources = [s for s in sources if s in wanted]
-        if not sources:
-            return None
-    return {**(filters or {}), "source": sources}
+    wanted = None if asked is None else set(asked) if isinstance(asked, list) else {asked}
+    configured = {s for g in groups for s in g.sources}
+    scopes = []
+    for group in groups:
+        if default_source in group.sources:
+            others = sorted(configured - set(group.sources))
+            if wanted is None:
+                scopes.append((group, dict(filters or {}), {"source": others}))
+                continue
+            mine = [s for s in wanted if s in group.sources or s not in configured]
+        else:
+            mine = [s for s in group.sources if wanted is None or s in wanted]
+        if mine:
+            scopes.append((group, {**(filters or {}), "source": sorted(mine)}, None))
+    return scopes
 
 
 async def search(
@@ -121,13 +139,12 @@ async def search(
     signal over all candidates, so sources compete on one scale); with different
     rerankers, each ranks its own and the lists are merged by reciprocal rank."""
     started = time.perf_counter()
-    grouped = len(plan.groups) > 1
-    groups = [(g, _group_filters(g, filters, grouped)) for g in plan.groups]
-    groups = [(g, f) for g, f in groups if f is not None]
+    scopes = _group_scopes(plan.groups, plan.default_source, filters)
+    groups = [(g, f) for g, f, _ in scopes]
     group_k = _group_k(top_k, top_n, len(groups))
     with collecting_warnings() as warnings:
         variant_lists = await asyncio.gather(*(g.transform.run(text) for g, _ in groups))
-        retrievers = [Retriever(store, tenant, settings) for _ in groups]
+        retrievers = [Retriever(store, tenant, settings, exclude) for _, _, exclude in scopes]
         texts = list(dict.fromkeys(v for variants in variant_lists for v in variants))
 
         def lexical_all() -> list[list[Hit]]:

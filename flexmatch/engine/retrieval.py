@@ -39,10 +39,19 @@ class Retriever:
     committed versions, one batch completing the candidates' signals, one read of their
     chunks."""
 
-    def __init__(self, store: VectorStore, tenant: str, settings: QueryConfig) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        tenant: str,
+        settings: QueryConfig,
+        exclude: Filters | None = None,
+    ) -> None:
+        """``exclude``: points the first stage leaves out (e.g. the sources another group
+        of sources searches)."""
         self.store = store
         self.tenant = tenant
         self.settings = settings
+        self.exclude = exclude
         self.registry = DocumentRegistry(store)
         self.versions: dict[str, str] = {}
 
@@ -75,7 +84,11 @@ class Retriever:
     def _lexical(self, texts: list[str], top_k: int, filters: Filters | None) -> Search:
         contents = {**(filters or {}), "record": MATCH, "match_kind": CONTENT}
         return Search(
-            top_k, text=" ".join(dict.fromkeys(texts)), filters=contents, fields=RANKING_FIELDS
+            top_k,
+            text=" ".join(dict.fromkeys(texts)),
+            filters=contents,
+            fields=RANKING_FIELDS,
+            exclude=self.exclude,
         )
 
     def lexical_search(self, texts: list[str], top_k: int, filters: Filters | None) -> list[Hit]:
@@ -99,7 +112,8 @@ class Retriever:
         searches: list[Search] = []
         if mode in ("dense", "hybrid"):
             searches += [
-                Search(top_k, vector=v, filters=scoped, fields=RANKING_FIELDS) for v in vectors
+                Search(top_k, vector=v, filters=scoped, fields=RANKING_FIELDS, exclude=self.exclude)
+                for v in vectors
             ]
         found = self.store.search_batch(self.tenant, searches) if searches else []
         if mode in ("lexical", "hybrid"):

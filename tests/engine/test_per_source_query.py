@@ -12,7 +12,7 @@ import pytest
 import flexmatch as fm
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
-from flexmatch.engine.query import QueryPlan, _group_filters
+from flexmatch.engine.query import QueryPlan, _group_scopes
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import load_setup
 from flexmatch.models import Document, Element, Section
@@ -48,17 +48,26 @@ def test_sources_with_the_same_query_chains_are_one_group(tmp_path: Path) -> Non
 def test_a_knowledge_base_without_overrides_is_one_unfiltered_group(tmp_path: Path) -> None:
     plan = _plan("sources:\n  a: {}\n  b: {}\ndefault_source: a\n", tmp_path)
     assert len(plan.groups) == 1
-    assert _group_filters(plan.groups[0], None, grouped=False) == {}
+    assert _group_scopes(plan.groups, "a", None) == [(plan.groups[0], {}, None)]
 
 
-def test_group_filters_keep_the_callers_sources(tmp_path: Path) -> None:
+def test_group_scopes_keep_the_callers_sources(tmp_path: Path) -> None:
     plan = _plan(MIXED, tmp_path)
-    faq, catalog = plan.groups
-    assert _group_filters(faq, {"tags": "x"}, grouped=True) == {"tags": "x", "source": ["faq"]}
-    assert _group_filters(catalog, {"source": "faq"}, grouped=True) is None
-    assert _group_filters(catalog, {"source": ["faq", "catalog"]}, grouped=True) == {
-        "source": ["catalog"]
-    }
+
+    def scopes(filters: dict | None) -> list:
+        return [(g.sources, f, x) for g, f, x in _group_scopes(plan.groups, "faq", filters)]
+
+    # the default source's group also reaches sources no longer configured
+    assert scopes({"tags": "x"}) == [
+        (["faq"], {"tags": "x"}, {"source": ["catalog"]}),
+        (["catalog"], {"tags": "x", "source": ["catalog"]}, None),
+    ]
+    assert scopes({"source": "faq"}) == [(["faq"], {"source": ["faq"]}, None)]
+    assert scopes({"source": ["faq", "catalog"]}) == [
+        (["faq"], {"source": ["faq"]}, None),
+        (["catalog"], {"source": ["catalog"]}, None),
+    ]
+    assert scopes({"source": "removed"}) == [(["faq"], {"source": ["removed"]}, None)]
 
 
 def test_chains_of_two_kinds_share_a_name(tmp_path: Path) -> None:
@@ -152,9 +161,14 @@ def test_sources_with_their_own_reranker_and_formatter(
         # two rerankers: merged by reciprocal rank, so the two lists alternate
         assert sources[0] != sources[1]
         text = kb.format(answer.query, answer.results)
-    # each result formatted by its source's formatter: the catalog's as JSON
+    # each result formatted by its source's formatter (the catalog's as JSON), in rank
+    # order: one part per run of results with the same formatter
     assert '"source": "catalog"' in text and "Returns" in text
     assert '"source": "faq"' not in text
+    parts = [
+        text.find(r.title) if r.source == "faq" else text.find(r.chunk_id) for r in answer.results
+    ]
+    assert parts == sorted(parts) and -1 not in parts
 
 
 def test_setups_deal_a_corpus_to_sources(tmp_path: Path) -> None:
@@ -170,3 +184,23 @@ def test_setups_deal_a_corpus_to_sources(tmp_path: Path) -> None:
     bad.write_text("corpus_sources: [nowhere]\n")
     with pytest.raises(ConfigError, match="corpus_sources"):
         load_setup(str(bad), KBConfig())
+
+
+def test_a_removed_sources_documents_stay_findable(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """A source taken out of the configuration keeps its documents searchable through
+    the default source's group, as in a knowledge base of one group."""
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server, MIXED + "  old: {}\n"))
+    (kb_dir / "old.md").write_text(
+        "# Warranty\n\nEvery lantern carries a two-year warranty.\n", encoding="utf-8"
+    )
+    with fm.KnowledgeBase.open(kb_dir) as kb:
+        assert kb.ingest([kb_dir / "old.md"], source="old").added == 1
+    write_config(kb_dir, llm_config(llm_server, MIXED))  # 'old' is gone from the config
+    with fm.KnowledgeBase.open(kb_dir) as kb:
+        assert len(kb.query_plan().groups) == 2
+        assert kb.query("lantern warranty years")[0].source == "old"
+        assert kb.query("warranty", filters={"source": "old"})[0].source == "old"
+        assert kb.query("warranty", filters={"source": "catalog"}) == []

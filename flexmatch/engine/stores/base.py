@@ -52,6 +52,7 @@ class Search:
     text: str | None = None
     filters: Filters | None = None
     fields: tuple[str, ...] | None = None
+    exclude: Filters | None = None  # points matching any of these are left out
 
 
 class VectorStore(Protocol):
@@ -96,12 +97,15 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+Scope = tuple[Filters | None, Filters | None]  # a search's filters, and what it excludes
+
+
 class QueryMethods:
     """``search``, ``search_lexical`` and ``search_batch`` for a store that implements
-    ``_query_batch``: Qdrant queries as (query, vector name, limit, filters, fields)."""
+    ``_query_batch``: Qdrant queries as (query, vector name, limit, scope, fields)."""
 
     def _query_batch(
-        self, tenant: str, queries: list[tuple[Any, str, int, Filters | None, list[str] | None]]
+        self, tenant: str, queries: list[tuple[Any, str, int, Scope, list[str] | None]]
     ) -> list[list[Hit]]:
         raise NotImplementedError
 
@@ -122,7 +126,7 @@ class QueryMethods:
             fields = None if search.fields is None else [*search.fields]
             if fields:
                 fields.insert(0, "tenant")
-            queries.append((query, using, search.limit, search.filters, fields))
+            queries.append((query, using, search.limit, (search.filters, search.exclude), fields))
             sent.append(position)
         results: list[list[Hit]] = [[] for _ in searches]
         if queries:

@@ -26,6 +26,7 @@ from flexmatch.engine.stores.base import (
     Filters,
     Hit,
     QueryMethods,
+    Scope,
     StoredPoint,
     in_tenant,
     lexical_document,
@@ -241,7 +242,7 @@ class EdgeStore(QueryMethods):
         self._update(_edge().UpdateOperation.delete_points_by_filter(selector), "deleting points")
 
     def _query_batch(
-        self, tenant: str, queries: list[tuple[Any, str, int, Filters | None, list[str] | None]]
+        self, tenant: str, queries: list[tuple[Any, str, int, Scope, list[str] | None]]
     ) -> list[list[Hit]]:
         if not self.exists():
             return [[] for _ in queries]
@@ -250,10 +251,10 @@ class EdgeStore(QueryMethods):
             edge.QueryRequest(
                 limit=limit,
                 query=edge.Query.Nearest(query, using=using),
-                filter=self._filter(tenant, filters),
+                filter=self._filter(tenant, *scope),
                 with_payload=True if fields is None else (fields or False),
             )
-            for query, using, limit, filters, fields in queries
+            for query, using, limit, scope, fields in queries
         ]
         try:
             batches = self._open().query_batch(edge.QueryBatchRequest(requests))

@@ -26,6 +26,7 @@ from flexmatch.engine.stores.base import (
     Filters,
     Hit,
     QueryMethods,
+    Scope,
     StoredPoint,
     in_tenant,
     lexical_document,
@@ -209,7 +210,7 @@ class ServerStore(QueryMethods):
         return _models().SparseVector(indices=list(sparse.indices), values=list(sparse.values))
 
     def _query_batch(
-        self, tenant: str, queries: list[tuple[Any, str, int, Filters | None, list[str] | None]]
+        self, tenant: str, queries: list[tuple[Any, str, int, Scope, list[str] | None]]
     ) -> list[list[Hit]]:
         m = _models()
         requests = [
@@ -217,10 +218,10 @@ class ServerStore(QueryMethods):
                 query=query,
                 using=using,
                 limit=limit,
-                filter=self._filter(tenant, filters),
+                filter=self._filter(tenant, *scope),
                 with_payload=True if fields is None else (fields or False),
             )
-            for query, using, limit, filters, fields in queries
+            for query, using, limit, scope, fields in queries
         ]
         try:
             with self._serial:
