@@ -141,6 +141,19 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     cost_usd: float = 0.0
 
+    def add(self, other: Usage) -> None:
+        """Count ``other`` in (a worker's share, a job's next report), in place: callers
+        hold on to this object."""
+        for name, value in other:
+            setattr(self, name, getattr(self, name) + value)
+        self.cost_usd = round(self.cost_usd, 6)
+
+    def __sub__(self, other: Usage) -> Usage:
+        """What was used since ``other`` (a snapshot taken before)."""
+        since = Usage(**{name: value - getattr(other, name) for name, value in self})
+        since.cost_usd = round(since.cost_usd, 6)
+        return since
+
 
 Outcome = Literal["added", "changed", "unchanged", "duplicate", "failed"]
 

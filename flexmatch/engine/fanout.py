@@ -212,14 +212,7 @@ class IngestWorker:
         sum is the workers' total, however their documents overlapped."""
         now = self.llm.usage.model_copy() if self.llm else Usage()
         before, self._reported = self._reported, now
-        return Usage(
-            calls=now.calls - before.calls,
-            cached_calls=now.cached_calls - before.cached_calls,
-            prompt_tokens=now.prompt_tokens - before.prompt_tokens,
-            cached_prompt_tokens=now.cached_prompt_tokens - before.cached_prompt_tokens,
-            completion_tokens=now.completion_tokens - before.completion_tokens,
-            cost_usd=now.cost_usd - before.cost_usd,
-        )
+        return now - before
 
 
 def _portable(exc: Exception, uri: str) -> FlexMatchError:
@@ -230,16 +223,6 @@ def _portable(exc: Exception, uri: str) -> FlexMatchError:
             return pickle.loads(pickle.dumps(exc))  # type: ignore[no-any-return]
         return FlexMatchError(str(exc))
     return FlexMatchError(f"{uri}: {type(exc).__name__}: {exc}")
-
-
-def add_usage(total: Usage, more: Usage) -> None:
-    """Count ``more`` (a worker's share) into ``total`` (the driver's LLM usage)."""
-    total.calls += more.calls
-    total.cached_calls += more.cached_calls
-    total.prompt_tokens += more.prompt_tokens
-    total.cached_prompt_tokens += more.cached_prompt_tokens
-    total.completion_tokens += more.completion_tokens
-    total.cost_usd += more.cost_usd
 
 
 class RayFanOut:
@@ -358,7 +341,7 @@ class RayFanOut:
         finally:
             self._give(index)
         if self.usage is not None:
-            add_usage(self.usage, result.usage)
+            self.usage.add(result.usage)
         if result.error is not None:
             raise result.error
         if result.fingerprint != chains.fingerprint():

@@ -128,12 +128,4 @@ class IngestRun:
         return self.llm.usage.model_copy() if self.llm else Usage()
 
     def _usage_since(self, before: Usage) -> Usage:
-        now = self._usage()
-        return Usage(
-            calls=now.calls - before.calls,
-            cached_calls=now.cached_calls - before.cached_calls,
-            prompt_tokens=now.prompt_tokens - before.prompt_tokens,
-            cached_prompt_tokens=now.cached_prompt_tokens - before.cached_prompt_tokens,
-            completion_tokens=now.completion_tokens - before.completion_tokens,
-            cost_usd=round(now.cost_usd - before.cost_usd, 6),
-        )
+        return self._usage() - before

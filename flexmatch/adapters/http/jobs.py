@@ -134,15 +134,6 @@ def _count(counts: JobCounts, outcome: DocumentOutcome) -> None:
     counts.matching_texts += outcome.matching_texts
 
 
-def _add_usage(total: Usage, more: Usage) -> None:
-    total.calls += more.calls
-    total.cached_calls += more.cached_calls
-    total.prompt_tokens += more.prompt_tokens
-    total.cached_prompt_tokens += more.cached_prompt_tokens
-    total.completion_tokens += more.completion_tokens
-    total.cost_usd = round(total.cost_usd + more.cost_usd, 6)
-
-
 @dataclass
 class _Running:
     """A job this process runs: the live model, and how much of it is saved."""
@@ -354,12 +345,12 @@ class JobRegistry:
             await self.ready()
             if item.write is not None:
                 report = await item.write(job.tenant, progress)
-                _add_usage(job.usage, report.usage)
+                job.usage.add(report.usage)
                 job.total = max(job.total, report.planned)
                 job.processed = max(job.processed, report.processed)
                 return report.outcomes
             report = await self.kb.aingest_documents(documents, tenant=job.tenant)
-            _add_usage(job.usage, report.usage)
+            job.usage.add(report.usage)
         except FlexMatchError as exc:
             return [DocumentOutcome(input=item.label, outcome="failed", error=str(exc))]
         except Exception as exc:
