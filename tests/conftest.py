@@ -45,6 +45,16 @@ def run(
     )
 
 
+def stop(process: subprocess.Popen[str]) -> None:
+    """Stop a server a test started: politely, then for sure."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 @pytest.fixture(scope="session")
 def docs_dir() -> Path:
     return SHARED_DATA / "docs"

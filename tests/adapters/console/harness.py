@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from flexmatch import KeyStore
+from tests.conftest import stop
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
 CHROMIUM = os.environ.get("FLEXMATCH_CHROMIUM", "/usr/bin/chromium")
@@ -151,12 +152,7 @@ def running_console(kb_dir: Path, config: str, *, rate: float = 200.0) -> Iterat
                 time.sleep(0.2)
         yield Console(url=url, kb_dir=kb_dir, keys=KeyStore.for_kb(kb_dir), process=process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         log.close()
 
 

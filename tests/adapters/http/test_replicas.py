@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from tests.adapters.http.servers import auth, free_port
-from tests.conftest import REPO, write_config
+from tests.conftest import REPO, stop, write_config
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
 READY_WITHIN = 150.0  # two processes loading the embedding model on a shared 2-core machine
@@ -50,12 +50,7 @@ def _serving(kb: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     try:
         yield process, f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         log.close()
 
 
@@ -201,8 +196,7 @@ def test_serve_with_two_workers(tmp_path: Path) -> None:
                     bad = client.get("/v1/stats", headers=auth("fm_000000000000_x"))
                     assert bad.status_code == 401
         finally:
-            process.terminate()
-            process.wait(timeout=30)
+            stop(process)
     assert log.read_text().count("Started server process") == 2
     assert "Traceback" not in log.read_text()
 
