@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
-from flexmatch.engine import fusion
 from flexmatch.engine.chains import (
     ChainContext,
     QueryTransform,
@@ -57,8 +56,9 @@ class QueryPlan:
     """Every source's query chains, and the groups a search runs."""
 
     by_source: dict[str, QueryChains]
-    groups: list[SourceGroup] = field(default_factory=list)
-    default_source: str = ""
+    groups: list[SourceGroup]
+    default_source: str
+    arbiter: Reranker  # query.reranker: ranks the union when groups rerank differently
 
     @classmethod
     def build(cls, config: KBConfig, context: ChainContext) -> QueryPlan:
@@ -84,10 +84,13 @@ class QueryPlan:
                 (t_key, r_key), SourceGroup([], transform, reranker, t_key, r_key)
             )
             group.sources.append(name)
+        arbiter, _ = chain(q.reranker, Reranker)
+        assert isinstance(arbiter, Reranker)
         return cls(
             by_source=by_source,
             groups=list(groups.values()),
             default_source=config.default_source,
+            arbiter=arbiter,
         )
 
 
@@ -137,7 +140,7 @@ async def search(
     group is searched and fused on its own, and the candidates are merged: with one
     reranker for all, it re-scores the union (the fusion reranker normalises every
     signal over all candidates, so sources compete on one scale); with different
-    rerankers, each ranks its own and the lists are merged by reciprocal rank."""
+    rerankers, see ``_rerank``."""
     started = time.perf_counter()
     scopes = _group_scopes(plan.groups, plan.default_source, filters)
     groups = [(g, f) for g, f, _ in scopes]
@@ -173,7 +176,7 @@ async def search(
                 )
             )
         )
-        reranked = await _rerank(text, [g for g, _ in groups], found)
+        reranked = await _rerank(text, [g for g, _ in groups], found, plan.arbiter)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(
         query=text,
@@ -196,19 +199,27 @@ async def _none() -> list[list[float]]:
 
 
 async def _rerank(
-    text: str, groups: list[SourceGroup], found: list[list[SearchResult]]
+    text: str, groups: list[SourceGroup], found: list[list[SearchResult]], arbiter: Reranker
 ) -> list[SearchResult]:
+    """One reranker for every group: it re-scores the union. Several: ``arbiter`` (the
+    knowledge base's ``query.reranker``) ranks the union on one scale, which decides how
+    many places of the ranking each group gets and where; each group's own reranker
+    decides which of its candidates fill its places, in its order."""
+    union = [r for results in found for r in results]
     if len({g.reranker_ref for g in groups}) <= 1:
-        union = [r for results in found for r in results]
         return await groups[0].reranker.run(text, union) if groups else []
-    ranked = await asyncio.gather(
-        *(g.reranker.run(text, results) for g, results in zip(groups, found, strict=True))
+    slots, *own = await asyncio.gather(
+        arbiter.run(text, union),
+        *(g.reranker.run(text, results) for g, results in zip(groups, found, strict=True)),
     )
-    by_id = {r.chunk_id: r for results in ranked for r in results}
-    lists = [{r.chunk_id: r.score for r in results} for results in ranked]
-    merged = fusion.rrf(lists)
-    order = fusion.ranking(merged)
-    return [by_id[key].model_copy(update={"score": merged[key]}) for key in order]
+    group_of = {r.chunk_id: index for index, results in enumerate(found) for r in results}
+    queues = [iter(ranked) for ranked in own]
+    merged = []
+    for slot in slots:
+        chosen = next(queues[group_of[slot.chunk_id]], None)
+        if chosen is not None:
+            merged.append(chosen.model_copy(update={"score": slot.score}))
+    return merged
 
 
 async def similar(

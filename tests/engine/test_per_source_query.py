@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 import flexmatch as fm
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
-from flexmatch.engine.query import QueryPlan, _group_scopes
+from flexmatch.engine.query import QueryPlan, SourceGroup, _group_scopes, _rerank
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import load_setup
-from flexmatch.models import Document, Element, Section
+from flexmatch.models import Document, Element, SearchResult, Section
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, run, write_config
 
@@ -158,9 +160,14 @@ def test_sources_with_their_own_reranker_and_formatter(
         answer = kb.search("lantern refund batteries", top_n=4)
         sources = [r.source for r in answer.results]
         assert set(sources) == {"catalog", "faq"}
-        # two rerankers: merged by reciprocal rank, so the two lists alternate
-        assert sources[0] != sources[1]
         text = kb.format(answer.query, answer.results)
+        # two rerankers: query.reranker ranks the union and so gives each source its
+        # places; the catalog's own reranker ('none') only orders what fills its places
+        plain = {n: s.model_copy(update={"reranker": None}) for n, s in kb.config.sources.items()}
+        kb.use_query_config(kb.config.query, plain)
+        assert len({g.reranker_ref for g in kb.query_plan().groups}) == 1
+        union = kb.search("lantern refund batteries", top_n=4)
+        assert [r.source for r in union.results] == sources
     # each result formatted by its source's formatter (the catalog's as JSON), in rank
     # order: one part per run of results with the same formatter
     assert '"source": "catalog"' in text and "Returns" in text
@@ -204,3 +211,44 @@ def test_a_removed_sources_documents_stay_findable(
         assert kb.query("lantern warranty years")[0].source == "old"
         assert kb.query("warranty", filters={"source": "old"})[0].source == "old"
         assert kb.query("warranty", filters={"source": "catalog"}) == []
+
+
+class _Order:
+    """A reranker stand-in: orders candidates by a fixed key."""
+
+    def __init__(self, key: Callable[[SearchResult], float]) -> None:
+        self.key = key
+
+    async def run(self, query: str, candidates: list[SearchResult]) -> list[SearchResult]:
+        ranked = sorted(candidates, key=self.key, reverse=True)
+        return [c.model_copy(update={"score": self.key(c)}) for c in ranked]
+
+
+def _result(chunk_id: str, source: str, score: float) -> SearchResult:
+    return SearchResult(
+        chunk_id=chunk_id,
+        document_id=chunk_id,
+        uri=chunk_id,
+        source=source,
+        title=chunk_id,
+        heading_path=[],
+        content=chunk_id,
+        qualifying_text="",
+        matched_text=chunk_id,
+        score=score,
+    )
+
+
+def test_groups_with_their_own_rerankers_fill_the_places_the_union_ranking_gives() -> None:
+    a = [_result("a1", "a", 0.9), _result("a2", "a", 0.7)]
+    b = [_result("b1", "b", 0.8), _result("b2", "b", 0.6)]
+    by_score = _Order(lambda r: r.score)
+    reverse = _Order(lambda r: -r.score)  # source a's own judgement: the other way round
+    groups = [
+        SourceGroup(["a"], cast(Any, None), cast(Any, reverse), "t", "reverse"),
+        SourceGroup(["b"], cast(Any, None), cast(Any, by_score), "t", "by-score"),
+    ]
+    merged = asyncio.run(_rerank("q", groups, [a, b], cast(Any, by_score)))
+    # the union ranking gives a, b, a, b; a's reranker fills a's places in its order
+    assert [r.chunk_id for r in merged] == ["a2", "b1", "a1", "b2"]
+    assert [r.score for r in merged] == [0.9, 0.8, 0.7, 0.6]
