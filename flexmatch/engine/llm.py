@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tenacity import (
     AsyncRetrying,
@@ -14,7 +14,6 @@ from tenacity import (
     wait_exponential,
 )
 
-from flexmatch.config import ModelsConfig
 from flexmatch.engine.llm_cache import LLMCache, cache_key
 from flexmatch.errors import LLMError
 from flexmatch.models import Usage
@@ -48,6 +47,19 @@ def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
     )
 
 
+class LLMSettings(Protocol):
+    """What an LLM is made from: ``config.ModelsConfig`` (not imported here, so the
+    engine's LLM client sits low in the import graph)."""
+
+    llm: str | None
+    llm_api_base: str | None
+    llm_api_key: str | None
+    llm_concurrency: int
+    llm_timeout: float
+    llm_max_retries: int
+    llm_retry_delay: float
+
+
 class LLM:
     """A configured chat model with a concurrency limit, retries and a result cache."""
 
@@ -77,7 +89,7 @@ class LLM:
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
     @classmethod
-    def from_config(cls, models: ModelsConfig, cache: Path | None) -> LLM | None:
+    def from_config(cls, models: LLMSettings, cache: Path | None) -> LLM | None:
         """The LLM ``models`` configures (None without ``models.llm``), its answers cached
         in ``cache`` (None: in memory): one construction for a knowledge base and for each
         of its Ray workers."""
