@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -131,15 +132,18 @@ def ingest(
                 )
                 bar.update(task_id, total=report.planned, completed=report.processed, detail=detail)
 
-            report = base.ingest(
-                inputs or [],
-                source=source,
-                tenant=tenant,
-                progress=progress,
-                ray=on_ray,
-                workers=workers,
-                prune=prune,
-            )
+            # Ray prints its notices (a worker died, …) on standard output, which is this
+            # command's result (--json): they go to standard error with the progress
+            with contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext():
+                report = base.ingest(
+                    inputs or [],
+                    source=source,
+                    tenant=tenant,
+                    progress=progress,
+                    ray=on_ray,
+                    workers=workers,
+                    prune=prune,
+                )
         if report.planned == 0:
             raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
         if not as_json:
