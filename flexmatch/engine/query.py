@@ -161,6 +161,10 @@ async def search(
             asyncio.to_thread(lexical_all),
         )
         vector_of = dict(zip(texts, vectors, strict=True))
+        rerankers = [g.reranker for g, _ in groups]
+        if len({g.reranker_ref for g, _ in groups}) > 1:
+            rerankers.append(plan.arbiter)
+        read_first = any(r.reads_content for r in rerankers)
         found = await asyncio.gather(  # the groups' searches overlap in the engine
             *(
                 asyncio.to_thread(
@@ -170,6 +174,7 @@ async def search(
                     group_k,
                     group_filters,
                     hits,
+                    read_first,
                 )
                 for retriever, variants, (_, group_filters), hits in zip(
                     retrievers, variant_lists, groups, lexical, strict=True
@@ -177,14 +182,38 @@ async def search(
             )
         )
         reranked = await _rerank(text, [g for g, _ in groups], found, plan.arbiter)
+        if read_first:
+            results = reranked[:top_n]
+        else:
+            owner = {r.chunk_id: i for i, group in enumerate(found) for r in group}
+            results = await asyncio.to_thread(_read_kept, reranked, top_n, retrievers, owner)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(
         query=text,
         variants=list(dict.fromkeys(v for variants in variant_lists for v in variants)),
-        results=reranked[:top_n],
+        results=results,
         warnings=warnings,
         took_ms=took,
     )
+
+
+def _read_kept(
+    ranked: list[SearchResult], top_n: int, retrievers: list[Retriever], owner: dict[str, int]
+) -> list[SearchResult]:
+    """The first ``top_n`` of ``ranked`` with their chunks read, each by the retriever
+    that found it; a chunk deleted since the search gives its place to the next."""
+    kept: list[SearchResult] = []
+    start = 0
+    while len(kept) < top_n and start < len(ranked):
+        batch = ranked[start : start + top_n - len(kept)]
+        start += len(batch)
+        filled: dict[str, SearchResult] = {}
+        for index, retriever in enumerate(retrievers):
+            mine = [r for r in batch if owner[r.chunk_id] == index]
+            if mine:
+                filled.update((r.chunk_id, r) for r in retriever.read(mine))
+        kept += [filled[r.chunk_id] for r in batch if r.chunk_id in filled]
+    return kept
 
 
 def _group_k(top_k: int, top_n: int, groups: int) -> int:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from flexmatch.config import QueryConfig
 from flexmatch.engine import fusion
-from flexmatch.engine.documents import DocumentRegistry, is_committed
+from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import (
     CONTENT,
     MATCH,
@@ -21,6 +21,7 @@ from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
 
 KINDS = {CONTENT: [CONTENT], "question": QUESTION_KINDS}  # the two halves of a dense signal
+VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
 
 
 def _best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
@@ -35,9 +36,9 @@ def _best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict
 class Retriever:
     """Runs the first stage for one query against one tenant, in few round trips: the
     BM25 search (``lexical_search``, which needs no vectors, so it runs while the query is
-    embedded), one batch of dense searches (every variant), one look-up of the documents'
-    committed versions, one batch completing the candidates' signals, one read of their
-    chunks."""
+    embedded), one batch of dense searches (every variant), one indexed look-up of what
+    is visible, one batch completing the candidates' signals, one read of their chunks
+    (``read``: only of those a caller keeps, when ranking needs no text)."""
 
     def __init__(
         self,
@@ -53,14 +54,15 @@ class Retriever:
         self.settings = settings
         self.exclude = exclude
         self.registry = DocumentRegistry(store)
-        self.versions: dict[str, str] = {}
+        self._sources: dict[str, tuple[str, str | None]] = {}  # chunk → carrier, best match
 
     def _visible_batch(self, searches: list[Search], found: list[list[Hit]]) -> list[list[Hit]]:
         """Each search's hits (``found``) of committed versions only. While a write is in
         flight, points of versions readers must not see can take places in a top-K, so a
-        search that lost some asks once more for as many as were hidden."""
-        self._learn_versions(found)
-        visible = [[h for h in hits if is_committed(h, self.versions)] for hits in found]
+        search that lost some asks once more for as many as were hidden (and is judged
+        by what is visible after that second search)."""
+        seen = self.registry.visibility(self.tenant)
+        visible = [[h for h in hits if seen(h)] for hits in found]
         again = [
             i
             for i, (search, hits) in enumerate(zip(searches, found, strict=True))
@@ -69,17 +71,10 @@ class Retriever:
         if again:
             wider = [replace(searches[i], limit=2 * searches[i].limit) for i in again]
             refound = self.store.search_batch(self.tenant, wider)
-            self._learn_versions(refound)
+            seen = self.registry.visibility(self.tenant)
             for i, hits in zip(again, refound, strict=True):
-                kept = [h for h in hits if is_committed(h, self.versions)]
-                visible[i] = kept[: searches[i].limit]
+                visible[i] = [h for h in hits if seen(h)][: searches[i].limit]
         return visible
-
-    def _learn_versions(self, found: list[list[Hit]]) -> None:
-        unknown = {str(h.payload["document_id"]) for hits in found for h in hits}
-        unknown -= self.versions.keys()
-        if unknown:
-            self.versions.update(self.registry.committed_versions(self.tenant, list(unknown)))
 
     def _lexical(self, texts: list[str], top_k: int, filters: Filters | None) -> Search:
         contents = {**(filters or {}), "record": MATCH, "match_kind": CONTENT}
@@ -104,8 +99,12 @@ class Retriever:
         top_k: int,
         filters: Filters | None,
         lexical_hits: list[Hit] | None = None,
+        read: bool = True,
     ) -> list[SearchResult]:
-        """``lexical_hits``: what ``lexical_search`` found, when it ran meanwhile."""
+        """``lexical_hits``: what ``lexical_search`` found, when it ran meanwhile.
+        ``read=False``: the results carry ids, scores and signals but not their chunks
+        yet; ``read`` fills those a caller keeps (a reranker that ranks on signals alone
+        then reads 5 chunks, not 50)."""
         scoped = {**(filters or {}), "record": MATCH}
         mode = self.settings.retrieval
         lexical_request = self._lexical(texts, top_k, filters)
@@ -144,7 +143,7 @@ class Retriever:
         if self.settings.min_score is not None:
             floor = self.settings.min_score
             results = [r for r in results if (r.signals.dense or -1.0) >= floor]
-        return results
+        return self.read(results) if read else results
 
     def _fuse(self, dense: fusion.Scores, lexical: fusion.Scores) -> fusion.Scores:
         s = self.settings
@@ -157,17 +156,11 @@ class Retriever:
             return fusion.dbsf(lists)
         return fusion.weighted(lists, [s.dense_weight, s.lexical_weight])
 
-    def _read(
-        self, best: dict[str, Hit], matches: dict[str, Hit]
-    ) -> tuple[dict[str, MatchPayload], dict[str, str]]:
-        """The chunks, from their carrier points, and the text of each one's best match,
-        in one look-up (a chunk whose carrier is gone, deleted since the search, is left
-        out)."""
-        carriers = {
-            match_point_id(self.tenant, key, str(b.payload["version"]), 0): key
-            for key, b in best.items()
-        }
-        wanted = {hit.id: key for key, hit in matches.items()}
+    def read(self, results: list[SearchResult]) -> list[SearchResult]:
+        """``results`` of this retriever with their chunks and matched texts filled in, in
+        one look-up; a chunk whose carrier is gone (deleted since the search) is left out."""
+        carriers = {self._sources[r.chunk_id][0]: r.chunk_id for r in results}
+        wanted = {match: r.chunk_id for r in results if (match := self._sources[r.chunk_id][1])}
         chunks: dict[str, MatchPayload] = {}
         texts: dict[str, str] = {}
         for hit in self.store.retrieve(self.tenant, list({**carriers, **wanted})):
@@ -175,7 +168,31 @@ class Retriever:
                 chunks[carriers[hit.id]] = MatchPayload.model_validate(hit.payload)
             if hit.id in wanted:
                 texts[wanted[hit.id]] = str(hit.payload.get("matched_text", ""))
-        return chunks, texts
+        filled = []
+        for r in results:
+            if r.chunk_id not in chunks:
+                continue
+            whole = chunks[r.chunk_id].result(r.score)
+            whole.matched_text = texts.get(r.chunk_id, whole.matched_text)
+            whole.signals = r.signals
+            filled.append(whole)
+        return filled
+
+    def _contents_one_by_one(
+        self, vector: list[float], keys: list[str], found_with: dict[str, str], scope: Filters
+    ) -> list[Hit]:
+        """Each chunk's own content point, one search each (rarely needed: see
+        ``_complete``)."""
+        searches = [
+            Search(
+                1,
+                vector=vector,
+                filters={**scope, "chunk_id": key, "version": found_with[key]},
+                fields=VERSIONED,
+            )
+            for key in keys
+        ]
+        return [hit for hits in self.store.search_batch(self.tenant, searches) for hit in hits]
 
     def _complete(
         self,
@@ -190,10 +207,12 @@ class Retriever:
     ) -> list[SearchResult]:
         """Every candidate gets every signal, not just those of the lists it came from.
 
-        One batch: for each candidate and variant, its best content match and its best
-        question match, each a one-hit search without payload (reading a payload costs
-        more than the search; the search's position says whose it is). The version in the
-        filter is the committed one the candidate was found with."""
+        One batch. A chunk has one content point per version, so per variant *one*
+        search among the content points of every candidate missing that signal finds
+        them all (only the version each candidate was found with counts). Its best
+        question match is the best of several points, so each candidate missing it gets
+        a one-hit search without payload (the search's position says whose it is), its
+        version in the filter."""
         if not chosen:
             return []
         # a candidate's best dense match over every variant is already known from the
@@ -203,53 +222,100 @@ class Retriever:
             for key in chosen
             if key in dense
         }
-        wanted = [(key, kind) for key in chosen for kind in KINDS if known.get(key) != kind]
+        found_with = {key: str(best[key].payload["version"]) for key in chosen}
+        no_content = [key for key in chosen if known.get(key) != CONTENT]
+        no_question = [key for key in chosen if known.get(key) != "question"]
+        # (the version is checked on the hits: as a condition it costs more than it saves)
+        contents = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
+        room = content_room(len(no_content))
+        per_variant = bool(no_content) + len(no_question)
         searches: list[Search] = []
         for vector in vectors:
-            for key, kind in wanted:
-                own = {**scoped, "chunk_id": key, "version": str(best[key].payload["version"])}
-                own["match_kind"] = KINDS[kind]
+            if no_content:
+                searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
+            for key in no_question:
+                own = {**scoped, "chunk_id": key, "version": found_with[key]}
+                own["match_kind"] = KINDS["question"]
                 searches.append(Search(1, vector=vector, filters=own, fields=()))
-        needs_bm25 = not all(key in lexical for key in chosen)
-        if needs_bm25:
-            within = {**(lexical_request.filters or {}), "chunk_id": chosen}
-            searches.append(replace(lexical_request, limit=len(chosen), filters=within))
+        no_bm25 = [key for key in chosen if key not in lexical]
+        if no_bm25:
+            within = {**(lexical_request.filters or {}), "chunk_id": no_bm25}
+            searches.append(replace(lexical_request, limit=2 * len(no_bm25), filters=within))
         found = self.store.search_batch(self.tenant, searches)
         best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
         for key, kind in known.items():
             best_of[kind][key] = dense[key]
-        for position, hits in enumerate(found[: len(vectors) * len(wanted)]):
-            key, kind = wanted[position % len(wanted)]
-            into = best_of[kind]
-            if hits and (key not in into or into[key].score < hits[0].score):
-                into[key] = hits[0]
+
+        def keep(into: dict[str, Hit], key: str, hit: Hit) -> None:
+            if key not in into or into[key].score < hit.score:
+                into[key] = hit
+
+        for variant, vector in enumerate(vectors):
+            batch = found[variant * per_variant : (variant + 1) * per_variant]
+            if no_content:
+                hits, batch = batch[0], batch[1:]
+                if len(hits) == room:  # crowded out: ask for each chunk's own
+                    hits = self._contents_one_by_one(vector, no_content, found_with, contents)
+                for hit in hits:
+                    key = str(hit.payload["chunk_id"])
+                    if hit.payload["version"] == found_with.get(key):
+                        keep(best_of[CONTENT], key, hit)
+            for key, hits in zip(no_question, batch, strict=True):
+                if hits:
+                    keep(best_of["question"], key, hits[0])
         content, question = best_of[CONTENT], best_of["question"]
-        bm25 = lexical
-        if needs_bm25:
-            bm25 = _best_per_chunk([h for h in found[-1] if is_committed(h, self.versions)])
+        bm25 = dict(lexical)
+        if no_bm25:
+            # only the version each candidate was found with counts (a newer one may have
+            # been written since)
+            _best_per_chunk(
+                [h for h in found[-1] if h.payload["version"] == found_with[h.payload["chunk_id"]]],
+                bm25,
+            )
         top = {
             key: max(pair, key=lambda h: h.score)
             for key in chosen
             if (pair := [h for h in (content.get(key), question.get(key)) if h is not None])
         }
-        chunks, matched_texts = self._read(best, top)
         dense_ranks = _ranks(dense)
         lexical_ranks = _ranks(lexical)
         results = []
-        for key in (key for key in chosen if key in chunks):
-            r = chunks[key].result(fused[key])
-            r.matched_text = matched_texts.get(key, r.matched_text)
-            r.signals = Signals(
-                dense=top[key].score if key in top else None,
-                dense_rank=dense_ranks.get(key),
-                question=question[key].score if key in question else None,
-                content=content[key].score if key in content else None,
-                lexical=bm25[key].score if key in bm25 else 0.0,
-                lexical_rank=lexical_ranks.get(key),
-                first_stage=r.score,
+        for key in chosen:
+            version = str(best[key].payload["version"])
+            self._sources[key] = (
+                match_point_id(self.tenant, key, version, 0),
+                top[key].id if key in top else None,
             )
-            results.append(r)
+            results.append(
+                SearchResult(
+                    chunk_id=key,
+                    document_id=str(best[key].payload["document_id"]),
+                    uri="",
+                    source="",
+                    title="",
+                    heading_path=[],
+                    content="",
+                    qualifying_text="",
+                    matched_text="",
+                    score=fused[key],
+                    signals=Signals(
+                        dense=top[key].score if key in top else None,
+                        dense_rank=dense_ranks.get(key),
+                        question=question[key].score if key in question else None,
+                        content=content[key].score if key in content else None,
+                        lexical=bm25[key].score if key in bm25 else 0.0,
+                        lexical_rank=lexical_ranks.get(key),
+                        first_stage=fused[key],
+                    ),
+                )
+            )
         return results
+
+
+def content_room(chunks: int) -> int:
+    """Hits the one content search asks for: room for a second version of each chunk (a
+    write in flight); an answer that fills it is redone chunk by chunk."""
+    return 2 * chunks + 8
 
 
 def _ranks(best: dict[str, Hit]) -> dict[str, int]:

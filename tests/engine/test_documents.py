@@ -11,7 +11,7 @@ from flexmatch import KnowledgeBase
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.points import match_point_id
-from flexmatch.engine.stores.base import StoredPoint
+from flexmatch.engine.stores.base import Hit, StoredPoint
 from flexmatch.errors import DocumentNotFoundError, StoreError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config
@@ -200,3 +200,30 @@ def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: Onnx
         results = kb.query("When does the harbour open?", top_k=3)
     assert results and all(r.signals.dense is not None for r in results)
     assert results[0].content == "The harbour opens at six in the morning."
+
+
+def test_only_unfinished_documents_are_looked_up(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """Readers check versions only of documents with a write in flight: a finished one's
+    points are all of its committed version; a document never committed shows nothing."""
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
+    orchard = write(tmp_path / "d", "orchard.md", ORCHARD)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        kb.ingest([harbour, orchard])
+        registry = DocumentRegistry(kb.store)
+        assert registry.visibility("default").unfinished == {}
+        first, second = registry.list("default")
+        registry.begin("default", first, "v-next")
+        brand_new = second.model_copy(update={"id": "new-doc", "version": None})
+        registry.begin("default", brand_new, "v-first")
+        seen = registry.visibility("default")
+        assert seen.unfinished == {first.id: first.version, "new-doc": None}
+        point = match_points(kb)[0]
+        assert seen(_hit(point, second.id, "any"))  # finished: not looked up at all
+        assert seen(_hit(point, first.id, str(first.version)))
+        assert not seen(_hit(point, first.id, "v-next"))
+        assert not seen(_hit(point, "new-doc", "v-first"))
+        assert kb.query("apples picked")  # the finished documents are still found
+
+
+def _hit(payload: dict[str, object], document_id: str, version: str) -> Hit:
+    return Hit(id="p", payload={**payload, "document_id": document_id, "version": version})

@@ -171,8 +171,9 @@ def test_a_query_costs_five_round_trips_whatever_its_variants(
     kb: KnowledgeBase, embedder: OnnxEmbedder
 ) -> None:
     """The BM25 search (run while the query is embedded), one batch of dense searches,
-    one look-up of committed versions, one batch completing the signals, one read of the
-    chunks: not a call per variant and signal."""
+    one indexed look-up of unfinished documents (not a read of every hit's record), one
+    batch completing the signals, one read of the chunks: not a call per variant and
+    signal."""
     from flexmatch.engine.retrieval import Retriever
 
     counting = _CountingStore(kb.store)
@@ -181,7 +182,70 @@ def test_a_query_costs_five_round_trips_whatever_its_variants(
     lexical = retriever.lexical_search(texts, 10, None)
     results = retriever.retrieve(texts, embedder.embed(texts), 10, None, lexical)
     assert results and results[0].content and results[0].signals.lexical is not None
-    assert counting.calls == ["search_batch"] * 2 + ["retrieve", "search_batch", "retrieve"]
+    assert counting.calls == ["search_batch"] * 2 + ["scroll", "search_batch", "retrieve"]
+
+
+def test_ranking_on_signals_reads_only_the_chunks_kept(
+    kb: KnowledgeBase, embedder: OnnxEmbedder
+) -> None:
+    """``read=False``: candidates come with ids, scores and signals; ``read`` then reads
+    the chunks (and best matches) of only those kept, and they equal a full read."""
+    from flexmatch.engine.retrieval import Retriever
+
+    counting = _CountingStore(kb.store)
+    retriever = Retriever(counting, "default", QueryConfig(retrieval="hybrid"))  # type: ignore[arg-type]
+    texts = ["what does mooring cost?"]
+    vectors = embedder.embed(texts)
+    full = Retriever(kb.store, "default", QueryConfig()).retrieve(texts, vectors, 10, None)
+    light = retriever.retrieve(texts, vectors, 10, None)  # read=True: the same
+    assert [r.model_dump() for r in light] == [r.model_dump() for r in full]
+    counting.calls.clear()
+    bare = retriever.retrieve(texts, vectors, 10, None, read=False)
+    assert "retrieve" not in counting.calls
+    assert len(bare) == len(full) and not any(r.content or r.uri for r in bare)
+    asked: list[list[str]] = []
+    real_retrieve = kb.store.retrieve
+    kb.store.retrieve = lambda tenant, ids: asked.append(ids) or real_retrieve(tenant, ids)  # type: ignore[method-assign]
+    kept = retriever.read(bare[:2])
+    assert len(asked) == 1 and len(asked[0]) <= 4  # two carriers, two best matches
+    assert [r.model_dump() for r in kept] == [r.model_dump() for r in full[:2]]
+
+
+def test_a_crowded_content_search_is_redone_chunk_by_chunk(
+    kb: KnowledgeBase, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidates' content points come from one search; when its answer is full
+    (more versions than it had room for), each chunk's own is searched: same signals."""
+    from flexmatch.engine import retrieval
+
+    texts = ["what does mooring cost?"]
+    vectors = embedder.embed(texts)
+    settings = QueryConfig(retrieval="hybrid")
+    normal = retrieval.Retriever(kb.store, "default", settings).retrieve(texts, vectors, 10, None)
+    monkeypatch.setattr(retrieval, "content_room", lambda chunks: 1)
+    counting = _CountingStore(kb.store)
+    crowded = retrieval.Retriever(counting, "default", settings).retrieve(texts, vectors, 10, None)  # type: ignore[arg-type]
+    # BM25, dense, completion, then one by one
+    assert counting.calls.count("search_batch") == 4
+    assert [r.model_dump() for r in crowded] == [r.model_dump() for r in normal]
+    assert any(r.signals.content is not None for r in crowded)
+
+
+def test_a_query_ranked_on_signals_equals_one_that_reads_every_chunk(
+    kb: KnowledgeBase,
+) -> None:
+    """The fusion reranker ranks on signals, so the query path reads only the top-N
+    chunks; the answer equals that of a read of every candidate first."""
+    from flexmatch.engine.chains.rerankers.fusion import SignalFusion
+
+    question = "what does mooring cost?"
+    lazy = kb.query(question, top_n=3)
+    SignalFusion.reads_content = True  # the same reranker, made to read every chunk first
+    try:
+        eager = kb.query(question, top_n=3)
+    finally:
+        SignalFusion.reads_content = False
+    assert lazy and [r.model_dump() for r in lazy] == [r.model_dump() for r in eager]
 
 
 def test_the_chunk_text_is_stored_once_per_chunk(kb: KnowledgeBase) -> None:

@@ -55,6 +55,9 @@ class Reranker(Chain, ABC):
     """query + candidates → the candidates re-scored, best first."""
 
     kind: ClassVar[ChainKind] = "reranker"
+    # False: ranks on ids, scores and signals alone, so the candidates' chunks are read
+    # only for the results kept (the query path then reads 5 chunks, not top_k)
+    reads_content: ClassVar[bool] = True
 
     @abstractmethod
     async def run(self, query: str, candidates: list[SearchResult]) -> list[SearchResult]: ...

@@ -27,6 +27,7 @@ class SignalFusion(Reranker):
     """
 
     Params = FusionParams
+    reads_content = False
 
     async def run(self, query: str, candidates: list[SearchResult]) -> list[SearchResult]:
         if not candidates:

@@ -11,5 +11,7 @@ from flexmatch.models import SearchResult
 class NoReranker(Reranker):
     """Keep the first-stage order."""
 
+    reads_content = False
+
     async def run(self, query: str, candidates: list[SearchResult]) -> list[SearchResult]:
         return candidates
