@@ -10,7 +10,6 @@ from flexmatch.engine import fusion
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import (
     CONTENT,
-    MATCH,
     QUESTION_KINDS,
     RANKING_FIELDS,
     Filters,
@@ -77,7 +76,7 @@ class Retriever:
         return visible
 
     def _lexical(self, texts: list[str], top_k: int, filters: Filters | None) -> Search:
-        contents = {**(filters or {}), "record": MATCH, "match_kind": CONTENT}
+        contents = {**(filters or {}), "match_kind": CONTENT}
         return Search(
             top_k,
             text=" ".join(dict.fromkeys(texts)),
@@ -105,7 +104,8 @@ class Retriever:
         ``read=False``: the results carry ids, scores and signals but not their chunks
         yet; ``read`` fills those a caller keeps (a reranker that ranks on signals alone
         then reads 5 chunks, not 50)."""
-        scoped = {**(filters or {}), "record": MATCH}
+        # no ``record`` condition: only match points have vectors, so only they are found
+        scoped = dict(filters or {})
         mode = self.settings.retrieval
         lexical_request = self._lexical(texts, top_k, filters)
         searches: list[Search] = []
