@@ -89,7 +89,8 @@ class ModelsConfig(_Strict):
     embedding_api_base: str | None = None
     embedding_api_key: str | None = None
     embedding_batch_size: int = Field(64, ge=1, le=4096)
-    embedding_threads: int = Field(1, ge=1, le=64)  # intra-op threads of the local model
+    # intra-op threads of the local model; unset: one for a query, every core for a batch
+    embedding_threads: int | None = Field(None, ge=1, le=64)
 
     @field_validator(
         "llm",
