@@ -9,6 +9,7 @@ from flexmatch.engine.embeddings import (
     LocalEmbedder,
     OnnxEmbedder,
     _length_groups,
+    _local_model_dir,
     make_embedder,
     onnx_model_path,
 )
@@ -43,19 +44,40 @@ def test_embedder_choice() -> None:
         make_embedder(ModelsConfig(embedding="local/other"))
 
 
+def _spread_by_length(texts: list[str], count: int) -> list[str]:
+    """``count`` of ``texts`` evenly spaced in length order, the shortest and the longest
+    among them: every length the set has, not only its first lines' ones."""
+    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+    return [texts[order[round(k * (len(order) - 1) / (count - 1))]] for k in range(count)]
+
+
 def test_onnx_vectors_match_the_torch_model(embedder: OnnxEmbedder) -> None:
-    """1,000 real texts (questions and passages of all lengths): the ONNX Runtime model
-    gives the sentence-transformers vectors, cosine >= 0.999 for every one."""
+    """1,000 real texts (questions and passages of all lengths, from a 6-token question
+    to passages past the 256-token truncation): the ONNX Runtime model gives the
+    sentence-transformers vectors, cosine >= 0.999 for every one.
+
+    The texts are spread over the whole length range rather than taken from the top of
+    the files; a passage costs ~10x a question, so 150 of the 1,000 are passages (all
+    lengths, 12 of them truncated) and the rest questions."""
     import json
-    from itertools import islice
+
+    from tokenizers import Tokenizer
 
     from tests.conftest import SHARED_DATA
 
-    texts: list[str] = []
-    for name in ("queries.jsonl", "corpus.jsonl"):
+    def read(name: str) -> list[str]:
         with (SHARED_DATA / "squad-dev" / name).open(encoding="utf-8") as lines:
-            texts += [json.loads(line)["text"] for line in islice(lines, 500)]
-    assert len(texts) == 1000
+            return [json.loads(line)["text"] for line in lines]
+
+    questions = _spread_by_length(read("queries.jsonl"), 850)
+    passages = _spread_by_length(read("corpus.jsonl"), 150)
+    texts = questions + passages
+    assert len(set(texts)) == 1000
+    tokenizer = Tokenizer.from_file(str(_local_model_dir() / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)]
+    assert min(lengths) <= 8 and sum(n > 256 for n in lengths) >= 10  # cut at 256 tokens
     onnx = np.asarray(embedder.embed(texts))
     torch = np.asarray(LocalEmbedder().embed(texts))
     cosines = (onnx * torch).sum(axis=1)
