@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -108,8 +109,8 @@ def test_keyphrases_index_and_search_in_one_form(tmp_path: Path) -> None:
     assert variants[0].startswith("Who won") and "Carolina Panthers" in variants[1]
 
 
-def _mixed_kb(kb_dir: Path, server: FakeLLMServer, extra: str = "") -> None:
-    write_config(kb_dir, llm_config(server, MIXED + extra))
+def _mixed_kb(kb_dir: Path, server: FakeLLMServer) -> None:
+    write_config(kb_dir, llm_config(server, MIXED))
     (kb_dir / "faq.md").write_text(
         "# Returns\n\nOrders can be returned within 30 days of delivery for a full refund.\n",
         encoding="utf-8",
@@ -122,12 +123,30 @@ def _mixed_kb(kb_dir: Path, server: FakeLLMServer, extra: str = "") -> None:
     assert run("ingest", "catalog.md", "--source", "catalog", cwd=kb_dir).returncode == 0
 
 
-def test_each_source_is_searched_in_its_own_form(tmp_path: Path, llm_server: FakeLLMServer) -> None:
+@pytest.fixture(scope="module")
+def mixed_kb(tmp_path_factory: pytest.TempPathFactory, _llm_server: FakeLLMServer) -> Path:
+    """The FAQ and the catalog ingested through the CLI with the LLM chains, once for this
+    module (two CLI runs with an LLM are ~20 s); each test queries its own copy."""
+    _llm_server.reset()
+    kb_dir = tmp_path_factory.mktemp("mixed") / "kb"
+    _mixed_kb(kb_dir, _llm_server)
+    return kb_dir
+
+
+def _copy(mixed_kb: Path, kb_dir: Path, server: FakeLLMServer, extra: str = "") -> None:
+    """A copy of the ingested knowledge base, with ``extra`` query-side settings added to
+    its config (they change nothing that was ingested)."""
+    shutil.copytree(mixed_kb, kb_dir)
+    write_config(kb_dir, llm_config(server, MIXED + extra))
+
+
+def test_each_source_is_searched_in_its_own_form(
+    tmp_path: Path, mixed_kb: Path, llm_server: FakeLLMServer
+) -> None:
     """Through the CLI with a real LLM endpoint: the catalog's chunks were indexed by key
     phrases, the query reaches it as key phrases and the FAQ as a question."""
     kb_dir = tmp_path / "kb"
-    _mixed_kb(kb_dir, llm_server)
-    llm_server.reset()
+    _copy(mixed_kb, kb_dir, llm_server)
     done = run("query", "camping lantern batteries", "--json", "--explain", cwd=kb_dir)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
@@ -152,10 +171,10 @@ def test_each_source_is_searched_in_its_own_form(tmp_path: Path, llm_server: Fak
 
 
 def test_sources_with_their_own_reranker_and_formatter(
-    tmp_path: Path, llm_server: FakeLLMServer
+    tmp_path: Path, mixed_kb: Path, llm_server: FakeLLMServer
 ) -> None:
     kb_dir = tmp_path / "kb"
-    _mixed_kb(kb_dir, llm_server, "    reranker: none\n    formatter: json\n")
+    _copy(mixed_kb, kb_dir, llm_server, "    reranker: none\n    formatter: json\n")
     with fm.KnowledgeBase.open(kb_dir) as kb:
         answer = kb.search("lantern refund batteries", top_n=4)
         sources = [r.source for r in answer.results]
