@@ -61,12 +61,11 @@ def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
 def test_a_ray_ingest_through_the_cli_equals_a_local_one(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
-    corpus = squad(tmp_path, 20)
+    # 43 documents: more than the 2 x 16 (ingest.document_concurrency) a run has in flight
+    corpus = squad(tmp_path, 40)
     inputs = [str(corpus), *(str(SHARED_DATA / "docs" / name) for name in FILES)]
-    # 23 documents, more than the 2 workers x 8 the Ray run keeps in flight
-    config = OFFLINE + "ingest:\n  document_concurrency: 8\n"
-    write_config(tmp_path / "local", config)
-    write_config(tmp_path / "ray", config)
+    write_config(tmp_path / "local", OFFLINE)
+    write_config(tmp_path / "ray", OFFLINE)
     with KnowledgeBase.open(tmp_path / "local", embedder=embedder, env={}) as kb:
         local = kb.ingest(inputs)
         expected = snapshot(kb)
@@ -77,7 +76,7 @@ def test_a_ray_ingest_through_the_cli_equals_a_local_one(
     report = json.loads(done.stdout)
     with KnowledgeBase.open(tmp_path / "ray", embedder=embedder, env={}) as kb:
         got = snapshot(kb)
-    assert local.added == report["added"] == 23 and report["failed"] == []
+    assert local.added == report["added"] == 43 and report["failed"] == []
     assert report["chunks"] == local.chunks and report["matching_texts"] == local.matching_texts
     assert got == expected  # ids, versions, point ids, counts: all the same
 
