@@ -61,8 +61,7 @@ def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
 def test_a_ray_ingest_through_the_cli_equals_a_local_one(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
-    # 43 documents: more than the 2 x 16 (ingest.document_concurrency) a run has in flight
-    corpus = squad(tmp_path, 40)
+    corpus = squad(tmp_path, 100)
     inputs = [str(corpus), *(str(SHARED_DATA / "docs" / name) for name in FILES)]
     write_config(tmp_path / "local", OFFLINE)
     write_config(tmp_path / "ray", OFFLINE)
@@ -76,7 +75,7 @@ def test_a_ray_ingest_through_the_cli_equals_a_local_one(
     report = json.loads(done.stdout)
     with KnowledgeBase.open(tmp_path / "ray", embedder=embedder, env={}) as kb:
         got = snapshot(kb)
-    assert local.added == report["added"] == 43 and report["failed"] == []
+    assert local.added == report["added"] == 103 and report["failed"] == []
     assert report["chunks"] == local.chunks and report["matching_texts"] == local.matching_texts
     assert got == expected  # ids, versions, point ids, counts: all the same
 
