@@ -15,6 +15,7 @@ import pytest
 import flexmatch as fm
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.query import QueryPlan, SourceGroup, _group_scopes, _rerank
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import load_setup
@@ -109,33 +110,39 @@ def test_keyphrases_index_and_search_in_one_form(tmp_path: Path) -> None:
     assert variants[0].startswith("Who won") and "Carolina Panthers" in variants[1]
 
 
-def _mixed_kb(kb_dir: Path, server: FakeLLMServer) -> None:
-    write_config(kb_dir, llm_config(server, MIXED))
-    (kb_dir / "faq.md").write_text(
+@pytest.fixture(scope="module")
+def mixed_kb(
+    tmp_path_factory: pytest.TempPathFactory, _llm_server: FakeLLMServer, embedder: OnnxEmbedder
+) -> Path:
+    """The FAQ and the catalog, each ingested with its source's chains through the fake LLM
+    once for this module, in this process (two CLI ingests with an LLM take ~20 s, and
+    ``ingest --source`` through the CLI is covered by the crawl and web tests); each test
+    queries its own copy."""
+    _llm_server.reset()
+    kb_dir = tmp_path_factory.mktemp("mixed") / "kb"
+    write_config(kb_dir, llm_config(_llm_server, MIXED))
+    faq, catalog = kb_dir / "faq.md", kb_dir / "catalog.md"
+    faq.write_text(
         "# Returns\n\nOrders can be returned within 30 days of delivery for a full refund.\n",
         encoding="utf-8",
     )
-    (kb_dir / "catalog.md").write_text(
+    catalog.write_text(
         "# Lanterns\n\nThe Aurora camping lantern runs 40 hours on four AA batteries.\n",
         encoding="utf-8",
     )
-    assert run("ingest", "faq.md", "--source", "faq", cwd=kb_dir).returncode == 0
-    assert run("ingest", "catalog.md", "--source", "catalog", cwd=kb_dir).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def mixed_kb(tmp_path_factory: pytest.TempPathFactory, _llm_server: FakeLLMServer) -> Path:
-    """The FAQ and the catalog ingested through the CLI with the LLM chains, once for this
-    module (two CLI runs with an LLM are ~20 s); each test queries its own copy."""
-    _llm_server.reset()
-    kb_dir = tmp_path_factory.mktemp("mixed") / "kb"
-    _mixed_kb(kb_dir, _llm_server)
+    with fm.KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        assert kb.ingest([faq], source="faq").added == 1
+        assert kb.ingest([catalog], source="catalog").added == 1
+    # the catalog is indexed by key phrases, the FAQ by questions, both from the LLM
+    chains = [json.dumps(r.body) for r in _llm_server.requests_to("/chat/completions")]
+    assert any('\\"keywords\\": [' in c for c in chains)
+    assert any('\\"questions\\": [' in c for c in chains)
     return kb_dir
 
 
 def _copy(mixed_kb: Path, kb_dir: Path, server: FakeLLMServer, extra: str = "") -> None:
     """A copy of the ingested knowledge base, with ``extra`` query-side settings added to
-    its config (they change nothing that was ingested)."""
+    its config (they change nothing that is ingested)."""
     shutil.copytree(mixed_kb, kb_dir)
     write_config(kb_dir, llm_config(server, MIXED + extra))
 
