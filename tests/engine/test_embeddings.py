@@ -10,6 +10,7 @@ from flexmatch.engine.embeddings import (
     OnnxEmbedder,
     _length_groups,
     _local_model_dir,
+    _token_groups,
     make_embedder,
     onnx_model_path,
 )
@@ -35,6 +36,19 @@ def test_length_grouping_keeps_order_and_values(embedder: OnnxEmbedder) -> None:
     alone = [embedder.embed([t])[0] for t in texts]
     assert np.allclose(together, alone, atol=1e-4)
     assert _length_groups(texts, 64) == [[0, 2], [3], [1]]
+
+
+def test_token_groups_respect_the_budget_and_cap() -> None:
+    """Runs are sized by padded tokens: many short questions share one, long passages go
+    a few at a time, and every text is in exactly one group, shortest first."""
+    lengths = [12] * 100 + [256] * 9 + [7, 300]
+    groups = _token_groups(lengths, budget=1024, cap=64)
+    assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    for group in groups:
+        assert len(group) <= 64
+        assert len(group) == 1 or len(group) * max(lengths[i] for i in group) <= 1024
+    assert [len(group) for group in groups] == [64, 37, 4, 4, 2]  # 256 + 300: 600 tokens
+    assert groups[0][0] == 109  # the 7-token text leads the shortest run
 
 
 def test_embedder_choice() -> None:
