@@ -185,16 +185,23 @@ def model_cache_dir() -> Path:
     return Path(base) / "flexmatch"
 
 
+EXPORT_FORMAT = 2  # 2: eager attention, fused into ONNX Runtime's BERT operators
+
+
 def onnx_model_path() -> Path:
-    """The ONNX export of the packaged model (its path names the weights it came from)."""
+    """The ONNX export of the packaged model (its path names the weights it came from and
+    the export's format, so a changed export is made afresh)."""
     weights = _local_model_dir() / "model.safetensors"
     stat = weights.stat()
-    return model_cache_dir() / "models" / f"all-MiniLM-L6-v2-{stat.st_size}" / "model.onnx"
+    name = f"all-MiniLM-L6-v2-{stat.st_size}-f{EXPORT_FORMAT}"
+    return model_cache_dir() / "models" / name / "model.onnx"
 
 
 def optimized_model_path() -> Path:
-    """The export with ONNX Runtime's graph optimisations already applied (loads ~3x
-    faster; only portable optimisations, so the file works on any CPU)."""
+    """The export with its attention, layer norms and GELU fused into ONNX Runtime's BERT
+    operators and the runtime's graph optimisations applied: ~1.1x the passages a second
+    of the plain graph, and loads ~3x faster (only portable optimisations, so the file
+    works on any CPU)."""
     return onnx_model_path().with_suffix(".optimized.onnx")
 
 
@@ -212,14 +219,35 @@ def prepare_local_model() -> Path:
         if not target.is_file():
             _export(_local_model_dir(), target)
         if not optimized.is_file():
-            ort = _onnxruntime()
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-            partial = optimized.with_suffix(f".{os.getpid()}.partial")
-            options.optimized_model_filepath = str(partial)
-            ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
-            os.replace(partial, optimized)
+            _optimize(target, optimized)
     return target
+
+
+def _optimize(source: Path, target: Path) -> None:
+    """Fuse the BERT blocks (ONNX Runtime's transformer optimizer), then apply the
+    runtime's portable graph optimisations and save the result."""
+    ort = _onnxruntime()
+    from onnxruntime.transformers import optimizer
+
+    config = json.loads((_local_model_dir() / "config.json").read_text(encoding="utf-8"))
+    fused = optimizer.optimize_model(
+        str(source),
+        model_type="bert",
+        num_heads=int(config["num_attention_heads"]),
+        hidden_size=int(config["hidden_size"]),
+        opt_level=0,
+    )
+    if fused.get_fused_operator_statistics().get("Attention", 0) != config["num_hidden_layers"]:
+        raise EmbeddingError(f"could not fuse the attention of {source}")
+    step = target.with_suffix(f".{os.getpid()}.fused")
+    partial = target.with_suffix(f".{os.getpid()}.partial")
+    fused.save_model_to_file(str(step))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(partial)
+    ort.InferenceSession(str(step), options, providers=["CPUExecutionProvider"])
+    os.replace(partial, target)
+    step.unlink()
 
 
 def _export(folder: Path, target: Path) -> None:
@@ -231,7 +259,9 @@ def _export(folder: Path, target: Path) -> None:
     require("onnx", "local", "exporting the packaged embedding model")
     import warnings
 
-    model = transformers.AutoModel.from_pretrained(str(folder)).eval()
+    # eager attention exports the plain BERT pattern that _optimize fuses (SDPA's does not)
+    model = transformers.AutoModel.from_pretrained(str(folder), attn_implementation="eager")
+    model.eval()
 
     class Encoder(torch.nn.Module):  # the transformer's last hidden state, by name
         def __init__(self) -> None:
@@ -280,12 +310,13 @@ def bulk_threads() -> int:
 class OnnxEmbedder:
     """all-MiniLM-L6-v2 on ONNX Runtime: tokenize, run, mean-pool, normalise.
 
-    Thread counts are set for the machine unless ``threads`` fixes one: a query (a few
-    texts) runs on one thread, so concurrent queries do not fight over cores; a batch
-    (ingest, where the event loop mostly waits for the LLM) runs on every core, ~1.7×
-    the texts per second of one on two cores. Two sessions of one model, ~90 MB each."""
+    Thread counts are set for the machine unless ``threads`` fixes one: a call of fewer
+    than ``BULK`` tokens (a query's few texts) runs on one thread, so concurrent queries
+    do not fight over cores; a batch, or one long chunk (ingest, where the event loop
+    mostly waits for the LLM), runs on every core, ~1.7× the texts per second of one on
+    two cores. Two sessions of one model, ~90 MB each."""
 
-    BULK = 8  # texts from which a call counts as a batch
+    BULK = 128  # tokens from which a call counts as a batch (a query's few texts do not)
     TOKEN_BUDGET = 1024  # padded tokens a run: fastest on 2 cores for questions and passages
 
     def __init__(
@@ -307,16 +338,16 @@ class OnnxEmbedder:
             self._dimension = int(config["hidden_size"])
         return self._dimension
 
-    def _threads_for(self, count: int) -> int:
+    def _threads_for(self, tokens: int) -> int:
         if self.threads is not None:
             return self.threads
-        return bulk_threads() if count >= self.BULK else 1
+        return bulk_threads() if tokens >= self.BULK else 1
 
-    def _load(self, threads: int = 1) -> tuple[Any, Any]:
+    def _load(self, threads: int = 1) -> Any:
+        """The model's session for ``threads`` intra-op threads, loaded on first use."""
         with self._lock:
             if threads not in self._sessions:
                 ort = _onnxruntime()
-                tokenizers = require("tokenizers", "local", "the packaged embedding model")
                 if not optimized_model_path().is_file():
                     prepare_local_model()
                 path = optimized_model_path()
@@ -331,23 +362,29 @@ class OnnxEmbedder:
                     )
                 except Exception as exc:
                     raise EmbeddingError(f"could not load {path}: {exc}") from exc
-                if self._tokenizer is None:
-                    tokenizer = tokenizers.Tokenizer.from_file(
-                        str(_local_model_dir() / "tokenizer.json")
-                    )
-                    tokenizer.enable_truncation(MAX_TOKENS)
-                    tokenizer.no_padding()  # each run is padded to its own longest text
-                    self._tokenizer = tokenizer
-            return self._sessions[threads], self._tokenizer
+            return self._sessions[threads]
+
+    def _load_tokenizer(self) -> Any:
+        with self._lock:
+            if self._tokenizer is None:
+                tokenizers = require("tokenizers", "local", "the packaged embedding model")
+                tokenizer = tokenizers.Tokenizer.from_file(
+                    str(_local_model_dir() / "tokenizer.json")
+                )
+                tokenizer.enable_truncation(MAX_TOKENS)
+                tokenizer.no_padding()  # each run is padded to its own longest text
+                self._tokenizer = tokenizer
+            return self._tokenizer
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         import numpy as np
 
-        session, tokenizer = self._load(self._threads_for(len(texts)))
+        tokenizer = self._load_tokenizer()
         encoded = [e.ids for e in tokenizer.encode_batch(texts)]
         lengths = [len(ids) for ids in encoded]
+        session = self._load(self._threads_for(sum(lengths)))
         vectors: list[list[float]] = [[] for _ in texts]
         for group in _token_groups(lengths, self.TOKEN_BUDGET, self.batch_size):
             width = max(lengths[i] for i in group)

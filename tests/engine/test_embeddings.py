@@ -13,6 +13,7 @@ from flexmatch.engine.embeddings import (
     _token_groups,
     make_embedder,
     onnx_model_path,
+    optimized_model_path,
 )
 from flexmatch.errors import EmbeddingError
 
@@ -96,6 +97,16 @@ def test_onnx_vectors_match_the_torch_model(embedder: OnnxEmbedder) -> None:
     torch = np.asarray(LocalEmbedder().embed(texts))
     cosines = (onnx * torch).sum(axis=1)
     assert cosines.min() >= 0.999, cosines.min()
+
+
+def test_the_served_graph_has_fused_attention(embedder: OnnxEmbedder) -> None:
+    """The model that is served is the fused one (one Attention operator a layer)."""
+    import onnx
+
+    embedder.embed(["load it"])
+    graph = onnx.load(str(optimized_model_path()), load_external_data=False).graph
+    kinds = [node.op_type for node in graph.node]
+    assert kinds.count("Attention") == 6 and "SkipLayerNormalization" in kinds
 
 
 def test_the_query_path_imports_no_torch(tmp_path) -> None:
