@@ -38,6 +38,7 @@ from flexmatch.models import (
     FailedDocument,
     IngestReport,
     MatchingText,
+    Section,
     SkippedDocument,
 )
 
@@ -81,9 +82,8 @@ Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 Work = Callable[[Document, SourceChains], Awaitable[Enriched]]
 
 
-async def enrich(document: Document, chains: SourceChains) -> list[Chunk]:
-    """Chunk the document, then give each chunk its matching texts and qualifying text."""
-    sections = await chains.chunker.run(document)
+async def enrich(document: Document, sections: list[Section], chains: SourceChains) -> list[Chunk]:
+    """Each of the document's sections as a chunk with its matching and qualifying texts."""
 
     async def one(index: int) -> Chunk:
         section = sections[index]
@@ -105,11 +105,23 @@ async def enrich(document: Document, chains: SourceChains) -> list[Chunk]:
 
 
 async def enrich_and_embed(document: Document, chains: SourceChains, embed: Embed) -> Enriched:
-    """Enrich, then embed every matching text (``embed`` batches them with other
-    documents' texts)."""
-    chunks = await enrich(document, chains)
-    vectors = await embed([m.text for chunk in chunks for m in chunk.matching_texts])
-    return Enriched(chunks=chunks, vectors=vectors)
+    """Enrich, and embed every matching text (``embed`` batches them with other
+    documents' texts). The texts known before the LLM answers (the chunks' own text) are
+    embedded while it works, the rest once it has."""
+    sections = await chains.chunker.run(document)
+    known = {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
+    early = asyncio.ensure_future(embed(list(known)))
+    try:
+        chunks = await enrich(document, sections, chains)
+        vectors = dict(zip(known, await early, strict=True))
+    except BaseException:
+        early.cancel()  # a failed chain leaves nothing running, and no error unread
+        early.add_done_callback(lambda task: task.cancelled() or task.exception())
+        raise
+    texts = [m.text for chunk in chunks for m in chunk.matching_texts]
+    rest = list(dict.fromkeys(t for t in texts if t not in vectors))
+    vectors.update(zip(rest, await embed(rest), strict=True))
+    return Enriched(chunks=chunks, vectors=[vectors[t] for t in texts])
 
 
 class Indexer:

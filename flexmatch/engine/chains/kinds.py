@@ -32,6 +32,11 @@ class MatchingTextChain(Chain, ABC):
     @abstractmethod
     async def run(self, section: Section, document: Document) -> list[MatchingText]: ...
 
+    def known_texts(self, section: Section, document: Document) -> list[MatchingText]:
+        """Matching texts ``run`` returns whatever an LLM answers, known before it does
+        (the chunk's own text): an ingest embeds them while the LLM works."""
+        return []
+
 
 class QualifyingTextChain(Chain, ABC):
     """section (+ its document) → what the document is and how the section fits in it."""

@@ -120,3 +120,43 @@ def test_prompt_prefixes_are_marked_for_anthropic_caching_only() -> None:
     assert blocks[0]["cache_control"] == {"type": "ephemeral"}
     assert blocks[0]["text"] + blocks[1]["text"] == prompt
     assert LLM.request_messages("openai/gpt-4o-mini", prompt, cut)[0]["content"] == prompt
+
+
+def test_chunk_text_is_embedded_while_the_llm_writes(
+    tmp_path: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
+) -> None:
+    """The server holds every answer until the embedder has been handed a chunk's own
+    text: an ingest that embedded it only after the answers would make each wait time out.
+    The stored vectors are the same as embedding everything at the end."""
+    import threading
+
+    docs = _docs(tmp_path / "docs", 4)
+    seen = threading.Event()
+    waits: list[bool] = []
+
+    class Watching:
+        name, dimension = embedder.name, embedder.dimension
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            if any("opens the gate of note" in text for text in texts):
+                seen.set()
+            return embedder.embed(texts)
+
+    def held(messages: list[dict]) -> str:
+        waits.append(seen.wait(timeout=5))
+        return default_responder(messages)
+
+    llm_server.responder = held
+    write_config(tmp_path / "kb", llm_config(llm_server))
+    with KnowledgeBase.open(tmp_path / "kb", embedder=Watching(), env={}) as kb:
+        report = kb.ingest(docs)
+        assert report.added == 4 and not report.failed
+        assert waits and all(waits)
+        chunk = kb.get_document(kb.list_documents()[0].id).chunks[0]
+        texts = [m.text for m in chunk.matching_texts]
+        assert {m.kind for m in chunk.matching_texts} == {"question", "content"}
+        stored = kb.store.scroll("default", {"chunk_id": chunk.id, "record": "match"})
+        assert sorted(hit.payload["matched_text"] for hit in stored) == sorted(texts)
+        for text, vector in zip(texts, embedder.embed(texts), strict=True):
+            best = kb.store.search("default", vector, 1, {"chunk_id": chunk.id})[0]
+            assert best.payload["matched_text"] == text and best.score > 0.9999

@@ -135,6 +135,12 @@ class LLMCodeQuestions(LLMQuestions):
         ]
         return self.render(chunks=chunks)
 
+    def known_texts(self, section: Section, document: Document) -> list[MatchingText]:
+        texts = []
+        if self.params.include_signatures:
+            texts = signature_texts(section, document, SignatureParams())
+        return texts + super().known_texts(section, document)
+
     async def run(self, section: Section, document: Document) -> list[MatchingText]:
         questions = await self.answer(section, document) or []
         texts = [MatchingText(text=q, kind="question") for q in questions]

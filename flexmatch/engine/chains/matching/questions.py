@@ -69,6 +69,9 @@ class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
             for questions in answers_by_chunk(raw, count, "questions")
         ]
 
+    def known_texts(self, section: Section, document: Document) -> list[MatchingText]:
+        return [content_text(section, document)] if self.params.include_content else []
+
     async def run(self, section: Section, document: Document) -> list[MatchingText]:
         questions = await self.answer(section, document) or []
         texts = [MatchingText(text=q, kind="question") for q in questions]
