@@ -35,6 +35,10 @@ class LLMCache:
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # no fsync per answer (each one cost the event loop a disk flush): WAL with
+        # synchronous=NORMAL survives a crash of the process; a power cut may lose the
+        # last answers, which only means asking for them again
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS llm_cache "
             "(key TEXT PRIMARY KEY, text TEXT NOT NULL, usage TEXT NOT NULL)"
