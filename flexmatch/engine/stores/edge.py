@@ -88,7 +88,9 @@ class EdgeStore(QueryMethods):
 
     # -- lifecycle -------------------------------------------------------------------
     def exists(self) -> bool:
-        return (self.path / META_FILE).is_file()
+        """An open shard exists: only a closed store is looked for on disk (every read
+        asks, and a stat per call cost an ingest ~2 % of its time)."""
+        return self._shard is not None or (self.path / META_FILE).is_file()
 
     def _meta(self) -> dict[str, Any]:
         try:
