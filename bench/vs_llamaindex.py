@@ -3,9 +3,11 @@
 Both sides ask one loopback fake OpenAI-compatible server (injected latency) for questions
 about each chunk and embed with the same all-MiniLM-L6-v2. Rounds alternate (llamaindex,
 flexmatch, llamaindex, ...) because the machine is shared and noisy: a slow spell then
-hurts both sides rather than one. LlamaIndex runs in its own venv (bench/setup-llamaindex)
-as a subprocess per round; its figure is the pipeline's run alone, imports and model load
-reported apart, as FlexMatch's is ``kb.ingest`` alone with its embedder loaded once.
+hurts both sides rather than one. Each round is a fresh interpreter (LlamaIndex in its
+own venv, bench/setup-llamaindex; FlexMatch in .venv, bench/flexmatch_ingest.py), so the
+fake server, in this process, shares its interpreter with neither; a side's figure is its
+pipeline alone (``IngestionPipeline.run``, ``kb.ingest``), imports and model load
+reported apart.
 
 Run:  bench/setup-llamaindex   (once)
       .venv/bin/python bench/vs_llamaindex.py [--docs 200] [--latency 0.3]
@@ -28,9 +30,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
-from flexmatch.engine.llm import import_litellm
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
 
@@ -38,6 +37,7 @@ BENCH = Path(__file__).resolve().parent
 DATA = BENCH.parents[1] / "shared" / "data" / "squad-dev"
 LLAMAINDEX_PYTHON = BENCH / ".venv-llamaindex" / "bin" / "python"
 LLAMAINDEX_SCRIPT = BENCH / "llamaindex_ingest.py"
+FLEXMATCH_SCRIPT = BENCH / "flexmatch_ingest.py"
 
 # LlamaIndex's QuestionsAnsweredExtractor prompt: "Here is the context:\n...\n\nGiven the
 # contextual information, generate 5 questions ..."
@@ -113,58 +113,39 @@ def llamaindex_round(server: FakeLLMServer, path: Path, concurrency: int, thread
     )
 
 
-def flexmatch_round(
-    server: FakeLLMServer, path: Path, folder: Path, embedder: OnnxEmbedder, concurrency: int
-) -> Round:
-    """As bench/run.py's LLM ingest: a fresh knowledge base pointed at the fake server."""
-    folder.mkdir()
-    (folder / "flexmatch.yaml").write_text(
-        f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
-        f"  llm_api_key: k\n  llm_concurrency: {concurrency}\n",
-        encoding="utf-8",
-    )
+def flexmatch_round(server: FakeLLMServer, path: Path, concurrency: int) -> Round:
+    """As bench/run.py's LLM ingest, in a fresh interpreter like the LlamaIndex side."""
     calls, failed = counts(server)
     started = time.perf_counter()
-    with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:
-        opened = time.perf_counter()
-        report = kb.ingest([path])
-        ingested = time.perf_counter()
+    command = [sys.executable, str(FLEXMATCH_SCRIPT), str(path)]
+    command += ["--base-url", server.base_url, "--concurrency", str(concurrency)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    process = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"the FlexMatch side failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
     calls_after, failed_after = counts(server)
     return Round(
         side="flexmatch",
-        seconds=ingested - opened,
+        seconds=result["pipeline_s"],
         calls=calls_after - calls,
         failed_calls=failed_after - failed,
-        chunks=report.chunks,
-        note=f"open {opened - started:.1f} s, {report.matching_texts} matching texts, "
-        f"usage says {report.usage.calls} calls",
+        chunks=result["chunks"],
+        note=f"imports {result['import_s']:.1f} s, model load {result['load_s']:.1f} s, "
+        f"whole process {process:.1f} s, {result['matching_texts']} matching texts",
     )
 
 
 def alternate(args: argparse.Namespace, work: Path) -> list[Round]:
     """llamaindex, flexmatch, llamaindex, ... against one fake server; each round printed."""
     path = corpus(work, args.docs)
-    # FlexMatch's counterpart of LlamaIndex's imports and model load, outside every timing:
-    # litellm is imported on the first LLM call, the embedder loads on its first use
-    started = time.perf_counter()
-    import_litellm()
-    imported = time.perf_counter()
-    embedder = OnnxEmbedder()  # as the CLI's: one thread for a query, every core for a batch
-    embedder.embed(["warm up"] * OnnxEmbedder.BULK)  # loads the batch session
-    embedder.embed(["warm up"])  # and the query one
-    print(
-        f"flexmatch: litellm import {imported - started:.1f} s, "
-        f"model load {time.perf_counter() - imported:.1f} s (once, untimed)"
-    )
     rounds: list[Round] = []
     with FakeLLMServer() as server:
         server.latency = args.latency
         server.responder = responder
         for number in range(1, args.rounds + 1):
             rounds.append(llamaindex_round(server, path, args.concurrency, args.torch_threads))
-            rounds.append(
-                flexmatch_round(server, path, work / f"kb-{number}", embedder, args.concurrency)
-            )
+            rounds.append(flexmatch_round(server, path, args.concurrency))
             for done in rounds[-2:]:
                 print(
                     f"round {number}  {done.side:<10}  {done.seconds:6.1f} s  "
