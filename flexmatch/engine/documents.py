@@ -169,6 +169,8 @@ class DocumentRegistry:
 
     def visible(self, tenant: str, hits: list[Hit]) -> list[Hit]:
         """Only points of their document's committed version."""
+        if not hits:
+            return []
         seen = self.visibility(tenant)
         return [h for h in hits if seen(h)]
 

@@ -314,9 +314,12 @@ class Indexer:
                 return True
             contents = {"record": MATCH, "match_kind": CONTENT}
             hits = self.store.search(self.tenant, content, 5, contents)
-            others = [h for h in hits if h.payload.get("document_id") != document.id]
-            others = [h for h in self.registry.visible(self.tenant, others) if h.score >= threshold]
-            if others:
+            others = [
+                h
+                for h in hits
+                if h.payload.get("document_id") != document.id and h.score >= threshold
+            ]  # usually none: then no version look-up either
+            if others and self.registry.visible(self.tenant, others):
                 self.report.near_duplicate_chunks += 1
                 return True
         seen.add(vector)
