@@ -241,29 +241,42 @@ def prepare_local_model() -> Path:
 
 def _optimize(source: Path, target: Path) -> None:
     """Fuse the BERT blocks (ONNX Runtime's transformer optimizer), then apply the
-    runtime's portable graph optimisations and save the result."""
+    runtime's portable graph optimisations and save the result. Should a future ONNX
+    Runtime not fuse this graph, the plain one is optimised instead (~1.1x slower on
+    passages, same vectors) with a warning; a test holds the fused graph in CI."""
+    import warnings
+
     ort = _onnxruntime()
     from onnxruntime.transformers import optimizer
 
     config = json.loads((_local_model_dir() / "config.json").read_text(encoding="utf-8"))
-    fused = optimizer.optimize_model(
-        str(source),
-        model_type="bert",
-        num_heads=int(config["num_attention_heads"]),
-        hidden_size=int(config["hidden_size"]),
-        opt_level=0,
-    )
-    if fused.get_fused_operator_statistics().get("Attention", 0) != config["num_hidden_layers"]:
-        raise EmbeddingError(f"could not fuse the attention of {source}")
     step = target.with_suffix(f".{os.getpid()}.fused")
     partial = target.with_suffix(f".{os.getpid()}.partial")
-    fused.save_model_to_file(str(step))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(partial)
-    ort.InferenceSession(str(step), options, providers=["CPUExecutionProvider"])
-    os.replace(partial, target)
-    step.unlink()
+    try:
+        fused = optimizer.optimize_model(
+            str(source),
+            model_type="bert",
+            num_heads=int(config["num_attention_heads"]),
+            hidden_size=int(config["hidden_size"]),
+            opt_level=0,
+        )
+        layers = int(config["num_hidden_layers"])
+        if fused.get_fused_operator_statistics().get("Attention", 0) == layers:
+            fused.save_model_to_file(str(step))
+        else:
+            warnings.warn(
+                f"ONNX Runtime did not fuse the attention of {source}; serving the unfused graph",
+                stacklevel=2,
+            )
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(partial)
+        chosen = step if step.is_file() else source
+        ort.InferenceSession(str(chosen), options, providers=["CPUExecutionProvider"])
+        os.replace(partial, target)
+    finally:
+        step.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
 
 
 def _export(folder: Path, target: Path) -> None:

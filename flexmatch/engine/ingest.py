@@ -115,7 +115,7 @@ async def enrich_and_embed(document: Document, chains: SourceChains, embed: Embe
         chunks = await enrich(document, sections, chains)
         vectors = dict(zip(known, await early, strict=True))
     except BaseException:
-        early.cancel()  # a failed chain leaves nothing running, and no error unread
+        early.cancel()  # a failed chain's early texts are not waited for, no error unread
         early.add_done_callback(lambda task: task.cancelled() or task.exception())
         raise
     texts = [m.text for chunk in chunks for m in chunk.matching_texts]

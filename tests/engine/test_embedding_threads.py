@@ -16,10 +16,10 @@ def _threads(embedder: OnnxEmbedder) -> dict[int, int]:
 
 
 def test_a_query_runs_on_one_thread_and_a_batch_on_every_core() -> None:
-    """Sized in tokens: a query's five variants stay on one thread; 16 questions, or one
+    """Sized in tokens: a query's five variants stay on one thread; 32 questions, or one
     passage of ~200 tokens on its own (an ingest embeds a chunk's text early), are a batch."""
     embedder = OnnxEmbedder()
-    texts = [f"where is harbour number {n}?" for n in range(16)]
+    texts = [f"where is harbour number {n}?" for n in range(32)]  # 8 tokens each
     one = np.asarray(embedder.embed(texts[:1]))
     embedder.embed(texts[:5])
     assert _threads(embedder) == {1: 1}

@@ -143,3 +143,26 @@ def test_the_query_path_imports_no_torch(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_an_unfused_graph_is_served_with_a_warning(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, embedder: OnnxEmbedder
+) -> None:
+    """Should ONNX Runtime one day not fuse the export, the plain graph is optimised and
+    served (same vectors), with a warning, and no step file is left behind."""
+    import onnx
+    from onnxruntime.transformers import optimizer
+
+    from flexmatch.engine.embeddings import _optimize
+
+    class Unfused:
+        def get_fused_operator_statistics(self) -> dict[str, int]:
+            return {"Attention": 0}
+
+    monkeypatch.setattr(optimizer, "optimize_model", lambda *a, **k: Unfused())
+    target = tmp_path / "model.optimized.onnx"
+    with pytest.warns(UserWarning, match="did not fuse"):
+        _optimize(onnx_model_path(), target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.optimized.onnx"]
+    kinds = [n.op_type for n in onnx.load(str(target), load_external_data=False).graph.node]
+    assert "Attention" not in kinds and "MatMul" in kinds
