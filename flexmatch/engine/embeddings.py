@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -130,16 +131,15 @@ def _token_groups(lengths: list[int], budget: int, cap: int) -> list[list[int]]:
     dozen texts of mixed lengths at a time, where filling runs padded 31 % more tokens."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     sizes = [lengths[i] for i in order]
-    best = [0] + [0] * len(sizes)  # best[j]: cheapest split of the first j texts
+    best = [0.0] + [math.inf] * len(sizes)  # best[j]: cheapest split of the first j texts
     start = [0] * (len(sizes) + 1)  # where the last run of that split starts
     for end in range(1, len(sizes) + 1):
-        best[end] = -1
         for first in range(end - 1, max(-1, end - 1 - cap), -1):
             count = end - first
             if count > 1 and count * sizes[end - 1] > budget:
                 break
             cost = best[first] + count * sizes[end - 1] + RUN_COST
-            if best[end] < 0 or cost < best[end]:
+            if cost < best[end]:
                 best[end], start[end] = cost, first
     groups: list[list[int]] = []
     end = len(sizes)

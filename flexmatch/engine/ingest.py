@@ -319,7 +319,7 @@ class Indexer:
                 for h in hits
                 if h.payload.get("document_id") != document.id and h.score >= threshold
             ]  # usually none: then no version look-up either
-            if others and self.registry.visible(self.tenant, others):
+            if self.registry.visible(self.tenant, others):
                 self.report.near_duplicate_chunks += 1
                 return True
         seen.add(vector)
