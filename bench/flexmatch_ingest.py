@@ -37,9 +37,8 @@ def main() -> None:
 
     import_litellm()
     imported = time.perf_counter()
-    embedder = OnnxEmbedder()  # as the CLI's: one thread for a query, every core for a batch
-    embedder.embed(["warm up"] * OnnxEmbedder.BULK)  # loads the batch session
-    embedder.embed(["warm up"])  # and the query one
+    embedder = OnnxEmbedder()  # as the CLI's: the default model, runs on every core at once
+    embedder.embed(["warm up"] * OnnxEmbedder.BULK)  # loads the session, starts the workers
     loaded = time.perf_counter()
 
     with tempfile.TemporaryDirectory(prefix="flexmatch-bench-") as folder:

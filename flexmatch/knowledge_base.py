@@ -19,8 +19,10 @@ from typing import Any, Generic, TypeVar
 from flexmatch import resources
 from flexmatch.config import (
     CONFIG_FILE,
+    LOCAL_EMBEDDING_MODELS,
     ChainRef,
     KBConfig,
+    ModelsConfig,
     QueryConfig,
     SourceConfig,
     choose_source,
@@ -130,13 +132,14 @@ class KnowledgeBase:
         self.path = path
         self.config = config
         self.context = ChainContext(kb_dir=path, llm=self._make_llm(), env=env)
-        self.embedder = embedder or make_embedder(config.models)
+        self._embedder = embedder
         self._store: VectorStore | None = None
         self._source_chains: dict[str, SourceChains] = {}
         self._query_plan: QueryPlan | None = None
         self._formatters: dict[str, ResultFormatter] = {}
         self._active_runs = ActiveRuns()
         self._store_lock = threading.Lock()
+        self._embedder_lock = threading.Lock()
         ingest = config.ingest
         self.parse_workers = IsolatedPool(
             workers=ingest.parse_workers,
@@ -207,6 +210,26 @@ class KnowledgeBase:
                     cluster=settings.cluster_settings(),
                 )
             return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model of ``models``, made on first use (loaded on first embed)."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder = make_embedder(self.embedding_models())
+            return self._embedder
+
+    def embedding_models(self) -> ModelsConfig:
+        """``models``, but a config that names no embedding model keeps the packaged one
+        its store was built with: the default depends on the CPU (int8 with VNNI) and
+        changed with it, and a store must go on being searched with the vectors it holds."""
+        models = self.config.models
+        if "embedding" in models.model_fields_set:
+            return models
+        recorded = self.store.recorded_model()
+        if recorded in LOCAL_EMBEDDING_MODELS and recorded != models.embedding:
+            return models.model_copy(update={"embedding": recorded})
+        return models
 
     def warm_up(self) -> None:
         """Load the embedding model now (a server does this before it says it is ready)."""
@@ -434,7 +457,7 @@ class KnowledgeBase:
         async with RayFanOut.start(
             options,
             kb_dir=self.path,
-            config=self.config,
+            config=self.config.model_copy(update={"models": self.embedding_models()}),
             env=self.context.env,
             llm_cache=self.path / STATE_DIR / LLM_CACHE_FILE if self.llm else None,
             usage=self.llm.usage if self.llm else None,
@@ -845,11 +868,15 @@ async def evaluate_setups(
         groups.setdefault(setup.ingest_key, []).append(setup)
     results: dict[str, tuple[IngestReport, Scores]] = {}
     total = min(limit or len(dataset.queries), len(dataset.queries))
+    loaded: dict[str, Embedder] = {}  # without ``embedder``: each model loaded once
     for index, members in enumerate(groups.values()):
         folder = work_dir / f"kb-{index}"
-        kb = KnowledgeBase.open(folder, config=members[0].config, env={}, embedder=embedder)
+        model = members[0].config.models.embedding
+        kb = KnowledgeBase.open(
+            folder, config=members[0].config, env={}, embedder=embedder or loaded.get(model)
+        )
         with kb:
-            embedder = kb.embedder
+            loaded.setdefault(model, kb.embedder)
             if progress is not None:
                 progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
             parts = members[0].corpus_parts(dataset.corpus, work_dir / f"corpus-{index}")

@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
+from flexmatch.config import (
+    LOCAL_EMBEDDING_MODEL_FP32,
+    LOCAL_EMBEDDING_MODEL_INT8,
+    default_embedding_model,
+)
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.errors import ConfigError, ModelMismatchError
 from flexmatch.testing import FakeLLMServer
@@ -265,3 +270,28 @@ def test_metadata_change_reindexes(tmp_path: Path, guide: Path, embedder: OnnxEm
         results = kb.query("cold store", filters={"document_id": "g"})
     assert same.unchanged == 1 and other.changed == 1
     assert results[0].metadata["v"] == 2
+
+
+def test_a_config_naming_no_model_keeps_the_stores(tmp_path: Path, guide: Path) -> None:
+    """A store built with the fp32 model (the default before int8, and still where the CPU
+    has no VNNI) is searched and grown with fp32 vectors while the config names no model;
+    naming another one is refused; a new knowledge base gets the machine's default."""
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, f"models:\n  embedding: {LOCAL_EMBEDDING_MODEL_FP32}\n")
+    with KnowledgeBase.open(kb_dir, env={}) as kb:
+        kb.ingest([guide])
+    write_config(kb_dir, "sources:\n  default: {}\n")  # names no embedding model
+    with KnowledgeBase.open(kb_dir, env={}) as kb:
+        assert kb.embedder.name == LOCAL_EMBEDDING_MODEL_FP32
+        guide.write_text(GUIDE + "\nThe press room opens in October.\n", encoding="utf-8")
+        assert kb.ingest([guide]).changed == 1
+        assert "press room" in kb.query("When does the press room open?")[0].content
+    write_config(kb_dir, f"models:\n  embedding: {LOCAL_EMBEDDING_MODEL_INT8}\n")
+    with (
+        KnowledgeBase.open(kb_dir, env={}) as kb,
+        pytest.raises(ModelMismatchError, match="local/all-MiniLM-L6-v2'"),
+    ):
+        guide.write_text(GUIDE, encoding="utf-8")
+        kb.ingest([guide])
+    with KnowledgeBase.open(tmp_path / "new", env={}) as kb:
+        assert kb.embedder.name == default_embedding_model()

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from flexmatch.config import LOCAL_EMBEDDING_MODEL, KBConfig
+from flexmatch.config import LOCAL_EMBEDDING_MODELS, KBConfig
 from flexmatch.engine.chains import ChainContext
 from flexmatch.engine.embeddings import EmbeddingBatcher, make_embedder
 from flexmatch.engine.ingest import Enriched, SourceChains, enrich_and_embed
@@ -140,7 +140,7 @@ class IngestWorker:
             self.context = ChainContext(kb_dir=self.kb_dir, llm=self.llm, env=env)
             self.embedder = make_embedder(config.models)
             self.embedding_model = self.embedder.name
-            if self.embedding_model == LOCAL_EMBEDDING_MODEL:
+            if self.embedding_model in LOCAL_EMBEDDING_MODELS:
                 self.embedder.embed(["warm up"])  # loaded now: a ready worker is ready
             self.batcher = EmbeddingBatcher(self.embedder, config.models.embedding_batch_size)
         except Exception as exc:  # said by ready(), as a message, not a remote traceback

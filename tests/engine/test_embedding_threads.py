@@ -1,41 +1,74 @@
-"""Thread counts set for the machine: one thread for a query, every core for a batch."""
+"""Threads set for the machine: a query runs on its caller's thread, a batch's runs on
+every core at once, each run on one thread."""
 
 from __future__ import annotations
 
-import numpy as np
+import threading
+from typing import Any
 
-from flexmatch.config import ModelsConfig
+import numpy as np
+import pytest
+
+from flexmatch.config import LOCAL_EMBEDDING_MODEL_FP32, LOCAL_EMBEDDING_MODEL_INT8, ModelsConfig
 from flexmatch.engine.embeddings import OnnxEmbedder, bulk_threads, make_embedder
 
 
-def _threads(embedder: OnnxEmbedder) -> dict[int, int]:
-    return {
-        count: session.get_session_options().intra_op_num_threads
-        for count, session in embedder._sessions.items()
-    }
+class _Watched:
+    """The embedder's session, noting the thread each run ran on."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.threads: list[int] = []
+
+    def run(self, *args: Any) -> Any:
+        self.threads.append(threading.get_ident())
+        return self.session.run(*args)
 
 
-def test_a_query_runs_on_one_thread_and_a_batch_on_every_core() -> None:
-    """Sized in tokens: a query's five variants stay on one thread; 32 questions, or one
-    passage of ~200 tokens on its own (an ingest embeds a chunk's text early), are a batch."""
-    embedder = OnnxEmbedder()
-    texts = [f"where is harbour number {n}?" for n in range(32)]  # 8 tokens each
+def _watch(embedder: OnnxEmbedder) -> _Watched:
+    watched = _Watched(embedder._load())
+    embedder._session = watched
+    return watched
+
+
+@pytest.mark.parametrize("model", [LOCAL_EMBEDDING_MODEL_FP32, LOCAL_EMBEDDING_MODEL_INT8])
+def test_a_query_runs_on_its_thread_and_a_batch_on_every_core(model: str) -> None:
+    """Sized in tokens: a query's five variants stay on the caller's thread; 32 questions
+    are a batch whose runs spread over every core, each run on one thread; the vectors
+    are the same either way."""
+    embedder = OnnxEmbedder(model)
+    watched = _watch(embedder)
+    texts = [f"where is harbour number {n} of the old town?" for n in range(32)]
     one = np.asarray(embedder.embed(texts[:1]))
     embedder.embed(texts[:5])
-    assert _threads(embedder) == {1: 1}
+    assert set(watched.threads) == {threading.get_ident()} and embedder._pool is None
+    watched.threads.clear()
     batch = np.asarray(embedder.embed(texts))
-    assert _threads(embedder) == {1: 1, bulk_threads(): bulk_threads()}  # one on 1 core
-    assert float((one[0] * batch[0]).sum()) > 0.99999  # the same vectors either way
+    if bulk_threads() > 1:
+        assert threading.get_ident() not in watched.threads
+        assert len(set(watched.threads)) == bulk_threads()
+    assert embedder._session.session.get_session_options().intra_op_num_threads == 1
+    assert float((one[0] * batch[0]).sum()) > 0.99999
 
-    passage = OnnxEmbedder()
-    passage.embed(["The harbour of the old town kept its ships behind a long wall. " * 15])
-    assert _threads(passage) == {bulk_threads(): bulk_threads()}
+
+def test_int8_vectors_do_not_depend_on_the_texts_beside_them() -> None:
+    """int8 quantizes activations with one scale a run, so each text runs alone: its
+    vector is the same in any batch, as the fp32 model's is."""
+    embedder = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8)
+    short = "Where is the harbour?"
+    long = "The harbour of the old town kept its ships behind a long stone wall. " * 12
+    alone = np.asarray(embedder.embed([short])[0])
+    for company in ([short, long], [long, "x", short, long[:200]], [short] * 40):
+        beside = np.asarray(embedder.embed(company)[company.index(short)])
+        assert np.array_equal(alone, beside)
 
 
 def test_a_configured_thread_count_is_used_for_everything() -> None:
     embedder = make_embedder(ModelsConfig(embedding_threads=3))
     assert isinstance(embedder, OnnxEmbedder)
-    embedder.embed(["one"])
+    watched = _watch(embedder)
+    embedder.embed(["one"] * 3)
+    assert threading.get_ident() not in watched.threads  # even a query uses the workers
     embedder.embed(["many"] * OnnxEmbedder.BULK)  # BULK tokens and more
-    assert list(embedder._sessions) == [3]
+    assert embedder._pool is not None and embedder._pool._max_workers == 3
     assert make_embedder(ModelsConfig()).threads is None  # unset: chosen per call

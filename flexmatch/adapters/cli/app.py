@@ -42,10 +42,10 @@ def _say_notices(kb: fm.KnowledgeBase) -> None:
 
 @app.command()
 def prepare() -> None:
-    """Export the packaged embedding model to ONNX Runtime once (needs the 'local' extra),
-    so every later command starts without torch."""
+    """Export the packaged embedding model to ONNX Runtime once, fp32 and int8 (needs the
+    'local' extra), so every later command starts without torch."""
     path = fm.prepare_local_model()
-    console.print(f"Embedding model ready: {escape(str(path))}")
+    console.print(f"Embedding models (fp32, int8) ready in {escape(str(path.parent))}")
 
 
 @app.command()

@@ -62,6 +62,9 @@ class VectorStore(Protocol):
     def exists(self) -> bool:
         """Whether the collection has been created."""
 
+    def recorded_model(self) -> str | None:
+        """The embedding model the collection was built with; None before it exists."""
+
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None: ...
 
     def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None: ...

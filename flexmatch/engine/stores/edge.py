@@ -92,6 +92,9 @@ class EdgeStore(QueryMethods):
         asks, and a stat per call cost an ingest ~2 % of its time)."""
         return self._shard is not None or (self.path / META_FILE).is_file()
 
+    def recorded_model(self) -> str | None:
+        return str(self._meta().get("embedding_model")) if self.exists() else None
+
     def _meta(self) -> dict[str, Any]:
         try:
             return dict(json.loads((self.path / META_FILE).read_text(encoding="utf-8")))

@@ -94,10 +94,16 @@ class ServerStore(QueryMethods):
     def exists(self) -> bool:
         return bool(self._call("checking the collection", "collection_exists", self.collection))
 
+    def _meta(self) -> dict[str, Any]:
+        info = self._call("reading the collection", "get_collection", self.collection)
+        return dict(info.config.metadata or {})
+
+    def recorded_model(self) -> str | None:
+        return str(self._meta().get("embedding_model")) if self.exists() else None
+
     def prepare(self, embedding_model: str, dimension: int) -> None:
         if self.exists():
-            info = self._call("reading the collection", "get_collection", self.collection)
-            meta = info.config.metadata or {}
+            meta = self._meta()
             if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
                 where = f"collection '{self.collection}' at {self.url}"
                 raise ModelMismatchError(mismatch_message(where, meta, embedding_model, dimension))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.config import LOCAL_EMBEDDING_MODEL
+from flexmatch.config import default_embedding_model
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.stores.base import DENSE, LEXICAL
 from flexmatch.engine.stores.edge import META_FILE, EdgeStore
@@ -78,7 +78,7 @@ def test_a_store_folder_left_by_an_interrupted_creation_is_created_anew(
         hits = kb.query(QUESTION)
         stats = kb.stats()
     meta = json.loads((folder / META_FILE).read_text())
-    assert meta["embedding_model"] == LOCAL_EMBEDDING_MODEL and meta["dimension"] == 384
+    assert meta["embedding_model"] == default_embedding_model() and meta["dimension"] == 384
     assert not (folder / "shard" / "left-by-the-interrupted-run").exists()
     assert hits and hits[0].uri == str(note) and "opens at nine" in hits[0].content
     assert stats.documents == 1 and stats.chunks == 1
@@ -130,7 +130,7 @@ def test_a_folder_that_is_not_a_store_is_refused_and_left_alone(
     assert not (folder / META_FILE).exists()
     store = EdgeStore(folder)  # the store itself says the same
     with pytest.raises(StoreError, match=r"point store\.path at a new folder"):
-        store.prepare(LOCAL_EMBEDDING_MODEL, 384)
+        store.prepare(default_embedding_model(), 384)
     assert (folder / "thesis.tex").exists()
 
 
@@ -184,7 +184,7 @@ def _kill_prepare(kb_dir: Path, milestone: Callable[[Path], bool]) -> None:
     """``kb.store.prepare`` in a child process, SIGKILLed at ``milestone``."""
     kb_dir.mkdir(parents=True)
     child = subprocess.Popen(
-        [sys.executable, "-c", _PREPARE, str(kb_dir), LOCAL_EMBEDDING_MODEL],
+        [sys.executable, "-c", _PREPARE, str(kb_dir), default_embedding_model()],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
