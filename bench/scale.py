@@ -77,7 +77,7 @@ def _points(kb: KnowledgeBase) -> int:
 
 def build(embedder: OnnxEmbedder, log: bool = True) -> dict[int, Path]:
     """One knowledge base per size, grown from the last (cached between runs)."""
-    key = f"schema{SCHEMA_VERSION}-v1"
+    key = f"schema{SCHEMA_VERSION}-v1-{embedder.name.rsplit('/', 1)[-1]}"  # the model's vectors
     root = CACHE / key
     done = {size: root / f"kb-{size}" for size in SIZES}
     if all((p / ".built").is_file() for p in done.values()):

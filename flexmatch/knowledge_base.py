@@ -40,7 +40,7 @@ from flexmatch.engine.llm import LLM
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
-from flexmatch.errors import ConfigError, DocumentNotFoundError
+from flexmatch.errors import ConfigError, DocumentNotFoundError, StoreError
 from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
@@ -222,11 +222,16 @@ class KnowledgeBase:
     def embedding_models(self) -> ModelsConfig:
         """``models``, but a config that names no embedding model keeps the packaged one
         its store was built with: the default depends on the CPU (int8 with VNNI) and
-        changed with it, and a store must go on being searched with the vectors it holds."""
+        changed with it, and a store must go on being searched with the vectors it holds.
+        A store that cannot be read now (a server that is down) leaves the default: the
+        model then loads, and a mismatch is refused by the first ingest that writes."""
         models = self.config.models
         if "embedding" in models.model_fields_set:
             return models
-        recorded = self.store.recorded_model()
+        try:
+            recorded = self.store.recorded_model()
+        except StoreError:
+            return models
         if recorded in LOCAL_EMBEDDING_MODELS and recorded != models.embedding:
             return models.model_copy(update={"embedding": recorded})
         return models
