@@ -423,7 +423,8 @@ class KnowledgeBase:
             active=self._active_runs,
             index_min_points=self.config.store.index_min_points,
         )
-        self.store.prepare(self.embedder.name, self.embedder.dimension)
+        # off the event loop: creating a store takes ~0.2 s
+        await asyncio.to_thread(self.store.prepare, self.embedder.name, self.embedder.dimension)
         return await run.run(items, progress=progress)
 
     async def aingest(
