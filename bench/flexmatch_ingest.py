@@ -25,6 +25,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("corpus", type=Path, help="JSON Lines, one {_id, title, text} a line")
     parser.add_argument("--base-url", required=True, help="OpenAI-compatible /v1 base URL")
     parser.add_argument("--concurrency", type=int, default=8, help="models.llm_concurrency")
+    parser.add_argument("--embedding", help="a packaged model (default: the machine's)")
     return parser.parse_args()
 
 
@@ -37,7 +38,7 @@ def main() -> None:
 
     import_litellm()
     imported = time.perf_counter()
-    embedder = OnnxEmbedder()  # as the CLI's: the default model, runs on every core at once
+    embedder = OnnxEmbedder(args.embedding)  # as the CLI's: runs on every core at once
     embedder.embed(["warm up"] * OnnxEmbedder.BULK)  # loads the session, starts the workers
     loaded = time.perf_counter()
 

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from flexmatch.config import default_embedding_model
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
 
@@ -113,12 +114,15 @@ def llamaindex_round(server: FakeLLMServer, path: Path, concurrency: int, thread
     )
 
 
-def flexmatch_round(server: FakeLLMServer, path: Path, concurrency: int) -> Round:
+def flexmatch_round(
+    server: FakeLLMServer, path: Path, concurrency: int, embedding: str | None
+) -> Round:
     """As bench/run.py's LLM ingest, in a fresh interpreter like the LlamaIndex side."""
     calls, failed = counts(server)
     started = time.perf_counter()
     command = [sys.executable, str(FLEXMATCH_SCRIPT), str(path)]
     command += ["--base-url", server.base_url, "--concurrency", str(concurrency)]
+    command += ["--embedding", embedding] if embedding else []
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     process = time.perf_counter() - started
     if done.returncode != 0:
@@ -145,7 +149,7 @@ def alternate(args: argparse.Namespace, work: Path) -> list[Round]:
         server.responder = responder
         for number in range(1, args.rounds + 1):
             rounds.append(llamaindex_round(server, path, args.concurrency, args.torch_threads))
-            rounds.append(flexmatch_round(server, path, args.concurrency))
+            rounds.append(flexmatch_round(server, path, args.concurrency, args.embedding))
             for done in rounds[-2:]:
                 print(
                     f"round {number}  {done.side:<10}  {done.seconds:6.1f} s  "
@@ -168,13 +172,19 @@ def main() -> None:
         default=2,
         help="LlamaIndex's torch intra-op threads (FlexMatch's model: every core for a batch)",
     )
+    parser.add_argument(
+        "--embedding",
+        help="FlexMatch's local model (default: the machine's, int8 where the CPU has VNNI); "
+        "local/all-MiniLM-L6-v2 is fp32, as LlamaIndex's",
+    )
     args = parser.parse_args()
     if not LLAMAINDEX_PYTHON.is_file():
         sys.exit(f"{LLAMAINDEX_PYTHON} is missing: run bench/setup-llamaindex first")
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(
         f"docs {args.docs}, latency {args.latency} s, concurrency {args.concurrency}, "
-        f"rounds {args.rounds} per side, LlamaIndex torch threads {args.torch_threads}\n"
+        f"rounds {args.rounds} per side, LlamaIndex torch threads {args.torch_threads}, "
+        f"FlexMatch model {args.embedding or default_embedding_model()}\n"
     )
 
     with tempfile.TemporaryDirectory(prefix="flexmatch-vs-llamaindex-") as folder:
