@@ -262,7 +262,8 @@ class IngestConfig(_Strict):
     # kept 8, 4.5 s; 64 no faster)
     document_concurrency: int = Field(32, ge=1, le=256)
     parse_timeout: float = Field(60.0, gt=0, le=3600)  # seconds one document may take to parse
-    parse_memory_mb: int = Field(2048, ge=256, le=65536)  # address space of a parser process
+    # address space a parser process may add to what it starts with
+    parse_memory_mb: int = Field(2048, ge=256, le=65536)
     parse_workers: int = Field(2, ge=1, le=64)  # parser processes
     fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
 

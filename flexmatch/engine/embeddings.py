@@ -385,6 +385,20 @@ def bulk_threads() -> int:
     return max(1, min(8, cores))
 
 
+_RUN_POOLS: dict[int, ThreadPoolExecutor] = {}
+_RUN_POOLS_LOCK = threading.Lock()
+
+
+def _run_pool(workers: int) -> ThreadPoolExecutor:
+    """The process's threads that run the local models' runs, ``workers`` at once: shared
+    by every embedder, so two knowledge bases embedding together do not oversubscribe
+    the cores (and a process holds a few threads, not a few per embedder)."""
+    with _RUN_POOLS_LOCK:
+        if workers not in _RUN_POOLS:
+            _RUN_POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="flexmatch-embed")
+        return _RUN_POOLS[workers]
+
+
 class OnnxEmbedder:
     """all-MiniLM-L6-v2 on ONNX Runtime: tokenize, run, mean-pool, normalise.
 
@@ -409,7 +423,6 @@ class OnnxEmbedder:
         self.batch_size = batch_size
         self.threads = threads
         self._session: Any = None
-        self._pool: ThreadPoolExecutor | None = None
         self._tokenizer: Any = None
         self._dimension: int | None = None
         self._lock = threading.Lock()
@@ -447,12 +460,6 @@ class OnnxEmbedder:
                 except Exception as exc:
                     raise EmbeddingError(f"could not load {path}: {exc}") from exc
             return self._session
-
-    def _workers(self, count: int) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(count, thread_name_prefix="flexmatch-embed")
-            return self._pool
 
     def _load_tokenizer(self) -> Any:
         with self._lock:
@@ -510,7 +517,7 @@ class OnnxEmbedder:
             for group in runs:
                 run(group)
         else:
-            list(self._workers(workers).map(run, runs))  # re-raises a run's error
+            list(_run_pool(workers).map(run, runs))  # re-raises a run's error
         return vectors
 
 

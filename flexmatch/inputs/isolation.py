@@ -18,6 +18,7 @@ import multiprocessing
 import threading
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from flexmatch.errors import FlexMatchError, ParseError
@@ -49,13 +50,25 @@ def _preload() -> None:
             importlib.import_module(name)
 
 
+def _address_space() -> int:
+    """Bytes of address space this process has mapped (0 where /proc does not tell)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _start_worker(megabytes: int) -> None:  # runs in each new worker
-    """Cap the worker's memory. (A worker ends by itself when its parent does: pebble's
-    workers stop when their channel closes; a parent-death signal would not do, as it
-    fires when the *thread* that forked the worker ends.)"""
+    """Cap the worker's memory: ``megabytes`` more than it starts with. A forked worker
+    starts with its parent's mappings (a server's models, thread stacks and allocator
+    arenas: often over a gigabyte), which a parse never touches; capped absolutely, a
+    big parent left a parse almost nothing. (A worker ends by itself when its parent
+    does: pebble's workers stop when their channel closes; a parent-death signal would
+    not do, as it fires when the *thread* that forked the worker ends.)"""
     import resource
 
-    limit = megabytes * 1024 * 1024
+    limit = _address_space() + megabytes * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # a platform without it still parses
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 

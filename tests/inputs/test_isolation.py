@@ -61,3 +61,31 @@ def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
         assert not any(_alive(w) for w in workers), "a worker outlived its parent"
     finally:
         process.kill()
+
+
+def _allocate(megabytes: int) -> int:
+    return len(bytearray(megabytes * 1024 * 1024))
+
+
+def test_the_memory_cap_counts_what_a_parse_adds_not_the_parents_mappings() -> None:
+    """A forked worker starts with its parent's mappings; a parent that has mapped more
+    than the cap (a server with its models) still leaves a parse its full allowance,
+    and a parse past it fails with a line naming the setting."""
+    import mmap
+
+    from flexmatch.errors import ParseError
+    from flexmatch.inputs.isolation import IsolatedPool
+
+    reserved = mmap.mmap(-1, 1024 * 1024 * 1024)  # 1 GB mapped, more than the cap below
+    pool = IsolatedPool(workers=1, timeout=30, memory_mb=300)
+    try:
+        assert pool.run(_allocate, 200, label="fits.html") == 200 * 1024 * 1024
+        try:
+            pool.run(_allocate, 600, label="huge.html")
+        except ParseError as exc:
+            assert "huge.html" in str(exc) and "ingest.parse_memory_mb" in str(exc), exc
+        else:
+            raise AssertionError("a 600 MB parse ran under a 300 MB cap")
+    finally:
+        pool.close()
+        reserved.close()
