@@ -216,10 +216,10 @@ class KnowledgeBase:
         """The embedding model of ``models``, made on first use (loaded on first embed)."""
         with self._embedder_lock:
             if self._embedder is None:
-                self._embedder = make_embedder(self.embedding_models())
+                self._embedder = make_embedder(self._embedding_models())
             return self._embedder
 
-    def embedding_models(self) -> ModelsConfig:
+    def _embedding_models(self) -> ModelsConfig:
         """``models``, but a config that names no embedding model keeps the packaged one
         its store was built with: the default depends on the CPU (int8 with VNNI) and
         changed with it, and a store must go on being searched with the vectors it holds.
@@ -460,14 +460,16 @@ class KnowledgeBase:
             return await self._ingest(inputs, source, tenant, progress, prune)
         address = ray if isinstance(ray, str) and ray else None
         options = RayOptions(address=address, workers=workers, retries=retries)
+        # the workers embed with the model this process chose (no second look at the store)
+        models = self.config.models.model_copy(update={"embedding": self.embedder.name})
         async with RayFanOut.start(
             options,
             kb_dir=self.path,
-            config=self.config.model_copy(update={"models": self.embedding_models()}),
+            config=self.config.model_copy(update={"models": models}),
             env=self.context.env,
             llm_cache=self.path / STATE_DIR / LLM_CACHE_FILE if self.llm else None,
             usage=self.llm.usage if self.llm else None,
-            embedding_model=self.embedder.name,
+            embedding_model=models.embedding,
         ) as fanout:
             return await self._ingest(inputs, source, tenant, progress, prune, fanout)
 

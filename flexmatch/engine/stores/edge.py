@@ -93,7 +93,7 @@ class EdgeStore(QueryMethods):
         return self._shard is not None or (self.path / META_FILE).is_file()
 
     def recorded_model(self) -> str | None:
-        return str(self._meta().get("embedding_model")) if self.exists() else None
+        return self._meta().get("embedding_model") if self.exists() else None
 
     def _meta(self) -> dict[str, Any]:
         try:

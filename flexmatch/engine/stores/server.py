@@ -99,7 +99,7 @@ class ServerStore(QueryMethods):
         return dict(info.config.metadata or {})
 
     def recorded_model(self) -> str | None:
-        return str(self._meta().get("embedding_model")) if self.exists() else None
+        return self._meta().get("embedding_model") if self.exists() else None
 
     def prepare(self, embedding_model: str, dimension: int) -> None:
         if self.exists():
