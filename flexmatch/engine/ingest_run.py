@@ -1,15 +1,19 @@
 """One ingest run over a batch: repair first, documents indexed concurrently as they are
 read, progress reported, LLM usage accounted.
 
-Reading (parsing, fetching) happens in a worker thread, so the event loop stays free
-for the LLM calls of the documents already read.
+Reading (parsing, fetching) happens on a thread of its own, ahead of the indexing, so the
+event loop stays free for the LLM calls of the documents already read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import aclosing
+from typing import Any, TypeVar
 
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.llm import LLM
@@ -17,6 +21,55 @@ from flexmatch.models import Document, FailedDocument, IngestReport, Usage
 
 ProgressCallback = Callable[[IngestReport], None]
 IndexOne = Callable[[Document], Awaitable[None]]
+T = TypeVar("T")
+
+
+async def read_ahead(items: Iterable[T], size: int) -> AsyncIterator[T]:
+    """``items`` (a blocking iterator: parsing, fetching) read on a thread of its own, at
+    most ``size`` ahead of the loop. Each item reaches the loop as soon as it is read: a
+    thread hop per item cost ~5 ms under load, so a run's first 32 documents took ~0.2 s
+    to start. The iterator's error is raised here; leaving early stops the thread at
+    its next item."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    room = threading.Semaphore(size)
+    stopped = threading.Event()
+
+    def hand_over(kind: str, value: Any) -> bool:
+        while not room.acquire(timeout=0.1):
+            if stopped.is_set():
+                return False
+        if stopped.is_set():
+            return False
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        except RuntimeError:  # the loop is closed
+            return False
+        return True
+
+    def read() -> None:
+        try:
+            for item in items:
+                if not hand_over("item", item):
+                    return
+        except BaseException as exc:
+            hand_over("error", exc)
+        else:
+            hand_over("end", None)
+
+    context = contextvars.copy_context()  # as asyncio.to_thread would give it
+    threading.Thread(target=context.run, args=(read,), name="flexmatch-reader", daemon=True).start()
+    try:
+        while True:
+            kind, value = await queue.get()
+            room.release()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stopped.set()
 
 
 class ActiveRuns:
@@ -103,20 +156,17 @@ class IngestRun:
             self._tell(progress)
 
         pending: set[asyncio.Task[None]] = set()
-        iterator = iter(items)
-        while True:
-            item = await asyncio.to_thread(next, iterator, None)
-            if item is None:
-                break
-            if isinstance(item, FailedDocument):
-                report.record_failed(item)
-                self._tell(progress)
-                continue
-            pending.add(asyncio.create_task(index(item)))
-            if len(pending) >= 2 * self.concurrency:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    task.result()  # Indexer.index reports per document; anything else is a bug
+        async with aclosing(read_ahead(items, self.concurrency)) as read:
+            async for item in read:
+                if isinstance(item, FailedDocument):
+                    report.record_failed(item)
+                    self._tell(progress)
+                    continue
+                pending.add(asyncio.create_task(index(item)))
+                if len(pending) >= 2 * self.concurrency:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        task.result()  # Indexer.index reports per document; else a bug
         if pending:
             await asyncio.gather(*pending)
 

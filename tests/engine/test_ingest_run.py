@@ -1,12 +1,19 @@
-"""The ingest run as a unit: the plan's size is known from the first progress call, and
-the report accounts for every input."""
+"""The ingest run as a unit: the plan's size is known from the first progress call, the
+report accounts for every input, and reading runs ahead of indexing on its own thread."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import pytest
 
 from flexmatch import IngestReport, KnowledgeBase
 from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.ingest_run import read_ahead
 from tests.conftest import write_config
 
 
@@ -36,3 +43,50 @@ def test_progress_knows_the_plan_from_the_first_call(
     assert [done for _, done in seen] == sorted(done for _, done in seen)
     assert report.planned == 6 and report.added == 5 and len(report.failed) == 1
     assert "missing.md: no such file or folder" in report.failed[0].error
+
+
+def _collect(items: Iterable[int], size: int, stop_after: int | None = None) -> list[int]:
+    async def run() -> list[int]:
+        seen = []
+        async for item in read_ahead(items, size):
+            seen.append(item)
+            if stop_after is not None and len(seen) == stop_after:
+                break
+        return seen
+
+    return asyncio.run(run())
+
+
+def test_read_ahead_hands_over_every_item_in_order_and_raises_the_readers_error() -> None:
+    assert _collect(iter(range(50)), 4) == list(range(50))
+
+    def failing() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise OSError("disk gone")
+
+    seen: list[int] = []
+
+    async def run() -> None:
+        async for item in read_ahead(failing(), 4):
+            seen.append(item)
+
+    with pytest.raises(OSError, match="disk gone"):
+        asyncio.run(run())
+    assert seen == [1, 2]
+
+
+def test_read_ahead_reads_at_most_its_size_ahead_and_stops_when_left() -> None:
+    """The reader thread (parsing files, fetching pages) runs ahead of the indexing, but
+    not far: nothing is parsed that nobody will take."""
+    produced: list[int] = []
+
+    def items() -> Iterator[int]:
+        for n in range(1000):
+            produced.append(n)
+            yield n
+
+    assert _collect(items(), 3, stop_after=2) == [0, 1]
+    time.sleep(0.3)  # the thread notices at its next hand-over (it polls every 0.1 s)
+    assert len(produced) <= 2 + 3 + 1  # taken, waiting, and the one being handed over
+    assert not any(t.name == "flexmatch-reader" for t in threading.enumerate())
