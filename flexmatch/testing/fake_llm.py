@@ -330,6 +330,9 @@ class RecordedRequest:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
+    # socketserver's default backlog of 5 dropped connections when a client opened 8 at
+    # once, and each dropped one waited out TCP's 1 s retransmit (a provider does not)
+    request_queue_size = 128
 
     def __init__(self, address, handler, fake: FakeLLMServer):
         self.fake = fake
