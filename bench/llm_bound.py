@@ -1,0 +1,116 @@
+"""Where an LLM ingest's time goes, against its calls' bound (calls x latency / concurrency):
+the LLM client alone (the same number of calls, nothing else), the ingest with an embedder
+that costs nothing, and the ingest as it is; alternating in one run, each with the CPU
+time the process spent (the loopback server's included).
+
+Run:  .venv/bin/python bench/llm_bound.py [--docs 200] [--latency 0.3] [--rounds 3]
+Not a test: figures vary with the machine's load; compare the variants' ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from run import corpus  # bench/run.py: the first N squad-dev paragraphs
+
+from flexmatch import KnowledgeBase
+from flexmatch.engine.embeddings import OnnxEmbedder, bulk_threads
+from flexmatch.engine.llm import LLM
+from flexmatch.testing import FakeLLMServer
+
+
+class FreeEmbedder:
+    """Unit vectors that cost nothing to make: the ingest without the model's CPU."""
+
+    def __init__(self, like: OnnxEmbedder) -> None:
+        self.name = like.name
+        self.dimension = like.dimension
+        self._random = np.random.default_rng(0)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._random.standard_normal((len(texts), self.dimension))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors.tolist()
+
+
+def config(server: FakeLLMServer, concurrency: int) -> str:
+    return (
+        f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
+        f"  llm_api_key: k\n  llm_concurrency: {concurrency}\n"
+    )
+
+
+def ingest(
+    folder: Path, path: Path, embedder: object, server: FakeLLMServer, concurrency: int
+) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and LLM calls of one LLM ingest into a new knowledge base."""
+    folder.mkdir()
+    (folder / "flexmatch.yaml").write_text(config(server, concurrency), encoding="utf-8")
+    with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:  # type: ignore[arg-type]
+        started, cpu = time.perf_counter(), time.process_time()
+        report = kb.ingest([path])
+        return time.perf_counter() - started, time.process_time() - cpu, report.usage.calls
+
+
+def client_alone(
+    server: FakeLLMServer, calls: int, concurrency: int, round_: int
+) -> tuple[float, float, int]:
+    """The same number of calls through the LLM client, all ready at once."""
+    llm = LLM("openai/gpt-4o-mini", api_base=server.base_url, api_key="k", concurrency=concurrency)
+
+    async def run() -> None:
+        prompts = [f"Round {round_}, call {n}: write questions." for n in range(calls)]
+        await asyncio.gather(*(llm.complete(prompt) for prompt in prompts))
+
+    started, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(run())
+    return time.perf_counter() - started, time.process_time() - cpu, calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="flexmatch-bound-"))
+    path, _ = corpus(work, args.docs)
+    embedder = OnnxEmbedder()
+    embedder.embed(["load the model before anything is timed"])
+    free = FreeEmbedder(embedder)
+    results: dict[str, list[tuple[float, float, int]]] = {}
+    with FakeLLMServer() as server:
+        server.latency = args.latency
+        client_alone(server, 8, args.concurrency, -1)  # litellm imported and warm
+        for round_ in range(args.rounds):
+            real = ingest(work / f"real-{round_}", path, embedder, server, args.concurrency)
+            nothing = ingest(work / f"free-{round_}", path, free, server, args.concurrency)
+            alone = client_alone(server, real[2], args.concurrency, round_)
+            for name, result in (
+                ("LLM client alone", alone),
+                ("ingest, embedder costing nothing", nothing),
+                ("ingest", real),
+            ):
+                results.setdefault(name, []).append(result)
+    cores = bulk_threads()
+    print(f"{args.docs} docs, latency {args.latency} s, {args.concurrency} calls at once, "
+          f"{cores} cores; medians of {args.rounds} rounds")  # fmt: skip
+    for name, runs in results.items():
+        ratios = [wall / (calls * args.latency / args.concurrency) for wall, _, calls in runs]
+        wall = statistics.median(w for w, _, _ in runs)
+        cpu = statistics.median(c for _, c, _ in runs)
+        calls = statistics.median(n for _, _, n in runs)
+        print(f"{name:<34} {statistics.median(ratios):.2f}x the bound "
+              f"(all {', '.join(f'{r:.2f}' for r in ratios)}); {wall:.2f} s for {calls:.0f} "
+              f"calls; CPU {cpu:.1f} core-s = {cpu / cores:.2f} s on {cores} cores")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
