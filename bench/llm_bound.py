@@ -4,6 +4,8 @@ that costs nothing, and the ingest as it is; alternating in one run, each with t
 time the process spent (the loopback server's included).
 
 Run:  .venv/bin/python bench/llm_bound.py [--docs 200] [--latency 0.3] [--rounds 3]
+      [--config "ingest: {document_concurrency: 32}"]   (YAML added to the KB's config)
+      [--niceness 0]   (how far below the process bulk embedding runs; default 10)
 Not a test: figures vary with the machine's load; compare the variants' ratios.
 """
 
@@ -20,6 +22,7 @@ import numpy as np
 from run import corpus  # bench/run.py: the first N squad-dev paragraphs
 
 from flexmatch import KnowledgeBase
+from flexmatch.engine import embeddings
 from flexmatch.engine.embeddings import OnnxEmbedder, bulk_threads
 from flexmatch.engine.llm import LLM
 from flexmatch.testing import FakeLLMServer
@@ -39,19 +42,20 @@ class FreeEmbedder:
         return vectors.tolist()
 
 
-def config(server: FakeLLMServer, concurrency: int) -> str:
+def config(server: FakeLLMServer, concurrency: int, extra: str) -> str:
     return (
         f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
-        f"  llm_api_key: k\n  llm_concurrency: {concurrency}\n"
+        f"  llm_api_key: k\n  llm_concurrency: {concurrency}\n{extra}\n"
     )
 
 
 def ingest(
-    folder: Path, path: Path, embedder: object, server: FakeLLMServer, concurrency: int
+    folder: Path, path: Path, embedder: object, server: FakeLLMServer, args: argparse.Namespace
 ) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds and LLM calls of one LLM ingest into a new knowledge base."""
     folder.mkdir()
-    (folder / "flexmatch.yaml").write_text(config(server, concurrency), encoding="utf-8")
+    text = config(server, args.concurrency, args.config)
+    (folder / "flexmatch.yaml").write_text(text, encoding="utf-8")
     with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:  # type: ignore[arg-type]
         started, cpu = time.perf_counter(), time.process_time()
         report = kb.ingest([path])
@@ -79,7 +83,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--config", default="", help="YAML added to the knowledge bases' config")
+    parser.add_argument("--niceness", type=int, default=embeddings.BULK_NICENESS)
     args = parser.parse_args()
+    embeddings.BULK_NICENESS = args.niceness  # before the run threads start
     work = Path(tempfile.mkdtemp(prefix="flexmatch-bound-"))
     path, _ = corpus(work, args.docs)
     embedder = OnnxEmbedder()
@@ -90,8 +97,8 @@ def main() -> None:
         server.latency = args.latency
         client_alone(server, 8, args.concurrency, -1)  # litellm imported and warm
         for round_ in range(args.rounds):
-            real = ingest(work / f"real-{round_}", path, embedder, server, args.concurrency)
-            nothing = ingest(work / f"free-{round_}", path, free, server, args.concurrency)
+            real = ingest(work / f"real-{round_}", path, embedder, server, args)
+            nothing = ingest(work / f"free-{round_}", path, free, server, args)
             alone = client_alone(server, real[2], args.concurrency, round_)
             for name, result in (
                 ("LLM client alone", alone),
