@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from run import corpus  # bench/run.py: the first N squad-dev paragraphs
+from run import corpus, llm_config  # bench/run.py: squad-dev paragraphs, the LLM config
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine import embeddings
@@ -42,19 +42,12 @@ class FreeEmbedder:
         return vectors.tolist()
 
 
-def config(server: FakeLLMServer, concurrency: int, extra: str) -> str:
-    return (
-        f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
-        f"  llm_api_key: k\n  llm_concurrency: {concurrency}\n{extra}\n"
-    )
-
-
 def ingest(
     folder: Path, path: Path, embedder: object, server: FakeLLMServer, args: argparse.Namespace
 ) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds and LLM calls of one LLM ingest into a new knowledge base."""
     folder.mkdir()
-    text = config(server, args.concurrency, args.config)
+    text = llm_config(server.base_url, args.concurrency) + args.config + "\n"
     (folder / "flexmatch.yaml").write_text(text, encoding="utf-8")
     with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:  # type: ignore[arg-type]
         started, cpu = time.perf_counter(), time.process_time()

@@ -25,21 +25,12 @@ import time
 from pathlib import Path
 
 import ray
+from run import corpus, llm_config  # bench/run.py: squad-dev paragraphs, the LLM config
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.fanout import NAMESPACE
 from flexmatch.testing import FakeLLMServer
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "squad-dev"
-
-
-def corpus(folder: Path, count: int) -> Path:
-    lines = (DATA / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:count]
-    path = folder / "corpus.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def main() -> None:
@@ -50,16 +41,14 @@ def main() -> None:
     parser.add_argument("--chunks-per-call", type=int, default=1)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="flexmatch-ray-bench-"))
-    path = corpus(work, args.docs)
+    path, _ = corpus(work, args.docs)
     embedder = OnnxEmbedder()
     embedder.embed(["warm up"])  # the local run should not pay for loading the model
     rows: list[tuple[str, float, float, int, int, float]] = []
     per_call = args.chunks_per_call
     with FakeLLMServer() as server:
         server.latency = args.latency
-        config = (
-            f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
-            f"  llm_api_key: k\n  llm_concurrency: {args.concurrency}\n"
+        config = llm_config(server.base_url, args.concurrency) + (
             "sources:\n  default:\n"
             f"    matching_text: {{chain: questions, params: {{chunks_per_call: {per_call}}}}}\n"
             f"    qualifying_text: {{chain: context, params: {{chunks_per_call: {per_call}}}}}\n"

@@ -40,6 +40,14 @@ def corpus(folder: Path, count: int) -> tuple[Path, list[str]]:
     return path, queries
 
 
+def llm_config(base_url: str, concurrency: int) -> str:
+    """A knowledge base's config for an LLM ingest against the loopback server."""
+    return (
+        f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {base_url}\n"
+        f"  llm_api_key: k\n  llm_concurrency: {concurrency}\n"
+    )
+
+
 def articles(folder: Path) -> Path:
     """squad-dev's paragraphs joined back into their Wikipedia articles (24 documents of
     ~8k tokens): the document shape Anthropic priced contextual retrieval on."""
@@ -134,11 +142,8 @@ def main() -> None:
         server.latency = args.latency
         llm_kb = work / "llm"
         llm_kb.mkdir()
-        (llm_kb / "flexmatch.yaml").write_text(
-            f"models:\n  llm: openai/gpt-4o-mini\n  llm_api_base: {server.base_url}\n"
-            f"  llm_api_key: k\n  llm_concurrency: {args.concurrency}\n",
-            encoding="utf-8",
-        )
+        config = llm_config(server.base_url, args.concurrency)
+        (llm_kb / "flexmatch.yaml").write_text(config, encoding="utf-8")
         with KnowledgeBase.open(llm_kb, embedder=embedder, env={}) as kb:
             estimate = kb.run_sync(kb.aestimate([path]))
             whole = kb.run_sync(kb.aestimate([articles(work)]))
