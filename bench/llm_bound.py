@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -23,7 +24,7 @@ from run import corpus, llm_config  # bench/run.py: squad-dev paragraphs, the LL
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine import embeddings
-from flexmatch.engine.embeddings import OnnxEmbedder, bulk_threads
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.llm import LLM
 from flexmatch.testing import FakeLLMServer
 
@@ -99,7 +100,7 @@ def main() -> None:
                 ("ingest", real),
             ):
                 results.setdefault(name, []).append(result)
-    cores = bulk_threads()
+    cores = len(os.sched_getaffinity(0))
     print(f"{args.docs} docs, latency {args.latency} s, {args.concurrency} calls at once, "
           f"{cores} cores; medians of {args.rounds} rounds")  # fmt: skip
     for name, runs in results.items():

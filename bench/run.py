@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 import scale  # bench/scale.py: the 1k / 10k / 100k stores
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder, bulk_threads
+from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.points import CHUNK_FIELDS
 from flexmatch.testing import FakeLLMServer
 
@@ -152,7 +153,7 @@ def main() -> None:
             wall = time.perf_counter() - started
             cpu = time.process_time() - cpu_started  # this process's, the server's included
     bound = report.usage.calls * args.latency / args.concurrency
-    cores = bulk_threads()
+    cores = len(os.sched_getaffinity(0))
     rows += [
         (f"LLM ingest ({args.docs} docs)", f"{wall:.1f} s for {report.usage.calls} calls; "
          f"bound {bound:.1f} s ({wall / bound:.2f}x the bound)" if bound else f"{wall:.1f} s"),

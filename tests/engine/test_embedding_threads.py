@@ -91,16 +91,32 @@ def test_a_configured_thread_count_is_used_for_everything() -> None:
     assert make_embedder(ModelsConfig()).threads is None  # unset: chosen per call
 
 
+def _can_lower_a_thread() -> bool:
+    """Whether this system lets a thread lower its own priority (a sandbox may not)."""
+    allowed: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _niceness() + 1)
+            allowed.append(True)
+        except OSError:
+            allowed.append(False)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return allowed == [True]
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="threads have priorities of their own on Linux")
-def test_a_batch_runs_below_its_caller_and_a_query_at_its_level() -> None:
-    """A bulk embedding yields the cores to the event loop and to queries (their runs on
-    the caller's thread keep its priority)."""
-    embedder = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8)
+def test_a_batch_runs_below_its_process_and_leaves_the_caller_as_it_was() -> None:
+    """A bulk embedding yields the cores to the event loop and to queries."""
+    process = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    if process + BULK_NICENESS > 19 or not _can_lower_a_thread():
+        pytest.skip("this process cannot be scheduled lower by BULK_NICENESS")
+    caller = _niceness()
+    embedder = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8, threads=2)
     watched = _watch(embedder)
-    embedder.embed(["where is the harbour?"])
-    assert watched.niceness == [_niceness()]
-    watched.niceness.clear()
-    two = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8, threads=2)
-    two._session = watched
-    two.embed([f"where is harbour number {n}?" for n in range(8)])
-    assert watched.niceness and set(watched.niceness) == {min(19, _niceness() + BULK_NICENESS)}
+    embedder.embed([f"where is harbour number {n}?" for n in range(8)])
+    assert watched.niceness and set(watched.niceness) == {process + BULK_NICENESS}
+    assert _niceness() == caller

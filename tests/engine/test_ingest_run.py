@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -86,7 +85,10 @@ def test_read_ahead_reads_at_most_its_size_ahead_and_stops_when_left() -> None:
             produced.append(n)
             yield n
 
+    before = set(threading.enumerate())
     assert _collect(items(), 3, stop_after=2) == [0, 1]
-    time.sleep(0.3)  # the thread notices at its next hand-over (it polls every 0.1 s)
+    readers = [t for t in set(threading.enumerate()) - before if t.name == "flexmatch-reader"]
+    for reader in readers:  # it notices at its next hand-over (it polls every 0.1 s)
+        reader.join(timeout=10)
+        assert not reader.is_alive()
     assert len(produced) <= 2 + 3 + 1  # taken, waiting, and the one being handed over
-    assert not any(t.name == "flexmatch-reader" for t in threading.enumerate())
