@@ -157,7 +157,7 @@ class IngestRun:
             self._tell(progress)
 
         pending: set[asyncio.Task[None]] = set()
-        # a few ahead hide a parse; the pending tasks already hold 2 x concurrency
+        # READ_AHEAD documents wait beside the 2 x concurrency pending tasks, no more
         async with aclosing(read_ahead(items, READ_AHEAD)) as read:
             async for item in read:
                 if isinstance(item, FailedDocument):

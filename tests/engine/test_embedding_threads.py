@@ -110,13 +110,13 @@ def _can_lower_a_thread() -> bool:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="threads have priorities of their own on Linux")
 def test_a_batch_runs_below_its_process_and_leaves_the_caller_as_it_was() -> None:
-    """A bulk embedding yields the cores to the event loop and to queries."""
+    """A bulk embedding yields the cores to the event loop and to queries; where a thread
+    may not lower itself (a sandbox), its runs stay at the process's level."""
     process = os.getpriority(os.PRIO_PROCESS, os.getpid())
-    if process + BULK_NICENESS > 19 or not _can_lower_a_thread():
-        pytest.skip("this process cannot be scheduled lower by BULK_NICENESS")
+    expected = min(19, process + BULK_NICENESS) if _can_lower_a_thread() else process
     caller = _niceness()
     embedder = OnnxEmbedder(LOCAL_EMBEDDING_MODEL_INT8, threads=2)
     watched = _watch(embedder)
     embedder.embed([f"where is harbour number {n}?" for n in range(8)])
-    assert watched.niceness and set(watched.niceness) == {process + BULK_NICENESS}
+    assert watched.niceness and set(watched.niceness) == {expected}
     assert _niceness() == caller
