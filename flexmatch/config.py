@@ -268,15 +268,33 @@ class IngestConfig(_Strict):
     fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
 
 
+class ThrottleConfig(_Strict):
+    """Budgets of failed API key checks and console sign-ins (``service.throttle``).
+
+    Each client address and each key id may fail ``failures_per_*`` times at once; the
+    budget comes back over ``window_seconds``. Keys that passed a check within
+    ``trusted_seconds`` are never throttled. 0 turns a budget off. The rules are in
+    ``flexmatch.adapters.http.throttle``; the budgets are per server process (replica).
+    """
+
+    failures_per_address: int = Field(default=20, ge=0, le=1_000_000)
+    failures_per_key: int = Field(default=20, ge=0, le=1_000_000)
+    window_seconds: float = Field(default=60.0, gt=0, le=86_400)
+    trusted_seconds: float = Field(default=3_600.0, ge=0, le=7 * 86_400)
+    max_entries: int = Field(default=10_000, ge=10, le=10_000_000)
+
+
 class ServiceConfig(_Strict):
     """What the replicas of ``flexmatch serve`` share: API keys, jobs, cache generations.
 
     ``state_url`` is an SQLAlchemy URL (``postgresql+psycopg://user:pw@db/flexmatch``,
     ``sqlite:////var/lib/flexmatch/state.db``; needs the ``shared`` extra). Unset, they
     live in ``<kb>/.flexmatch/keys.sqlite``, which every process on this machine shares.
+    ``throttle``: how failed key checks and sign-ins are limited (each process its own).
     """
 
     state_url: str | None = None
+    throttle: ThrottleConfig = ThrottleConfig()
 
     @field_validator("state_url", mode="before")
     @classmethod

@@ -6,7 +6,8 @@ request, so a scoped key cannot even express a query outside its scope.
 
 The key is checked by a middleware for every ``/v1`` request before any body is read,
 so an unauthenticated or rate-limited client cannot make the server parse an upload.
-Order of checks: missing/bad key → 401, over the rate → 429, not permitted → 403.
+Order of checks: missing key → 401, too many failed checks from this address or on
+this key id → 429 (``throttle``), bad key → 401, over the rate → 429, not permitted → 403.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexmatch import FlexMatchError, Permission
+from flexmatch import ApiKey, FlexMatchError, Permission
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.state import ServiceState, get_state
@@ -47,8 +48,12 @@ class Principal:
     permissions: frozenset[str]
 
 
-def identify(state: ServiceState, headers: Headers) -> Principal:
-    """The caller behind the request's key, after its rate limit; raises 401 or 429."""
+def identify(state: ServiceState, headers: Headers, client: str | None) -> Principal:
+    """The caller behind the request's key, after its rate limit; raises 401 or 429.
+
+    ``client`` is the caller's address: failed checks from it are throttled (see
+    ``throttle``); None checks a key already signed in (a console session) unthrottled.
+    """
     authorization = headers.get("authorization", "")
     scheme, _, credentials = authorization.partition(" ")
     token = credentials.strip() if scheme.lower() == "bearer" else ""
@@ -61,10 +66,7 @@ def identify(state: ServiceState, headers: Headers) -> Principal:
             "an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
             headers=challenge,
         )
-    key = state.keys.verify(token)
-    if key is None:
-        message = "the API key is not valid or was revoked"
-        raise ApiError(401, "unauthorized", message, headers=challenge)
+    key = check_key(state, token, client)
     wait = state.limiter.acquire(key.id)
     if wait > 0:
         raise ApiError(
@@ -74,6 +76,38 @@ def identify(state: ServiceState, headers: Headers) -> Principal:
             headers={"Retry-After": retry_after(wait)},
         )
     return Principal(key_id=key.id, tenant=key.tenant, permissions=frozenset(key.permissions))
+
+
+def check_key(state: ServiceState, token: str, client: str | None) -> ApiKey:
+    """The key behind ``token``, throttled by failures from ``client`` and on its key id."""
+    if client is not None:
+        wait, reason = state.throttle.admit(client, token)
+        if wait > 0:
+            raise _throttled(reason, wait)
+    key = state.keys.verify(token)
+    if key is None:
+        if client is not None:
+            wait = state.throttle.failed(client, token)
+            if wait > 0:
+                raise _throttled("too many failed checks of this API key id", wait)
+        message = "the API key is not valid or was revoked"
+        raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+    if client is not None:
+        state.throttle.succeeded(token)
+    return key
+
+
+def _throttled(reason: str, wait: float) -> ApiError:
+    seconds = retry_after(wait)
+    return ApiError(
+        429, "rate_limited", f"{reason}; retry in {seconds} s", headers={"Retry-After": seconds}
+    )
+
+
+def client_host(scope: Scope) -> str:
+    """The caller's address as the server sees it ("" when it is not known)."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""
 
 
 class AuthMiddleware:
@@ -86,7 +120,7 @@ class AuthMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIX):
             try:
-                principal = identify(self.state, Headers(scope=scope))
+                principal = identify(self.state, Headers(scope=scope), client_host(scope))
             except ApiError as exc:
                 response = error_response(exc.status, exc.code, exc.message, headers=exc.headers)
                 await response(scope, receive, send)
@@ -108,7 +142,7 @@ async def authenticate(
     principal = request.scope.get("state", {}).get(_PRINCIPAL)
     if isinstance(principal, Principal):
         return principal
-    return identify(get_state(request), request.headers)
+    return identify(get_state(request), request.headers, client_host(request.scope))
 
 
 def permits(principal: Principal, *permissions: Permission) -> bool:

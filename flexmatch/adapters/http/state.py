@@ -19,6 +19,7 @@ from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, Knowledge
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.limits import Limits, RateLimiter
+from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.adapters.http.writes import TenantWriter
 
 log = logging.getLogger("flexmatch.adapters.http")
@@ -50,6 +51,7 @@ class ServiceState:
     writer: TenantWriter
     jobs: JobRegistry
     readiness: Readiness = field(default_factory=Readiness)
+    throttle: Throttle = field(default_factory=Throttle)  # failed key checks
     _warm: asyncio.Task[None] | None = None
 
     @classmethod
@@ -70,6 +72,7 @@ class ServiceState:
             limits=limits,
             cache=cache,
             limiter=RateLimiter(limits.rate_per_second, limits.burst),
+            throttle=Throttle(kb.config.service.throttle),
             writer=writer,
             jobs=JobRegistry(
                 kb,
