@@ -15,13 +15,15 @@ from fastapi import Request, Response
 from starlette.datastructures import Headers
 
 from flexmatch import DocumentRecord, FlexMatchError, Usage, answer_result
-from flexmatch.adapters.http.auth import identify
+from flexmatch.adapters.http.auth import check_key, client_host, identify
 from flexmatch.adapters.http.console.evals import load_eval
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
     CSRF_FIELD,
     PATH,
     SIGNIN_COOKIE,
+    cookie_name,
+    cookie_path,
     new_token,
     same_token,
 )
@@ -31,8 +33,10 @@ from flexmatch.adapters.http.console.web import (
     console_router,
     console_state,
     current_user,
+    is_https,
     need,
     posted_form,
+    read_cookie,
     redirect,
     render,
     safe_next,
@@ -55,14 +59,23 @@ NOTICES = {
 
 
 def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
-    """HttpOnly, SameSite=Strict, for the console's paths only; Secure over https."""
+    """HttpOnly, SameSite=Strict, for the console's paths only; over https Secure and
+    ``__Host-`` prefixed (so on every path, as that prefix requires)."""
+    secure = is_https(request)
     response.set_cookie(
-        name,
+        cookie_name(name, secure),
         value,
-        path=PATH,
+        path=cookie_path(secure),
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure,
+    )
+
+
+def delete_cookie(response: Response, request: Request, name: str) -> None:
+    secure = is_https(request)
+    response.delete_cookie(
+        cookie_name(name, secure), path=cookie_path(secure), secure=secure, httponly=True
     )
 
 
@@ -84,7 +97,7 @@ async def signin_page(
     expired: str | None = None,
     signed_out: str | None = None,
 ) -> Response:
-    if console_state(request).sessions.get(request.cookies.get(COOKIE)) is not None:
+    if console_state(request).sessions.get(read_cookie(request, COOKIE)) is not None:
         try:
             await current_user(request)
             return redirect(safe_next(next))
@@ -104,25 +117,36 @@ def _valid_key_text(key: str) -> bool:
 
 @router.post("/signin")
 async def signin(request: Request, state: State) -> Response:
-    """Check the key as the API does; on success a new session and its cookie."""
+    """Check the key as the API does (failures throttled per address and key id, as
+    the API's are); on success a new session and its cookie, ending the old one. Only
+    from the console's own origin (``ConsoleRoute`` checks that before this runs)."""
     form = await request.form()
     next_url = safe_next(text_field(form, "next"))
-    if not same_token(text_field(form, CSRF_FIELD), request.cookies.get(SIGNIN_COOKIE, "")):
+    if not same_token(text_field(form, CSRF_FIELD), read_cookie(request, SIGNIN_COOKIE) or ""):
         message = "The sign-in form expired or was not sent from this console; try again."
         return _signin_page(request, next_url, message, status=403)
     key = text_field(form, "api_key").strip()
     if not key:
         return _signin_page(request, next_url, "Enter an API key.", status=422)
-    if not _valid_key_text(key):
-        return _signin_page(request, next_url, "That is not an API key.", status=401)
+    client = client_host(request.scope)
     try:
-        identify(state, Headers({"authorization": f"Bearer {key}"}))
+        if _valid_key_text(key):
+            identify(state, Headers({"authorization": f"Bearer {key}"}), client)
+        else:  # not a key at all, but a failure all the same
+            check_key(state, key[:200], client)
     except ApiError as exc:
-        return _signin_page(request, next_url, exc.message.capitalize() + ".", status=exc.status)
-    session = console_state(request).sessions.create(key)
+        message = exc.message.capitalize() + "."
+        if not _valid_key_text(key) and exc.status == 401:
+            message = "That is not an API key."
+        page = _signin_page(request, next_url, message, status=exc.status)
+        page.headers.update(exc.headers or {})
+        return page
+    sessions = console_state(request).sessions
+    sessions.end(read_cookie(request, COOKIE))
+    session = sessions.create(key)
     response = redirect(next_url)
     set_cookie(response, request, COOKIE, session.id)
-    response.delete_cookie(SIGNIN_COOKIE, path=PATH)
+    delete_cookie(response, request, SIGNIN_COOKIE)
     return response
 
 
@@ -130,7 +154,7 @@ async def signin(request: Request, state: State) -> Response:
 async def signout(request: Request) -> Response:
     """End the session (its CSRF token required) and clear the cookie."""
     sessions = console_state(request).sessions
-    session = sessions.get(request.cookies.get(COOKIE))
+    session = sessions.get(read_cookie(request, COOKIE))
     if session is not None:
         form = await request.form()
         sent = request.headers.get("x-csrf-token") or text_field(form, CSRF_FIELD)
@@ -138,7 +162,7 @@ async def signout(request: Request) -> Response:
             raise ApiError(403, "csrf_failed", "the sign-out form is stale; reload the page")
         sessions.end(session.id)
     response = redirect(f"{PATH}/signin?signed_out=1")
-    response.delete_cookie(COOKIE, path=PATH)
+    delete_cookie(response, request, COOKIE)
     return response
 
 

@@ -1,10 +1,11 @@
 """Console sessions: a signed-in API key, kept on the server behind a random cookie.
 
-The browser holds only a random session id (HttpOnly, SameSite=Strict, Secure over
-https). The key itself stays in this process's memory, so every request checks it exactly
-as the REST API does (valid, not revoked, within its rate limit): revoking a key ends its
-sessions at once. Each session has its own CSRF token, which every POST must send back.
-A restart signs everyone out; that is the price of never putting a key in a cookie.
+The browser holds only a random session id (HttpOnly, SameSite=Strict; over https
+Secure and ``__Host-`` prefixed, so no sibling subdomain can set one). The key itself
+stays in this process's memory, so every request checks it exactly as the REST API does
+(valid, not revoked, within its rate limit): revoking a key ends its sessions at once.
+Each session has its own CSRF token, which every POST must send back. A restart signs
+everyone out; that is the price of never putting a key in a cookie.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ SIGNIN_COOKIE = "fm_console_signin"  # the sign-in form's CSRF token (double sub
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
 PATH = "/console"
+HOST_PREFIX = "__Host-"
+
+
+def cookie_name(base: str, secure: bool) -> str:
+    """The cookie's name: over https ``__Host-`` prefixed, which browsers accept only when
+    set by this very origin over https (Secure, Path=/, no Domain), so a page on a sibling
+    subdomain cannot toss one in. Plain http has no such guarantee: there the console's
+    origin check (``web.check_origin``) is what keeps other sites' forms out."""
+    return HOST_PREFIX + base if secure else base
+
+
+def cookie_path(secure: bool) -> str:
+    """``__Host-`` cookies must have Path=/; plain ones stay on the console's paths."""
+    return "/" if secure else PATH
 
 
 @dataclass

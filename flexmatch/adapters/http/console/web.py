@@ -31,6 +31,7 @@ from flexmatch.adapters.http.console.sessions import (
     PATH,
     Session,
     SessionStore,
+    cookie_name,
     same_token,
 )
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
@@ -140,17 +141,27 @@ def console_state(request: Request) -> ConsoleState:
     return request.app.state.console
 
 
+def is_https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def read_cookie(request: Request, base: str) -> str | None:
+    """A console cookie by its base name (``__Host-`` prefixed over https: an unprefixed
+    one there may have been tossed in by a sibling subdomain, and is ignored)."""
+    return request.cookies.get(cookie_name(base, is_https(request)))
+
+
 # -- the signed-in user --------------------------------------------------------------
 async def current_user(request: Request) -> ConsoleUser:
     """The session's key, checked as the API checks a key on every request: a revoked
     key ends the session (401), an over-eager one is rate limited (429)."""
     sessions = console_state(request).sessions
-    session = sessions.get(request.cookies.get(COOKIE))
+    session = sessions.get(read_cookie(request, COOKIE))
     if session is None:
         raise ApiError(401, "signed_out", "Sign in with an API key to continue.")
     headers = Headers({"authorization": f"Bearer {session.token}"})
     try:
-        principal = identify(get_state(request), headers)
+        principal = identify(get_state(request), headers, None)  # checked at sign-in
     except ApiError as exc:
         if exc.status == 401:
             sessions.end(session.id)
@@ -269,14 +280,63 @@ def failure(
     return response
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SAME_SITE_FETCHES = frozenset({"same-origin", "none"})  # ``none``: the user's own action
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """``scheme://host[:port]`` as compared: lower case, the scheme's default port made
+    explicit (``"null"`` and other non-URLs give an empty scheme, which matches nothing)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        return ("", "", None)
+    port = port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return (parts.scheme.lower(), (parts.hostname or "").lower(), port)
+
+
+def check_origin(request: Request) -> None:
+    """Refuse (403) a state-changing request that a page of another origin sent.
+
+    Forms are also protected by their CSRF token, but the sign-in form's token is a
+    cookie, and a sibling origin can set (toss) cookies: it could sign a victim into the
+    attacker's tenant. Browsers say where a request came from in ``Sec-Fetch-Site``
+    (``same-site`` is a sibling subdomain: refused too) and ``Origin``, which must be
+    this request's own ``scheme://host``. A request with neither (no browser) passes on
+    to the token checks. Behind a TLS-terminating proxy, the server must see the
+    original scheme and host (uvicorn's ``--forwarded-allow-ips``), or every form fails.
+    """
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site.strip().lower() not in SAME_SITE_FETCHES:
+        raise ApiError(
+            403,
+            "cross_origin",
+            "the console accepts forms only from its own pages, and the browser says this"
+            f" one came from a {site.strip()[:40]} page",
+        )
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    if origin is not None and _origin(origin) != _origin(own):
+        raise ApiError(
+            403,
+            "cross_origin",
+            f"the console accepts forms only from its own pages ({own}), not from"
+            f" {origin.strip()[:100]!r}",
+        )
+
+
 class ConsoleRoute(APIRoute):
-    """A route whose errors are pages (or JSON under ``/console/api``), not the API's."""
+    """A route whose errors are pages (or JSON under ``/console/api``), not the API's;
+    a state-changing request is refused unless it came from the console's own origin."""
 
     def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:
             try:
+                if request.method not in SAFE_METHODS:
+                    check_origin(request)  # before a byte of the body is read
                 return await handler(request)
             except ApiError as exc:
                 return failure(request, exc.status, exc.code, exc.message, exc.headers)
