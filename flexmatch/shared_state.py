@@ -239,5 +239,9 @@ class SharedState:
         """Reach the database and create its tables (a server fails fast on a bad URL)."""
         self.database.check()
 
+    def ping(self) -> None:
+        """Read from the database, creating nothing; ``StoreError`` when it is down."""
+        self.database.ping()
+
     def close(self) -> None:
         self.database.close()

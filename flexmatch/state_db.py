@@ -4,7 +4,12 @@ By default it is ``<kb>/.flexmatch/keys.sqlite`` through the standard library's 
 (no extra needed, and the file API keys have always lived in, so existing keys keep
 working); every process on this machine can share it. ``service.state_url`` names any
 database SQLAlchemy reaches instead (PostgreSQL for replicas on several machines), which
-needs the ``shared`` extra.
+needs the ``shared`` extra; ``postgresql://`` without a driver means psycopg 3, the driver
+that extra installs.
+
+A server that is down or restarting costs a request at most ``CONNECT_TIMEOUT`` seconds
+and fails it with a ``StoreError`` naming the database (a 503 over HTTP), never a hang;
+pooled connections are pinged before use, so the first request after a restart works.
 
 The statements are written once, in plain SQL with ``:name`` parameters that both
 drivers take; only the tables are declared twice (SQLite DDL here, SQLAlchemy ``Table``
@@ -29,6 +34,8 @@ from flexmatch.extras import require
 
 STATE_FILE = Path(".flexmatch") / "keys.sqlite"  # its old name: it held only the keys once
 BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write to finish
+CONNECT_TIMEOUT = 5  # seconds to reach a database server (libpq takes whole seconds)
+POOL_TIMEOUT = 10.0  # seconds a thread waits for a free pooled connection
 
 _SQLITE_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -90,6 +97,10 @@ class Database(Protocol):
 
     def check(self) -> None:
         """Reach the database and create its tables now (a server fails fast on a bad URL)."""
+
+    def ping(self) -> None:
+        """Read from the database, creating nothing; a ``StoreError`` when it does not
+        answer (readiness: a replica whose state database is down is not ready)."""
 
     def close(self) -> None: ...
 
@@ -180,6 +191,11 @@ class SqliteDatabase:
         with self.transaction():
             pass
 
+    def ping(self) -> None:
+        with self.transaction(create=False) as db:
+            if db is not None:  # no file yet: nothing to read, and the first write makes it
+                db.execute("SELECT COUNT(*) FROM sqlite_master")
+
     def close(self) -> None:
         """Close every thread's connection (the object still works: it reconnects)."""
         with self._lock:
@@ -265,6 +281,8 @@ class SqlAlchemyDatabase:
             parsed = sa.make_url(url)
         except sa.exc.ArgumentError as exc:
             raise ConfigError(f"service.state_url is not a database URL: {exc}") from exc
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")  # the `shared` extra's driver
         self.location = parsed.render_as_string(hide_password=True)
         sqlite = parsed.get_backend_name() == "sqlite"
         if sqlite and parsed.database in (None, "", ":memory:"):
@@ -273,12 +291,16 @@ class SqlAlchemyDatabase:
                 "process can see: name a file (sqlite:////path/state.db) or a server"
             )
         self.insertion_order = "rowid" if sqlite else "seq"
+        options: dict[str, Any] = {}
+        if sqlite:
+            options["connect_args"] = {"timeout": BUSY_TIMEOUT}
+        else:
+            # a server that restarted dropped the pooled connections: ping before use
+            options |= {"pool_pre_ping": True, "pool_timeout": POOL_TIMEOUT}
+            if parsed.get_backend_name() == "postgresql":
+                options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT}
         try:
-            self._engine = sa.create_engine(
-                parsed,
-                pool_pre_ping=not sqlite,  # a server may have dropped an idle connection
-                connect_args={"timeout": BUSY_TIMEOUT} if sqlite else {},
-            )
+            self._engine = sa.create_engine(parsed, **options)
         except (ImportError, sa.exc.NoSuchModuleError) as exc:
             raise ConfigError(
                 f"service.state_url {self.location} needs a database driver that is not "
@@ -313,6 +335,13 @@ class SqlAlchemyDatabase:
     def check(self) -> None:
         with self.transaction():
             pass
+
+    def ping(self) -> None:
+        try:
+            with self._engine.connect() as connection:
+                connection.execute(self._sa.text("SELECT 1"))
+        except self._sa.exc.SQLAlchemyError as exc:
+            raise _failed(self.location, exc) from exc
 
     def close(self) -> None:
         self._engine.dispose()

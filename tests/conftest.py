@@ -80,6 +80,16 @@ def llm_server(_llm_server: FakeLLMServer) -> FakeLLMServer:
     return _llm_server
 
 
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty database (its SQLAlchemy URL) on the PostgreSQL server
+    ``scripts/postgres`` runs, dropped afterwards; the test skips without that server."""
+    from tests.postgres import fresh_database
+
+    with fresh_database() as url:
+        yield url
+
+
 def write_config(kb_dir: Path, text: str) -> Path:
     kb_dir.mkdir(parents=True, exist_ok=True)
     path = kb_dir / "flexmatch.yaml"

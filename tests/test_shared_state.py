@@ -1,12 +1,15 @@
 """The state replicas share (keys, job records, cache generations), in the default SQLite
-file and in a database by SQLAlchemy URL: two ``SharedState`` objects over one database
-stand for two replicas, and each sees what the other wrote, at once."""
+file, in a SQLite file by SQLAlchemy URL and on a real PostgreSQL server (the one
+``scripts/postgres`` runs; those cases skip without it): two ``SharedState`` objects over
+one database stand for two replicas, and each sees what the other wrote, at once."""
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,15 +17,32 @@ import pytest
 from flexmatch import ConfigError, JobRecord, KeyStore, SharedState, StoreError
 from flexmatch.state_db import SqlAlchemyDatabase, SqliteDatabase, open_database
 from tests.conftest import write_config
+from tests.state_workers import SHARED_JOB, write_concurrently
 
 Open = Callable[[], SharedState]
 
 
-@pytest.fixture(params=["default", "url"])
-def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Open:
+@pytest.fixture(params=["default", "url", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
+    """``service.state_url``: None (the default file in ``tmp_path``), a SQLite file by
+    URL, or a fresh database on the test PostgreSQL server."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return None if request.param == "default" else f"sqlite:///{tmp_path / 'state.db'}"
+
+
+@pytest.fixture
+def replicas(url: str | None, tmp_path: Path) -> Iterator[Open]:
     """A factory of replicas' views of one state database."""
-    url = None if request.param == "default" else f"sqlite:///{tmp_path / 'state.db'}"
-    return lambda: SharedState(open_database(tmp_path, url))
+    opened: list[SharedState] = []
+
+    def open_replica() -> SharedState:
+        opened.append(SharedState(open_database(tmp_path, url)))
+        return opened[-1]
+
+    yield open_replica
+    for state in opened:  # the database is dropped next: let go of it
+        state.close()
 
 
 def test_a_key_made_or_revoked_by_one_replica_holds_for_the_other(replicas: Open) -> None:
@@ -87,6 +107,35 @@ def test_a_lost_job_is_declared_failed_once_unless_it_beat(replicas: Open) -> No
     assert not a.jobs.save("j1", "running", {"n": 2}, 3)  # the owner learns it was declared
 
 
+def test_concurrent_writers_from_several_processes_lose_nothing(
+    replicas: Open, url: str | None, tmp_path: Path
+) -> None:
+    """3 processes of 4 threads each make 15 keys, 15 generation bumps, 15 outcomes of
+    one shared job and 15 saves of a job of their own: every one of them is there after."""
+    state = replicas()
+    state.jobs.create(_record(SHARED_JOB, status="running"))
+    processes, threads, each = 3, 4, 15
+    spawn = multiprocessing.get_context("spawn")  # no inherited pools or locks
+    with ProcessPoolExecutor(processes, mp_context=spawn) as pool:
+        runs = [
+            pool.submit(write_concurrently, str(tmp_path), url, worker, threads, each)
+            for worker in range(processes)
+        ]
+        for run in runs:
+            run.result(timeout=240)
+    writers = processes * threads
+    other = replicas()
+    keys = other.keys.list("acme")
+    assert len(keys) == writers * each and len({k.id for k in keys}) == writers * each
+    assert other.generations.current("acme") == writers * each
+    shared = other.jobs.get("acme", SHARED_JOB)
+    assert shared is not None and len(shared.documents) == writers * each
+    for worker in range(processes):
+        for thread in range(threads):
+            own = other.jobs.get("acme", f"w{worker}t{thread}")
+            assert own is not None and own.body == {"n": each}
+
+
 def test_the_default_file_is_the_old_keys_file_and_old_keys_still_work(tmp_path: Path) -> None:
     path = tmp_path / ".flexmatch" / "keys.sqlite"
     path.parent.mkdir()
@@ -136,13 +185,19 @@ def test_the_config_names_the_database(tmp_path: Path, monkeypatch: pytest.Monke
         ("not a url", "service.state_url is not a database URL"),
         ("sqlite://", "in-memory database, which no other process can see"),
         ("sqlite:///:memory:", "in-memory database"),
-        ("postgresql+psycopg://u:secret@db/x", "needs a database driver that is not installed"),
+        ("postgresql+pg8000://u:secret@db/x", "needs a database driver that is not installed"),
+        ("mysql+pymysql://u:secret@db/x", "needs a database driver that is not installed"),
     ],
 )
 def test_bad_urls_are_refused_clearly(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as raised:
         open_database(".", url)
     assert "secret" not in str(raised.value)
+
+
+def test_a_postgresql_url_without_a_driver_means_psycopg() -> None:
+    database = open_database(".", "postgresql://u:secret@db.invalid/x")
+    assert database.location == "postgresql+psycopg://u:***@db.invalid/x"
 
 
 def test_an_unreachable_database_is_a_store_error(tmp_path: Path) -> None:
