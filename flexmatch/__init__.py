@@ -56,6 +56,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "PERMISSIONS": ("flexmatch.keys", "PERMISSIONS"),
     "ParseError": ("flexmatch.errors", "ParseError"),
     "ParsedDocument": ("flexmatch.models", "ParsedDocument"),
+    "PayloadError": ("flexmatch.errors", "PayloadError"),
     "Permission": ("flexmatch.keys", "Permission"),
     "PromptError": ("flexmatch.errors", "PromptError"),
     "QueryConfig": ("flexmatch.config", "QueryConfig"),
@@ -85,6 +86,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "load_config": ("flexmatch.config", "load_config"),
     "load_setup": ("flexmatch.evaluation", "load_setup"),
     "prepare_local_model": ("flexmatch.engine.embeddings", "prepare_local_model"),
+    "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
     "require_extra": ("flexmatch.extras", "require"),
     "run_sync": ("flexmatch.knowledge_base", "run_sync"),
@@ -129,6 +131,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         MissingExtraError,
         ModelMismatchError,
         ParseError,
+        PayloadError,
         PromptError,
         SourceChoiceError,
         StoreError,
@@ -138,6 +141,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from flexmatch.evaluation import BASELINES, BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.extras import require as require_extra
+    from flexmatch.inputs.records import record_id
     from flexmatch.inputs.sources import safe_filename
     from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant
     from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups, run_sync

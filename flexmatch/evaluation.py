@@ -42,7 +42,7 @@ class BeirDataset:
             if not path.is_file():
                 raise ConfigError(f"{folder}: not a BEIR data set ({path.name} is missing)")
         qrels: dict[str, dict[str, int]] = {}
-        for number, line in enumerate(qrels_path.read_text(encoding="utf-8").splitlines()):
+        for number, line in enumerate(qrels_path.read_text(encoding="utf-8-sig").splitlines()):
             parts = line.split("\t")
             if (number == 0 and parts[0] == "query-id") or not line.strip():
                 continue
@@ -50,7 +50,7 @@ class BeirDataset:
                 raise ConfigError(f"{qrels_path}:{number + 1}: expected 3 tab-separated fields")
             qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
         queries = {}
-        for line in queries_path.read_text(encoding="utf-8").splitlines():
+        for line in queries_path.read_text(encoding="utf-8-sig").splitlines():
             if line.strip():
                 row = json.loads(line)
                 if row["_id"] in qrels:
@@ -169,7 +169,7 @@ class Setup:
         if not self.corpus_sources:
             return [(corpus, None)]
         folder.mkdir(parents=True, exist_ok=True)
-        lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line]
+        lines = [line for line in corpus.read_text(encoding="utf-8-sig").splitlines() if line]
         count = len(self.corpus_sources)
         parts = []
         for index, source in enumerate(self.corpus_sources):

@@ -37,14 +37,46 @@ def interpolate(value: Any, env: dict[str, str], where: str) -> Any:
     return value
 
 
+MAX_YAML_DEPTH = 100
+"""Levels a config file may nest: PyYAML builds nested values by recursion, so a deeper
+file would end in a RecursionError instead of a message."""
+
+
+def yaml_depth(text: str) -> int:
+    """How deeply mappings and sequences nest in ``text``, from PyYAML's event stream
+    (read iteratively, whatever the depth); it stops counting past ``MAX_YAML_DEPTH``."""
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_YAML_DEPTH:
+                break
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return deepest
+
+
+def load_yaml_text(text: str, where: str) -> Any:
+    """``yaml.safe_load`` of ``text`` with errors that name ``where``: invalid YAML and
+    nesting deeper than ``MAX_YAML_DEPTH`` are ``ConfigError`` s, never tracebacks."""
+    try:
+        if yaml_depth(text) > MAX_YAML_DEPTH:
+            raise ConfigError(f"{where}: nested too deeply (over {MAX_YAML_DEPTH} levels)")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML: {exc}") from exc
+
+
 def read_yaml(path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Load a YAML mapping from ``path`` with environment interpolation."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8-sig")  # a BOM some editors write is no error
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: file not found") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    raw = load_yaml_text(text, str(path))
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

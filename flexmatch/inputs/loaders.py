@@ -23,6 +23,43 @@ def document_id(source: str, uri: str) -> str:
     return hashlib.sha256(f"{source}\n{uri}".encode()).hexdigest()[:24]
 
 
+def given_id(value: Any, where: str, field: str) -> str | None:
+    """A record's own id as a document id: a string, or an integer in decimal (so ``1``
+    and ``"1"`` name the same document); none when absent or empty. Other JSON values
+    (``true``, ``1.5``, objects, lists) are refused: their text form is no stable name."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    kinds = {bool: "a boolean", float: "a decimal number", dict: "an object", list: "a list"}
+    kind = kinds.get(type(value), type(value).__name__)
+    raise ParseError(f"{where}: the id ('{field}') must be a string or an integer, not {kind}")
+
+
+class SeenIds:
+    """The ids already given in one batch (a file, a request): a second record with the
+    same id is refused, naming the first, instead of silently replacing it."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+
+    def claim(self, item: Item, where: str) -> Item:
+        """``item``, or a failure when its id was taken earlier in the batch."""
+        if not isinstance(item, Document):
+            return item
+        first = self._first.get(item.id)
+        if first is None:
+            self._first[item.id] = where
+            return item
+        return FailedDocument(
+            uri=where,
+            error=f"{where}: id '{item.id}' is already used by {first} in the same batch; "
+            "ids must be unique (1 and \"1\" are the same id)",
+        )
+
+
 def attempt(uri: str, build: Callable[[], Document]) -> Item:
     """The document ``build`` makes, or a failure naming ``uri``: one bad input never
     stops a bulk import, whatever went wrong in it."""
@@ -158,23 +195,28 @@ def json_lines(path: Path) -> Iterator[tuple[Any, str] | FailedDocument]:
                 continue
             where = f"{path}:{number}"
             try:
-                yield json.loads(raw.decode("utf-8")), where
+                yield json.loads(raw.decode("utf-8-sig")), where  # a BOM is no error
             except UnicodeDecodeError:
                 yield FailedDocument(uri=where, error=f"{where}: not UTF-8 text")
             except json.JSONDecodeError as exc:
                 yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
+            except ValueError as exc:  # an integer of over 4,300 digits
+                yield FailedDocument(uri=where, error=f"{where}: not readable JSON: {exc}")
             except RecursionError:
                 yield FailedDocument(uri=where, error=f"{where}: the JSON nests too deeply")
 
 
 def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:
-    """JSON Lines: ``_id`` or ``id``, ``title``, ``text``; other fields become metadata."""
+    """JSON Lines: ``_id`` or ``id``, ``title``, ``text``; other fields become metadata.
+    Ids are unique within the file: a repeated one fails its row, naming the first."""
+    seen = SeenIds()
     for entry in json_lines(path):
         if isinstance(entry, FailedDocument):
             yield entry
             continue
         record, where = entry
-        yield attempt(where, lambda r=record, w=where: _corpus_document(r, w, source))
+        item = attempt(where, lambda r=record, w=where: _corpus_document(r, w, source))
+        yield seen.claim(item, where)
 
 
 def _corpus_document(record: Any, where: str, source: str) -> Document:
@@ -184,7 +226,8 @@ def _corpus_document(record: Any, where: str, source: str) -> Document:
     if not isinstance(text, str) or not text.strip():
         raise ParseError(f"{where}: field 'text' is missing or empty")
     title = str(record.get("title") or "")
-    given = record.get("_id", record.get("id"))
+    field = "_id" if "_id" in record else "id"
+    given = given_id(record.get(field), where, field)
     uri = f"{where.rsplit(':', 1)[0]}#{given}" if given is not None else where
     parsed = parse_text(text, title=title)
     elements = parsed.elements
@@ -192,7 +235,7 @@ def _corpus_document(record: Any, where: str, source: str) -> Document:
         elements = [Element(kind="title", text=title), *elements]
     metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
     return Document(
-        id=str(given) if given is not None else document_id(source, uri),
+        id=given if given is not None else document_id(source, uri),
         uri=uri,
         source=source,
         title=title,

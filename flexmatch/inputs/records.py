@@ -11,8 +11,9 @@ from typing import Any
 
 from flexmatch.config import SourceConfig
 from flexmatch.errors import ParseError
-from flexmatch.inputs.loaders import Item, attempt, json_lines
+from flexmatch.inputs.loaders import Item, SeenIds, attempt, given_id, json_lines
 from flexmatch.models import Document, Element, FailedDocument
+from flexmatch.payloads import derived_metadata
 from flexmatch.templates import PromptTemplate, load_prompt
 
 RECORD_VARIABLES = {"record", "key", "source"}
@@ -47,8 +48,8 @@ def entries_in_file(path: Path) -> Iterator[tuple[str | None, Any, str] | Failed
             yield entry if isinstance(entry, FailedDocument) else (None, *entry)
         return
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM is no error
+    except (OSError, ValueError) as exc:  # not UTF-8, not JSON, a 5,000-digit integer
         yield FailedDocument(uri=str(path), error=f"{path}: not a readable JSON file: {exc}")
         return
     except RecursionError:
@@ -78,11 +79,11 @@ def record_document(
     if record_depth(record) > MAX_RECORD_DEPTH:
         raise ParseError(f"{where}: the record nests deeper than {MAX_RECORD_DEPTH} levels")
     fields = record if isinstance(record, dict) else {}
-    given = fields.get(config.id_field, key)
+    given = record_id(fields, key, where, config)
     canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)
     document_id = (
-        str(given)
-        if given not in (None, "")
+        given
+        if given is not None
         else hashlib.sha256(f"{source}\n{canonical}".encode()).hexdigest()[:24]
     )
     title = str(fields.get(config.title_field) or key or "")
@@ -92,7 +93,7 @@ def record_document(
     elements = [Element(kind="paragraph", text=text.strip())]  # its lines, as rendered
     if title:
         elements = [Element(kind="title", text=title), *elements]
-    metadata = {k: v for k, v in fields.items() if isinstance(v, str | int | float | bool)}
+    metadata = derived_metadata(fields, reserved=("record",))  # bounded: see payloads
     return Document(
         id=document_id,
         uri=where,
@@ -103,20 +104,31 @@ def record_document(
     )
 
 
+def record_id(fields: Any, key: str | None, where: str, config: SourceConfig) -> str | None:
+    """The record's own id: its ``id_field`` (a string or an integer), else its key."""
+    if isinstance(fields, dict) and config.id_field in fields:
+        return given_id(fields[config.id_field], where, config.id_field) or key
+    return key or None
+
+
 def record_documents(
     entries: Iterator[tuple[str | None, Any, str] | FailedDocument],
     source: str,
     config: SourceConfig,
     template: PromptTemplate,
 ) -> Iterator[Item]:
+    """The documents of one batch of records; a record repeating an id fails, naming the
+    record that had it first."""
+    seen = SeenIds()
     for entry in entries:
         if isinstance(entry, FailedDocument):
             yield entry
             continue
         key, record, where = entry
-        yield attempt(
+        item = attempt(
             where,
             lambda key=key, record=record, where=where: record_document(
                 key, record, where, source, config, template
             ),
         )
+        yield seen.claim(item, where)

@@ -265,10 +265,71 @@ def syntax_tree(source: bytes, language: str) -> Node:
     """The tree-sitter root node of ``source`` (a fresh parser: parsers are not shared)."""
     if language not in GRAMMARS:
         raise ParseError(f"no grammar for language '{language}'")
+    check_nesting(source.decode("utf-8", "replace"), language, f"the {language} code")
     grammar = _language(language)  # first: a missing extra is named by ``require``
     from tree_sitter import Parser  # installed with tree_sitter_language_pack
 
     return Parser(grammar).parse(source).root_node
+
+
+# -- nesting -----------------------------------------------------------------------------
+
+MAX_NESTING = 100
+"""Levels a YAML or JSON file may nest. tree-sitter's YAML scanner overflows its state
+(and the process dies) past about 250 indentation levels; no real file comes near 100."""
+
+_YAML_INDICATOR = re.compile(r"[-?](?:[ \t]+|$)")
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting_depth(text: str, language: str) -> int:
+    """How deeply ``text`` nests, counted without parsing it (the parser is what a deep
+    input breaks): YAML's block indentation levels, JSON's brackets; 0 for others."""
+    if language == "yaml":
+        return _yaml_depth(text)
+    if language == "json":
+        return _json_depth(text)
+    return 0
+
+
+def _yaml_depth(text: str) -> int:
+    """The deepest stack of block indentation columns, as the YAML scanner keeps it: each
+    more-indented line opens a level, and so does each ``- `` or ``? `` on a line."""
+    stack: list[int] = []
+    deepest = 0
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        if not body.strip() or body.startswith("#"):
+            continue
+        column = len(line) - len(body)
+        while stack and stack[-1] > column:
+            stack.pop()
+        if not stack or stack[-1] < column:
+            stack.append(column)
+        while (indicator := _YAML_INDICATOR.match(body)) and indicator.end() < len(body):
+            column += indicator.end()
+            body = body[indicator.end() :]
+            stack.append(column)
+        deepest = max(deepest, len(stack))
+        if deepest > MAX_NESTING:
+            break
+    return deepest
+
+
+def _json_depth(text: str) -> int:
+    """The deepest bracket nesting outside strings."""
+    depth = deepest = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def check_nesting(text: str, language: str, where: str) -> None:
+    """Refuse a YAML or JSON text nested deeper than ``MAX_NESTING`` levels, naming ``where``."""
+    if nesting_depth(text, language) > MAX_NESTING:
+        raise ParseError(f"{where}: nested too deeply (over {MAX_NESTING} levels)")
 
 
 # -- reading definitions -----------------------------------------------------------------
@@ -542,6 +603,7 @@ def parse_code(path: Path) -> ParsedDocument:
     if looks_binary(data):
         raise ParseError(f"{path}: looks like a binary file, not text")
     source = decode_text(data).replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")
+    check_nesting(source.decode("utf-8"), language, str(path))
     builder = ElementBuilder()
     builder.add("title", path.name)
     with parse_errors(path, language):

@@ -3,6 +3,7 @@ copy when its version hint says it is unchanged), keeping what the run reached."
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -34,16 +35,20 @@ MAX_FILENAME_BYTES = 200
 
 def safe_filename(filename: str) -> str:
     """A client-sent file name made safe to store and show: its last path part, without
-    control characters, at most 200 bytes (its suffix kept)."""
-    name = _CONTROL.sub("", filename.replace("\\", "/").rsplit("/", 1)[-1]).strip()
+    control characters, at most 200 bytes (its suffix kept). A longer name is cut and
+    ends in a hash of the whole name (``~1a2b3c4d``), so two names that share their first
+    200 bytes stay two documents."""
+    name = filename.encode("utf-8", "replace").decode("utf-8")  # lone surrogates: "?"
+    name = _CONTROL.sub("", name.replace("\\", "/").rsplit("/", 1)[-1]).strip()
     if name in ("", ".", ".."):
         return "upload"
     if len(name.encode("utf-8")) > MAX_FILENAME_BYTES:
         stem, dot, suffix = name.rpartition(".")
         suffix = f".{suffix[:16]}" if dot and stem else ""
-        budget = MAX_FILENAME_BYTES - len(suffix.encode("utf-8"))
-        name = name[: len(name) - len(suffix)].encode("utf-8")[:budget].decode("utf-8", "ignore")
-        name += suffix
+        tag = "~" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+        budget = MAX_FILENAME_BYTES - len(suffix.encode("utf-8")) - len(tag)
+        cut = name[: len(name) - len(suffix)].encode("utf-8")[:budget].decode("utf-8", "ignore")
+        name = cut + tag + suffix
     return name
 
 

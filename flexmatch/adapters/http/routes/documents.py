@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import mimetypes
 import urllib.parse
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Response, UploadFile
@@ -15,7 +15,9 @@ from flexmatch import (
     DocumentDetail,
     DocumentNotFoundError,
     FailedDocument,
+    ParseError,
     SourceChoiceError,
+    record_id,
     safe_filename,
 )
 from flexmatch.adapters.http.auth import Principal, require
@@ -52,7 +54,7 @@ def parse_metadata(text: str | None) -> dict[str, Any] | None:
     if text is None or not text.strip():
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(text.removeprefix("\ufeff"))  # a BOM is no error
     except json.JSONDecodeError as exc:
         raise ApiError(422, "invalid_metadata", f"metadata is not valid JSON: {exc.msg}") from exc
     if not isinstance(value, dict):
@@ -133,24 +135,42 @@ async def add_records(
         limit = state.limits.max_records_per_request
         raise ApiError(422, "too_many_items", f"at most {limit} records per request")
     name = pick_source(state, body.source, records=True)
-    id_field = state.kb.config.sources[name].id_field
+    config = state.kb.config.sources[name]
     tenant = principal.tenant
     items = []
+    first: dict[str, str] = {}  # id → the record that gave it first (ids are unique)
     for index, record in enumerate(body.records):
 
         def render(record: dict[str, Any] = record, index: int = index) -> Read:
             return state.kb.aread_records([record], source=name, first=index)
 
-        given = record.get(id_field)
-        document_id = str(given) if given not in (None, "") else None
-        items.append(
-            WorkItem(
-                label=f"record {index}" + (f" ({document_id})" if document_id else ""),
-                read=render,
-                document_id=document_id,
-            )
-        )
+        label = f"record {index}"
+        try:
+            document_id = record_id(record, None, f"record:{index}", config)
+        except ParseError as exc:  # the record fails alone, with its reason
+            items.append(WorkItem(label=label, read=_refuse(label, str(exc))))
+            continue
+        if document_id is not None:
+            label += f" ({document_id})"
+            if document_id in first:
+                error = (
+                    f"record:{index}: id '{document_id}' is already used by {first[document_id]} "
+                    'in the same request; ids must be unique (1 and "1" are the same id)'
+                )
+                items.append(WorkItem(label=label, read=_refuse(label, error)))
+                continue
+            first[document_id] = f"record:{index}"
+        items.append(WorkItem(label=label, read=render, document_id=document_id))
     return await _accepted(state, response, tenant, "records", items, name)
+
+
+def _refuse(label: str, error: str) -> Callable[[], Read]:
+    """A work item's reader that fails it with ``error`` (the rest of the job goes on)."""
+
+    async def refused() -> list[Document | FailedDocument]:
+        return [FailedDocument(uri=label, error=error)]
+
+    return refused
 
 
 # -- documents -------------------------------------------------------------------------
