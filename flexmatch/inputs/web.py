@@ -4,7 +4,11 @@ Only http and https. Loopback, private, link-local, multicast, reserved and unsp
 addresses (IPv4 and IPv6, IPv4-mapped forms included) are refused, for the names a URL
 resolves to on every redirect hop *and* for the address each connection actually reaches
 (so a name that re-resolves between check and connect is still caught). Hosts on an
-explicit allow-list are exempt. Timeouts, a redirect limit and a byte cap bound every fetch.
+explicit allow-list are exempt. One deadline, a redirect limit and a byte cap bound every
+fetch: the deadline is wall-clock time for the whole fetch (connect, headers and body of
+every redirect hop), kept by the fetch itself whoever calls it (a watchdog shuts its
+sockets at the deadline: requests' own timeouts are per socket read, so a server sending a
+byte a second would never trip them). Name resolution is not under the watchdog.
 
 The page-level work a crawl needs (links, sitemaps) is here too: it runs in the same
 killable worker processes as fetching and parsing (``isolation``).
@@ -12,10 +16,12 @@ killable worker processes as fetching and parsing (``isolation``).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import mimetypes
 import socket
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -46,6 +52,7 @@ class WebPolicy:
     max_redirects: int = 5
     max_bytes: int = 10_000_000
     user_agent: str = USER_AGENT
+    truncate: bool = False  # past max_bytes keep the first max_bytes (robots.txt), not refuse
 
     def allows(self, host: str) -> bool:
         return host.lower().strip("[]") in self.allow_hosts
@@ -134,20 +141,87 @@ def check_url(url: str, policy: WebPolicy) -> str:
     return host
 
 
-def _guarded_session(policy: WebPolicy) -> Any:
-    """A requests session whose every new connection checks the address it reached."""
+def _shut(sock: socket.socket) -> None:
+    """Wake whatever is blocked on ``sock`` (a shutdown does, a close from another thread
+    may not); a socket already closed is left alone."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Deadline:
+    """One fetch's wall-clock limit, over every socket the fetch opens: at the deadline a
+    timer thread shuts them all, so a read blocked on a trickling server returns at once
+    (and fails) instead of waiting for its next byte."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    @property
+    def passed(self) -> bool:
+        return self.expired or time.monotonic() >= self.at
+
+    def watch(self, sock: socket.socket) -> None:
+        """Shut ``sock`` at the deadline (at once when it has passed)."""
+        with self._lock:
+            if not self.expired:
+                self._sockets.append(sock)
+                return
+        _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def timeouts(self) -> tuple[float, float]:
+        """(connect, read) timeouts for requests: connecting gets what is left (the
+        watchdog cannot see a socket before it is connected); reads get a second more,
+        so the watchdog, not a per-read timeout, ends a slow fetch."""
+        left = max(self.remaining(), 0.001)
+        return left, left + 1.0
+
+    def error(self, url: str, current: str) -> WebImportError:
+        via = f" (from {url}, its redirects included)" if current != url else ""
+        return WebImportError(f"{current}: the page took longer than {self.seconds:g}s{via}")
+
+
+def _guarded_session(policy: WebPolicy, deadline: _Deadline | None = None) -> Any:
+    """A requests session whose every new connection checks the address it reached (and
+    is shut at the ``deadline``)."""
     import requests
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
     def checked(connection: Any, sock: Any) -> Any:
+        if deadline is not None:
+            deadline.watch(sock)
         if not policy.allows(connection.host):
             reason = refused_address(sock.getpeername()[0])
             if reason:
                 sock.close()
                 raise WebImportError(f"refused: '{connection.host}' connected to a {reason}")
         return sock
+
+    def connected(connection: Any) -> None:
+        # TLS wraps the socket in a new object (the raw one is detached): watch that too
+        if deadline is not None and connection.sock is not None:
+            deadline.watch(connection.sock)
 
     class GuardedHTTP(HTTPConnection):
         def _new_conn(self) -> Any:
@@ -156,6 +230,10 @@ def _guarded_session(policy: WebPolicy) -> Any:
     class GuardedHTTPS(HTTPSConnection):
         def _new_conn(self) -> Any:
             return checked(self, super()._new_conn())
+
+        def connect(self) -> None:
+            super().connect()
+            connected(self)
 
     class GuardedHTTPPool(HTTPConnectionPool):
         ConnectionCls = GuardedHTTP
@@ -188,25 +266,31 @@ def request(
 ) -> FetchedPage:
     """GET ``url`` following at most ``max_redirects`` redirects, each hop checked; any
     final status is returned (a body only with a 2xx whose content type ``accept`` takes).
-    Without ``follow_redirects`` a redirect comes back as it is, its ``location`` set."""
+    Without ``follow_redirects`` a redirect comes back as it is, its ``location`` set.
+    The whole of it, redirects included, ends by ``policy.timeout`` or fails."""
     import requests
 
-    session = _guarded_session(policy)
+    deadline = _Deadline(policy.timeout)
+    session = _guarded_session(policy, deadline)
     current = url
     try:
         for _ in range(policy.max_redirects + 1):
             check_url(current, policy)
+            if deadline.passed:
+                raise deadline.error(url, current)
             try:
                 response = session.get(
                     current,
                     headers=headers,
                     allow_redirects=False,
                     stream=True,
-                    timeout=(policy.timeout, policy.timeout),
+                    timeout=deadline.timeouts(),
                 )
             except WebImportError as exc:  # raised by a guarded connection
                 raise WebImportError(f"{current}: {exc}") from exc
             except requests.RequestException as exc:
+                if deadline.passed:
+                    raise deadline.error(url, current) from None
                 raise WebImportError(f"{current}: fetch failed: {exc}") from exc
             with response:
                 if response.is_redirect:
@@ -222,8 +306,10 @@ def request(
                 body = b""
                 if 200 <= status < 300 and (accept is None or accept(content_type)):
                     try:
-                        body = _read_capped(response, current, policy)
-                    except requests.RequestException as exc:
+                        body = _read_capped(response, current, policy, deadline, url)
+                    except (requests.RequestException, OSError) as exc:
+                        if deadline.passed:
+                            raise deadline.error(url, current) from None
                         raise WebImportError(f"{current}: reading the page failed: {exc}") from exc
                 return FetchedPage(
                     current,
@@ -236,6 +322,7 @@ def request(
                 )
         raise WebImportError(f"{url}: more than {policy.max_redirects} redirects")
     finally:
+        deadline.cancel()
         session.close()
 
 
@@ -252,23 +339,26 @@ def fetch(url: str, policy: WebPolicy, headers: dict[str, str] | None = None) ->
     return page
 
 
-def _read_capped(response: Any, url: str, policy: WebPolicy) -> bytes:
-    """The body, refused past the byte cap or past the time allowed (a server that trickles
-    bytes must not hold a fetch open for ever; the worker running a fetch is also killed
-    at the deadline, which covers a read that never returns)."""
+def _read_capped(
+    response: Any, url: str, policy: WebPolicy, deadline: _Deadline, asked: str
+) -> bytes:
+    """The body of ``url`` (``asked`` before redirects), refused past the byte cap (or cut
+    there, with ``policy.truncate``) or past the deadline (checked between chunks too)."""
     max_bytes = policy.max_bytes
-    deadline = time.monotonic() + policy.timeout
     declared = response.headers.get("Content-Length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
+    if declared and declared.isdigit() and int(declared) > max_bytes and not policy.truncate:
         size = int(declared)
         raise WebImportError(f"{url}: the page is {size:,} bytes, over the {max_bytes:,}-byte cap")
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_content(64 * 1024):
-        if time.monotonic() > deadline:
-            raise WebImportError(f"{url}: the page took longer than {policy.timeout:g}s")
+        if deadline.passed:
+            raise deadline.error(asked, url)
         size += len(chunk)
         if size > max_bytes:
+            if policy.truncate:
+                chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+                break
             raise WebImportError(f"{url}: the page is over the {max_bytes:,}-byte cap")
         chunks.append(chunk)
     return b"".join(chunks)

@@ -1,6 +1,10 @@
 """A web source's ``timeout`` is one wall-clock deadline per page, against a real loopback
 server that trickles bytes: slow pages fail on time, fast ones are not held up, and the
-store is not locked while pages are being fetched."""
+store is not locked while pages are being fetched.
+
+The deadline is kept by the fetch itself, so every way in is bounded: a direct call of
+``fetch`` (headers or body trickling, a slow chain of redirects), a source plug-in calling
+it, the CLI, the HTTP API, the MCP tool and a crawl."""
 
 from __future__ import annotations
 
@@ -16,8 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch import KnowledgeBase
+from flexmatch import KeyStore, KnowledgeBase
+from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
 from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.errors import WebImportError
+from flexmatch.inputs.sources.crawl import Crawler
+from flexmatch.inputs.sources.types import SourceContext
+from flexmatch.inputs.web import WebPolicy, fetch, page_document, parse_page
+from flexmatch.models import Document, FailedDocument
+from flexmatch.sources import ItemRef, SourceType, register
 from tests.conftest import FLEXMATCH, REPO, write_config
 
 PAGE = (
@@ -25,6 +36,12 @@ PAGE = (
     b"<h1>Ferry timetable</h1><p>The first ferry to the island leaves at seven fifteen.</p>"
     b"</main></body></html>"
 )
+LINKS = (
+    b"<html><head><title>Harbour links</title></head><body><main><h1>Links</h1>"
+    b"<p>Where to read about the ferries and the harbour.</p>"
+    b'<a href="/slow-head-crawl">Slow</a> <a href="/fast.html">Ferries</a></main></body></html>'
+)
+HOP_TAKES = 0.6  # seconds each hop of /hop-0 … /hop-4 waits before it answers
 TRICKLE_EVERY = 0.5  # seconds between two bytes
 TRICKLE_FOR = 30.0  # then the server hangs up: a broken deadline fails a test, never hangs it
 HEAD = (
@@ -39,6 +56,7 @@ class Site:
     url: str
     stop: threading.Event
     arrived: dict[str, threading.Event] = field(default_factory=dict)
+    arrived_at: dict[str, float] = field(default_factory=dict)  # path → first request
     dropped: dict[str, float] = field(default_factory=dict)  # path → when the client left
 
 
@@ -70,8 +88,26 @@ class _Handler(BaseHTTPRequestHandler):
             self.site.stop.wait(TRICKLE_EVERY)
 
     def do_GET(self) -> None:
+        self.site.arrived_at.setdefault(self.path, time.monotonic())
         self.site.arrived.setdefault(self.path, threading.Event()).set()
-        if self.path in ("/fast.html", "/warm-up.html"):
+        if self.path.startswith("/hop-"):  # /hop-<n>: a slow redirect to the next, to 4
+            hop = int(self.path.removeprefix("/hop-"))
+            self.site.stop.wait(HOP_TAKES)
+            self.send_response(302 if hop < 4 else 200)
+            body = PAGE if hop >= 4 else b""
+            if hop < 4:
+                self.send_header("Location", f"/hop-{hop + 1}")
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif self.path == "/links.html":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(LINKS)))
+            self.end_headers()
+            self.wfile.write(LINKS)
+        elif self.path in ("/fast.html", "/warm-up.html"):
             page = PAGE if self.path == "/fast.html" else b"<p>Warm-up page about lighthouses.</p>"
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -222,3 +258,231 @@ def test_cli_stats_answers_while_an_ingest_is_fetching(
     assert process.returncode == 2, err
     assert slow in err and f"took longer than {timeout}s" in " ".join(err.split())
     assert "Ingested 0 documents" in out
+
+
+# -- the deadline is the fetch's own, whoever calls it --------------------------------------
+SLACK = 1.0  # seconds past the deadline a failing fetch may take (thread wake-up, teardown)
+
+
+def _policy(timeout: float, **extra: object) -> WebPolicy:
+    return WebPolicy(allow_hosts=frozenset({"127.0.0.1"}), timeout=timeout, **extra)  # type: ignore[arg-type]
+
+
+def _left_on_time(site: Site, path: str, timeout: float) -> None:
+    """The server saw the client of ``path`` go away soon after the deadline (its socket
+    was shut, not left open behind a failed call)."""
+    until = time.monotonic() + timeout + 10
+    while path not in site.dropped and time.monotonic() < until:
+        time.sleep(0.05)
+    assert path in site.dropped, f"the client of {path} never went away"
+    # the server notices at its next byte (TRICKLE_EVERY) after the client's socket is shut
+    held = site.dropped[path] - site.arrived_at[path]
+    assert held < timeout + TRICKLE_EVERY + SLACK + 0.5, f"{path} held {held:.1f}s"
+
+
+@pytest.mark.parametrize("path", ["/slow-head", "/slow-body"])
+def test_a_direct_fetch_ends_at_its_deadline(site: Site, path: str) -> None:
+    """Before the fetch kept its own deadline, a byte every 0.5 s held this for 30 s."""
+    url = f"{site.url}{path}"
+    started = time.monotonic()
+    with pytest.raises(WebImportError) as caught:
+        fetch(url, _policy(2))
+    took = time.monotonic() - started
+    assert str(caught.value) == f"{url}: the page took longer than 2s"
+    assert 2 - 0.1 <= took < 2 + SLACK, f"took {took:.1f}s"
+    _left_on_time(site, path, 2)
+
+
+def test_the_deadline_covers_a_chain_of_redirects(site: Site) -> None:
+    """Five hops of 0.6 s each: every one is quick, the chain is not."""
+    url = f"{site.url}/hop-0"
+    started = time.monotonic()
+    with pytest.raises(WebImportError) as caught:
+        fetch(url, _policy(2))
+    took = time.monotonic() - started
+    assert 2 - 0.1 <= took < 2 + SLACK, f"took {took:.1f}s"
+    message = str(caught.value)
+    assert "the page took longer than 2s" in message
+    assert f"(from {url}, its redirects included)" in message
+    # with time enough the same chain ends on its page
+    page = fetch(url, _policy(10))
+    assert page.url == f"{site.url}/hop-4" and b"seven fifteen" in page.body
+
+
+def test_fast_fetches_are_not_held_up_and_leave_no_watchdog_behind(site: Site) -> None:
+    started = time.monotonic()
+    for _ in range(20):
+        assert b"seven fifteen" in fetch(f"{site.url}/fast.html", _policy(5)).body
+    assert time.monotonic() - started < 5  # not one of them waited for its deadline
+    until = time.monotonic() + 5
+    while any(isinstance(t, threading.Timer) for t in threading.enumerate()):
+        assert time.monotonic() < until, "a fetch's watchdog outlived it"
+        time.sleep(0.05)
+
+
+def test_a_body_past_the_byte_cap_is_cut_when_asked_to_truncate(site: Site) -> None:
+    with pytest.raises(WebImportError, match="over the 50-byte cap"):
+        fetch(f"{site.url}/fast.html", _policy(5, max_bytes=50))
+    page = fetch(f"{site.url}/fast.html", _policy(5, max_bytes=50, truncate=True))
+    assert page.body == PAGE[:50]
+
+
+class _PageItems(SourceType):
+    """A plug-in that fetches its pages with ``fetch`` itself, in the reader's thread (no
+    killable worker process around it)."""
+
+    def list_items(self, inputs: list[str]) -> Iterator[ItemRef]:
+        for url in inputs:
+            yield ItemRef(id=self.context.document_id(url), uri=url)
+
+    def fetch(self, ref: ItemRef) -> Document:
+        parsed = parse_page(fetch(ref.uri, self.context.policy))
+        return page_document(parsed, document_id=ref.id, uri=ref.uri, source=self.context.name)
+
+
+register("test_direct_pages")(_PageItems)
+
+
+def test_a_plug_in_calling_fetch_itself_is_bounded(
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
+) -> None:
+    timeout = 2
+    kb_dir = tmp_path / "kb"
+    write_config(
+        kb_dir,
+        "sources:\n  default: {}\n  pages:\n    type: test_direct_pages\n"
+        f"    allow_hosts: ['127.0.0.1']\n    timeout: {timeout}\n",
+    )
+    slow = [f"{site.url}/slow-head-plugin", f"{site.url}/slow-body-plugin"]
+    fast = f"{site.url}/fast.html"
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        kb.ingest([f"{site.url}/warm-up.html"], source="pages")
+        started = time.monotonic()
+        report = kb.ingest([*slow, fast], source="pages")
+        took = time.monotonic() - started
+    assert took < 2 * (timeout + SLACK) + 2, f"took {took:.1f}s"  # the two, one after the other
+    assert report.added == 1 and sorted(f.uri for f in report.failed) == sorted(slow)
+    for failure in report.failed:
+        assert failure.error == f"{failure.uri}: the page took longer than {timeout}s"
+    for url in slow:
+        _left_on_time(site, url.removeprefix(site.url), timeout)
+
+
+def test_a_source_context_without_workers_fetches_under_the_deadline(
+    tmp_path: Path, site: Site
+) -> None:
+    """``fetch_page`` with no fetcher processes (a plug-in run on its own, a test) calls
+    the fetch in this process: its own deadline is all there is."""
+    config = SourceConfig(type="web", allow_hosts=["127.0.0.1"], timeout=1)
+    context = SourceContext(
+        name="web", config=config, options=None, kb_dir=tmp_path, limits=IngestConfig()
+    )
+    started = time.monotonic()
+    with pytest.raises(WebImportError, match="took longer than 1s"):
+        context.fetch_page(f"{site.url}/slow-head-context")
+    assert time.monotonic() - started < 1 + SLACK
+
+
+def test_a_crawl_fails_a_slow_page_on_time_and_reads_the_rest(tmp_path: Path, site: Site) -> None:
+    timeout = 2
+    config = SourceConfig(
+        type="web",
+        urls=[f"{site.url}/links.html"],
+        allow_hosts=["127.0.0.1"],
+        timeout=timeout,
+        crawl=CrawlConfig(delay=0, sitemap=False),
+    )
+    context = SourceContext(
+        name="site", config=config, options=None, kb_dir=tmp_path, limits=IngestConfig()
+    )
+    started = time.monotonic()
+    items = [e.data if isinstance(e, ItemRef) else e for e in Crawler(context, config.urls).run()]
+    took = time.monotonic() - started
+    assert took < timeout + SLACK + 1, f"took {took:.1f}s"
+    by_uri = {item.uri: item for item in items}
+    slow = by_uri[f"{site.url}/slow-head-crawl"]
+    assert isinstance(slow, FailedDocument)
+    assert slow.error == f"{site.url}/slow-head-crawl: the page took longer than {timeout}s"
+    assert isinstance(by_uri[f"{site.url}/fast.html"], Document)
+    _left_on_time(site, "/slow-head-crawl", timeout)
+
+
+def test_the_cli_fails_a_slow_url_on_time(tmp_path: Path, site: Site) -> None:
+    timeout = 2
+    kb_dir = tmp_path / "kb"
+    _web_config(kb_dir, timeout)
+    slow, fast = f"{site.url}/slow-head-cli", f"{site.url}/fast.html"
+    env = {k: v for k, v in os.environ.items() if k != "FLEXMATCH_KB"}
+    done = subprocess.run(
+        [str(FLEXMATCH), "ingest", "--kb", str(kb_dir), "--source", "web", "--json", slow, fast],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 2, done.stderr
+    report = json.loads(done.stdout)
+    assert report["added"] == 1
+    (failure,) = report["failed"]
+    assert failure["uri"] == slow and f"took longer than {timeout}s" in failure["error"]
+    _left_on_time(site, "/slow-head-cli", timeout)
+
+
+def test_the_http_api_fails_a_slow_url_on_time(
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
+) -> None:
+    import httpx
+
+    from flexmatch.adapters.http import Limits, create_app
+    from tests.adapters.http.servers import UvicornThread, auth, wait_for_job
+
+    timeout = 2
+    kb_dir = tmp_path / "kb"
+    _web_config(kb_dir, timeout)
+    slow, fast = f"{site.url}/slow-body-api", f"{site.url}/fast.html"
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        app = create_app(kb, limits=Limits(rate_per_second=1_000, burst=1_000))
+        _, token = KeyStore.for_kb(kb_dir).create("default", "read,write", "writer")
+        with UvicornThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+            accepted = client.post(
+                "/v1/documents/url",
+                json={"urls": [slow, fast], "source": "web"},
+                headers=auth(token),
+            )
+            assert accepted.status_code == 202, accepted.text
+            job = wait_for_job(client, accepted.json()["job_id"], token)
+    outcomes = {d["input"]: d for d in job["documents"]}
+    assert outcomes[fast]["outcome"] == "added", job
+    assert outcomes[slow]["outcome"] == "failed"
+    assert f"took longer than {timeout}s" in outcomes[slow]["error"]
+    _left_on_time(site, "/slow-body-api", timeout)
+
+
+def test_the_mcp_tool_fails_a_slow_url_on_time(
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
+) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from flexmatch.adapters.mcp import build_server
+
+    timeout = 2
+    kb_dir = tmp_path / "kb"
+    _web_config(kb_dir, timeout)
+    slow = f"{site.url}/slow-head-mcp"
+
+    async def session() -> tuple[str, bool, str]:
+        async with Client(build_server(kb)) as client:
+            failed = await client.call_tool("ingest_url", {"url": slow, "source": "web"})
+            fast = await client.call_tool(
+                "ingest_url", {"url": f"{site.url}/fast.html", "source": "web"}
+            )
+        return failed.content[0].text, fast.is_error, fast.content[0].text  # type: ignore[union-attr]
+
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        slow_text, fast_failed, fast_text = asyncio.run(session())
+    assert f"took longer than {timeout}s" in slow_text and slow in slow_text
+    assert not fast_failed and "added" in fast_text
+    _left_on_time(site, "/slow-head-mcp", timeout)
