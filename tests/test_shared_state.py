@@ -6,17 +6,30 @@ one database stand for two replicas, and each sees what the other wrote, at once
 from __future__ import annotations
 
 import multiprocessing
+import socket
 import sqlite3
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from flexmatch import ConfigError, JobRecord, KeyStore, SharedState, StoreError
-from flexmatch.state_db import SqlAlchemyDatabase, SqliteDatabase, open_database
-from tests.conftest import write_config
+from flexmatch.adapters.http.cache import SearchCache
+from flexmatch.adapters.http.jobs import JobRegistry
+from flexmatch.adapters.http.writes import TenantWriter
+from flexmatch.state_db import (
+    CONNECT_TIMEOUT,
+    SqlAlchemyDatabase,
+    SqliteDatabase,
+    open_database,
+)
+from tests.conftest import REPO, write_config
 from tests.state_workers import SHARED_JOB, write_concurrently
 
 Open = Callable[[], SharedState]
@@ -206,3 +219,60 @@ def test_an_unreachable_database_is_a_store_error(tmp_path: Path) -> None:
         state.check()
     with pytest.raises(StoreError):
         state.keys.verify("fm_0123456789ab_x")
+
+
+def test_a_replica_killed_mid_job_leaves_its_job_failed_for_the_others(
+    url: str | None, tmp_path: Path
+) -> None:
+    """A real process runs a job (one document done, the next hanging) and is killed with
+    SIGKILL; another replica marks the job failed once its heartbeat is stale, keeping the
+    outcome of the document it finished."""
+    command = [sys.executable, "-m", "tests.state_workers", "job", str(tmp_path), url or ""]
+    runner = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert runner.stdout is not None
+        job_id = runner.stdout.readline().strip()
+        assert job_id, "the replica did not start its job"
+        state = SharedState(open_database(tmp_path, url))
+        deadline = time.monotonic() + 30
+        while True:  # its first document is done and recorded, the second hangs
+            record = state.jobs.get("acme", job_id)
+            if record is not None and record.status == "running" and record.documents:
+                break
+            assert time.monotonic() < deadline, record
+            time.sleep(0.05)
+    finally:
+        runner.kill()  # SIGKILL: nothing of it runs afterwards
+        runner.wait(timeout=30)
+    other = JobRegistry(
+        kb=cast(Any, None),
+        writer=TenantWriter(SearchCache()),
+        ready=cast(Any, None),
+        shared=state,
+        lost_after=2.0,
+    )
+    seen = other.get("acme", job_id)
+    assert seen is not None and seen.status == "running"  # its last beat is recent
+    deadline = time.monotonic() + 15
+    while (seen := other.get("acme", job_id)) is not None and seen.status == "running":
+        assert time.monotonic() < deadline, "the dead replica's job stayed running"
+        time.sleep(0.2)
+    assert seen is not None and seen.status == "failed" and seen.finished_at
+    assert "the server running this job stopped" in (seen.error or "")
+    assert [d.input for d in seen.documents] == ["first.md"]
+    stored = SharedState(open_database(tmp_path, url)).jobs.get("acme", job_id)
+    assert stored is not None and stored.status == "failed"  # recorded for every replica
+    state.close()
+
+
+def test_a_server_that_never_answers_fails_within_the_connect_timeout(tmp_path: Path) -> None:
+    """A port that accepts connections and says nothing (a hung or half-started server):
+    the call fails after the connect timeout, naming the database, instead of waiting."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as silent:
+        port = silent.getsockname()[1]
+        state = SharedState(open_database(tmp_path, f"postgresql://u:pw@127.0.0.1:{port}/x"))
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"the service state database .*127\.0\.0\.1"):
+            state.ping()
+        took = time.monotonic() - started
+    assert CONNECT_TIMEOUT - 1 <= took < CONNECT_TIMEOUT + 5, took
