@@ -57,7 +57,10 @@ def test_health_ready_and_openapi(api: Api) -> None:
         assert ready.status_code == 503 and ready.json()["error"]["code"] == "not_ready"
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert ready.json() == {"status": "ready", "checks": {"store": True, "models": True}}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"store": True, "models": True, "state": True},
+    }
     schema = api.client.get("/openapi.json").json()
     for path in (
         "/v1/documents",
