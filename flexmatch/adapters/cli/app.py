@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -19,6 +18,7 @@ from rich.table import Table
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
 from flexmatch.adapters.cli import service_commands
 from flexmatch.adapters.cli.options import DEFAULT_TENANT, JsonOption, KbOption, TenantOption
+from flexmatch.adapters.cli.output import shown
 
 if TYPE_CHECKING:
     from flexmatch import CostEstimate, IngestReport, ResultItem, Scores
@@ -37,7 +37,7 @@ errors = Console(stderr=True)
 
 def _say_notices(kb: fm.KnowledgeBase) -> None:
     for notice in kb.notices:
-        errors.print(f"[yellow]note:[/] {escape(notice)}")
+        errors.print(f"[yellow]note:[/] {shown(notice)}")
 
 
 @app.command()
@@ -45,7 +45,7 @@ def prepare() -> None:
     """Export the packaged embedding model to ONNX Runtime once, fp32 and int8 (needs the
     'local' extra), so every later command starts without torch."""
     path = fm.prepare_local_model()
-    console.print(f"Embedding models (fp32, int8) ready in {escape(str(path.parent))}")
+    console.print(f"Embedding models (fp32, int8) ready in {shown(str(path.parent))}")
 
 
 @app.command()
@@ -55,7 +55,7 @@ def init(
 ) -> None:
     """Create a knowledge base: flexmatch.yaml plus chains/ and prompts/ for overrides."""
     path = fm.KnowledgeBase.init(directory, template)
-    console.print(f"Created {escape(str(path))}")
+    console.print(f"Created {shown(str(path))}")
 
 
 @app.command()
@@ -183,13 +183,13 @@ def _print_report(report: IngestReport) -> None:
     if report.removed:
         console.print(f"Pruned {len(report.removed)} documents gone from the source")
     for uri in report.removed:
-        console.print(f"[yellow]removed:[/] {escape(uri)}")
+        console.print(f"[yellow]removed:[/] {shown(uri)}")
     for warning in report.warnings:
-        errors.print(f"[yellow]warning:[/] {escape(warning)}")
+        errors.print(f"[yellow]warning:[/] {shown(warning)}")
     for skipped in report.duplicates:
-        errors.print(f"[yellow]skipped:[/] {escape(skipped.uri)}: {escape(skipped.reason)}")
+        errors.print(f"[yellow]skipped:[/] {shown(skipped.uri)}: {shown(skipped.reason)}")
     for failure in report.failed:
-        errors.print(f"[red]failed:[/] {escape(failure.error)}")
+        errors.print(f"[red]failed:[/] {shown(failure.error)}")
 
 
 @app.command()
@@ -214,7 +214,7 @@ def query(
     with fm.KnowledgeBase.open(kb) as base:
         answer = base.search(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
         for warning in answer.warnings:
-            errors.print(f"[yellow]warning:[/] {escape(warning)}")
+            errors.print(f"[yellow]warning:[/] {shown(warning)}")
         if as_json or markdown:
             chain = "json" if as_json else "markdown"
             output = base.run_sync(base.aformat_answer(answer, chain, explain=explain))
@@ -262,21 +262,22 @@ def _explanation(r: ResultItem) -> str:
 
 def _print_results(text: str, variants: list[str] | None, results: list[ResultItem]) -> None:
     """Rich panels over the tool result (the same items ``--json`` prints)."""
-    console.print(f"[bold]Query:[/] {escape(text)}")
+    console.print(f"[bold]Query:[/] {shown(text)}")
     if variants:
-        console.print(f"[dim]searched as:[/] {escape(' | '.join(variants))}")
+        console.print(f"[dim]searched as:[/] {shown(' | '.join(variants))}")
     if not results:
         console.print("No results: the knowledge base holds nothing that matches.")
     for r in results:
         where = " › ".join(part for part in [r.title, *r.heading_path] if part)
         content = r.content if len(r.content) <= 700 else r.content[:700] + "…"
         body = (
-            f"[dim]source:[/] {escape(r.source)}  [dim]uri:[/] {escape(r.uri)}\n"
-            f"[dim]matched:[/] {escape(r.matched_text[:300])}\n"
+            f"[dim]source:[/] {shown(r.source)}  [dim]uri:[/] {shown(r.uri)}\n"
+            f"[dim]matched:[/] {shown(r.matched_text[:300])}\n"
             + _explanation(r)
-            + f"[dim]context:[/] {escape(r.qualifying_text)}\n\n{escape(content)}"
+            + f"[dim]context:[/] {shown(r.qualifying_text, lines=True)}\n\n"
+            + shown(content, lines=True)
         )
-        title = f"{r.rank}. {escape(where)}  ({r.score:.3f})"
+        title = f"{r.rank}. {shown(where)}  ({r.score:.3f})"
         console.print(Panel(body, title=title, title_align="left"))
 
 
@@ -315,7 +316,7 @@ def reindex(
             )
             _print_estimate(plan.estimate)
             for document_id in plan.missing:
-                errors.print(f"[yellow]no stored copy:[/] {escape(document_id)}")
+                errors.print(f"[yellow]no stored copy:[/] {shown(document_id)}")
             return
         report = base.reindex(source=source, tenant=tenant)
     if as_json:
@@ -338,14 +339,14 @@ def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     table.add_column("kind")
     table.add_column("types")
     for kind, names in fm.registered_chains().items():
-        table.add_row(kind, ", ".join(names))
+        table.add_row(shown(kind), shown(", ".join(names)))
     console.print(table)
     with fm.KnowledgeBase.open(kb) as base:
         used = Table(title="Chains in use")
         for column in ("where", "kind", "chain", "file"):
             used.add_column(column)
         for use in base.chains_in_use():
-            used.add_row(use.where, use.kind, use.chain, use.file)
+            used.add_row(*(shown(v) for v in (use.where, use.kind, use.chain, use.file)))
         console.print(used)
         _say_notices(base)
 
@@ -367,7 +368,7 @@ def docs_list(
     for column in ("id", "source", "title", "status", "chunks", "uri"):
         table.add_column(column, overflow="fold")
     for r in records:
-        table.add_row(r.id, r.source, r.title, r.status, str(r.chunks), r.uri)
+        table.add_row(*(shown(v) for v in (r.id, r.source, r.title, r.status, r.chunks, r.uri)))
     console.print(table)
 
 
@@ -385,21 +386,24 @@ def docs_show(
         console.print_json(detail.model_dump_json())
         return
     record = detail.document
-    console.print(f"[bold]{escape(record.title or record.id)}[/]  ({escape(record.uri)})")
+    console.print(f"[bold]{shown(record.title or record.id)}[/]  ({shown(record.uri)})")
     console.print(
-        f"id {escape(record.id)} · source {escape(record.source)} · {record.status} · "
+        f"id {shown(record.id)} · source {shown(record.source)} · {record.status} · "
         f"{record.chunks} chunks · {record.matching_texts} matching texts · {record.updated_at}"
     )
     if record.error:
-        console.print(f"[red]error:[/] {escape(record.error)}")
+        console.print(f"[red]error:[/] {shown(record.error)}")
     for chunk in detail.chunks:
-        texts = "\n".join(f"  • [{m.kind}] {escape(m.text[:200])}" for m in chunk.matching_texts)
-        body = f"[dim]context:[/] {escape(chunk.qualifying_text)}\n\n{escape(chunk.content)}"
+        texts = "\n".join(f"  • [{m.kind}] {shown(m.text[:200])}" for m in chunk.matching_texts)
+        body = (
+            f"[dim]context:[/] {shown(chunk.qualifying_text, lines=True)}\n\n"
+            f"{shown(chunk.content, lines=True)}"
+        )
         heading = " › ".join(chunk.heading_path)
         console.print(
             Panel(
                 f"{body}\n\n[dim]matching texts:[/]\n{texts}",
-                title=f"chunk {chunk.index} {escape(heading)}",
+                title=f"chunk {chunk.index} {shown(heading)}",
                 title_align="left",
             )
         )
@@ -414,7 +418,7 @@ def docs_remove(
     """Remove a document and everything derived from it."""
     with fm.KnowledgeBase.open(kb) as base:
         base.remove_document(document_id, tenant=tenant)
-    console.print(f"Removed {escape(document_id)}")
+    console.print(f"Removed {shown(document_id)}")
 
 
 @app.command()
@@ -427,11 +431,13 @@ def stats(
     if as_json:
         console.print_json(result.model_dump_json())
         return
-    table = Table(title=f"Tenant '{tenant}'")
+    table = Table(title=f"Tenant '{shown(tenant)}'")
     for column in ("source", "documents", "chunks", "matching texts"):
         table.add_column(column)
     for name, counts in sorted(result.sources.items()):
-        table.add_row(name, str(counts.documents), str(counts.chunks), str(counts.matching_texts))
+        table.add_row(
+            shown(name), str(counts.documents), str(counts.chunks), str(counts.matching_texts)
+        )
     table.add_row(
         "[bold]all", str(result.documents), str(result.chunks), str(result.matching_texts)
     )
@@ -505,12 +511,13 @@ def evaluate(
         ]
         console.print_json(json.dumps(rows))
         return
-    table = Table(title=f"{dataset.name}: {next(iter(results.values()))[1].queries} queries")
+    queries = next(iter(results.values()))[1].queries
+    table = Table(title=f"{shown(dataset.name)}: {queries} queries")
     for column in ("setup", "nDCG@10", "recall@5", "recall@10", "MRR@10", "median ms", "p95 ms"):
         table.add_column(column, justify="left" if column == "setup" else "right")
     for name, (_, s) in results.items():
         table.add_row(
-            name,
+            shown(name),
             f"{s.ndcg_at_10:.4f}",
             f"{s.recall_at_5:.4f}",
             f"{s.recall_at_10:.4f}",
@@ -533,7 +540,7 @@ def _save_eval(
         for name, (report, scores) in results.items()
     ]
     path = save_eval(folder, EvalRun(dataset=dataset.name, split=split, rows=rows))
-    errors.print(f"saved to {escape(str(path))}")
+    errors.print(f"saved to {shown(str(path))}")
 
 
 service_commands.register(app)
@@ -546,7 +553,7 @@ def main() -> None:
     try:
         app()
     except fm.FlexMatchError as exc:
-        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        errors.print(f"[red]error:[/] {shown(str(exc))}")
         sys.exit(2)
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")

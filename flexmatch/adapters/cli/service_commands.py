@@ -13,11 +13,11 @@ from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use
 from flexmatch.adapters.cli.options import KbOption
+from flexmatch.adapters.cli.output import shown
 
 HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
 PortOption = Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")]
@@ -133,7 +133,7 @@ def keys_create(
         return
     console.print(token, markup=False, highlight=False, soft_wrap=True)
     Console(stderr=True).print(
-        f"key {key.id} for tenant '{escape(key.tenant)}' ({', '.join(key.permissions)}); "
+        f"key {key.id} for tenant '{shown(key.tenant)}' ({', '.join(key.permissions)}); "
         "store it now: it cannot be shown again"
     )
 
@@ -154,7 +154,8 @@ def keys_list(
         table.add_column(column)
     for k in keys:
         state = f"revoked {k.revoked_at}" if k.revoked else "active"
-        table.add_row(k.id, k.tenant, ",".join(k.permissions), k.name, k.created_at, state)
+        cells = (k.id, k.tenant, ",".join(k.permissions), k.name, k.created_at, state)
+        table.add_row(*(shown(cell) for cell in cells))
     console.print(table)
 
 
@@ -166,7 +167,7 @@ def keys_revoke(
     """Revoke a key; a running server refuses it from its next request."""
     if not fm.KeyStore.for_kb(_kb_folder(kb)).revoke(key_id):
         raise fm.KeyRequestError(f"no key '{key_id}'")
-    console.print(f"Revoked {escape(key_id)}")
+    console.print(f"Revoked {shown(key_id)}")
 
 
 def register(app: typer.Typer) -> None:
