@@ -106,10 +106,9 @@ class Database(Protocol):
 
 
 def _failed(location: str, exc: BaseException) -> StoreError:
-    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return StoreError(
-        f"the service state database ({location}) failed: {detail[0] if detail else exc!r}"
-    )
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    detail = lines[0] if lines else repr(exc)  # the driver's first line says what happened
+    return StoreError(f"the service state database ({location}) failed: {detail}")
 
 
 # -- SQLite through the standard library (the default) --------------------------------
