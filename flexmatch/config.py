@@ -164,6 +164,11 @@ class CrawlConfig(_Strict):
     # seconds between two requests to one host, at least (a robots.txt Crawl-delay or
     # Request-rate asking for more wins)
     delay: float = Field(1.0, ge=0, le=600)
+    # the longest robots.txt Crawl-delay / Request-rate obeyed, in seconds: a site asking
+    # for more (a day, say) is crawled at this pace, and the run's report says so
+    max_robots_delay: float = Field(10.0, ge=0, le=86_400)
+    # links kept from one page (its first ones): a page of links can be huge
+    max_links_per_page: int = Field(1_000, ge=1, le=100_000)
     sitemap: bool = True  # seed from robots.txt's Sitemap: lines, else /sitemap.xml
 
     @field_validator("include", "exclude")

@@ -507,6 +507,7 @@ class KnowledgeBase:
             concurrency=fanout.concurrency if fanout else None,
         )
         report.not_modified = reader.log.not_modified
+        report.warnings.extend(reader.log.warnings)  # limits applied while reading
         if plan.stream is not None:  # a crawl's plan was its page limit; now it is known
             report.planned = report.processed
         if prune:

@@ -459,34 +459,46 @@ class CrawledPage:
     links: list[str] = field(default_factory=list)
     error: str | None = None
     empty: bool = False  # no text of its own (a page of links): nothing to import, no error
+    more_links: bool = False  # the page had more links than were kept
 
 
-def read_crawled(page: FetchedPage) -> CrawledPage:
-    """Links (``<a href>``, ``<link rel=canonical>``), then the main content: a page whose
-    content cannot be read (an index of links only, say) still gives its links."""
-    links, index, follow = _links_and_directives(page)
+MAX_LINKS = 1_000  # links kept from one page, unless the caller says otherwise
+
+
+def read_crawled(page: FetchedPage, max_links: int = MAX_LINKS) -> CrawledPage:
+    """Links (``<a href>``, ``<link rel=canonical>``; the first ``max_links``), then the
+    main content: a page whose content cannot be read (an index of links only, say) still
+    gives its links."""
+    links, index, follow, more = _links_and_directives(page, max_links)
+    if not follow:
+        links, more = [], False
     if not index:
-        return CrawledPage(None, links if follow else [])
+        return CrawledPage(None, links, more_links=more)
     try:
         parsed = parse_page(page)
     except EmptyDocumentError as exc:
-        return CrawledPage(None, links if follow else [], str(exc), empty=True)
+        return CrawledPage(None, links, str(exc), empty=True, more_links=more)
     except FlexMatchError as exc:
-        return CrawledPage(None, links if follow else [], str(exc))
-    return CrawledPage(parsed, links if follow else [])
+        return CrawledPage(None, links, str(exc), more_links=more)
+    return CrawledPage(parsed, links, more_links=more)
 
 
-def _links_and_directives(page: FetchedPage) -> tuple[list[str], bool, bool]:
-    """(links, index, follow) of an HTML page; robots meta tags say index and follow."""
+def _links_and_directives(
+    page: FetchedPage, max_links: int = MAX_LINKS
+) -> tuple[list[str], bool, bool, bool]:
+    """(links, index, follow, more) of an HTML page: its first ``max_links`` distinct
+    links (``more``: it had others), and what its robots meta tags say of index and
+    follow. Links are gathered only up to the cap, so a page of a quarter of a million
+    links costs no more than one of ``max_links``."""
     if page.content_type not in HTML_TYPES or not page.body.strip():
-        return [], True, True
+        return [], True, True, False
     import lxml.html
     from lxml import etree
 
     try:
         root = lxml.html.document_fromstring(page.body)
     except (etree.ParserError, ValueError):
-        return [], True, True
+        return [], True, True, False
     directives: set[str] = set()
     for meta in root.iter("meta"):
         if (meta.get("name") or "").strip().lower() in ("robots", ROBOT_NAME.lower()):
@@ -497,18 +509,23 @@ def _links_and_directives(page: FetchedPage) -> tuple[list[str], bool, bool]:
         if element.get("href"):
             base = urljoin(page.url, element.get("href", "").strip())
             break
-    links: list[str] = []
+    links: dict[str, None] = {}  # in page order, each once
+    more = False
     for element in root.iter("a", "link"):
         href = (element.get("href") or "").strip()
         rel = (element.get("rel") or "").lower().split()
         if not href or (element.tag == "link" and "canonical" not in rel):
             continue
         url = normalise_url(urljoin(base, href))
-        if url is not None:
-            links.append(url)
+        if url is None or url in links:
+            continue
+        if len(links) >= max_links:
+            more = True
+            break
+        links[url] = None
     index = not directives & {"noindex", "none"}
     follow = not directives & {"nofollow", "none"}
-    return list(dict.fromkeys(links)), index, follow
+    return list(links), index, follow, more
 
 
 def sitemap_urls(body: bytes, max_bytes: int) -> tuple[list[str], list[str]]:

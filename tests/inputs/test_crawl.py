@@ -1,5 +1,7 @@
 """Whole-site web import against a small site served on loopback: links, a sitemap, a
-robots.txt exclusion, a redirect, ETags, and a page that goes away."""
+robots.txt exclusion, a redirect, ETags, and a page that goes away; and the bounds on what a
+site can make a crawl cost (links kept per page, robots.txt size, crawl delay, validators
+kept across a partial crawl)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,10 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
 from flexmatch.engine.embeddings import OnnxEmbedder
-from flexmatch.inputs.sources.crawl import Crawler, UrlFilter
+from flexmatch.inputs.sources.crawl import ROBOTS_MAX_BYTES, Crawler, UrlFilter
 from flexmatch.inputs.sources.types import ItemRef, SourceContext
-from flexmatch.inputs.web import normalise_url, sitemap_urls
-from flexmatch.models import Document, FailedDocument
+from flexmatch.inputs.web import FetchedPage, normalise_url, read_crawled, sitemap_urls
+from flexmatch.models import Document, FailedDocument, IngestReport
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, run, write_config
 
@@ -328,3 +330,101 @@ def test_a_page_that_fails_once_does_not_prune_what_lies_below_it(
         assert report.removed == []
         assert [f.error for f in report.failed] == [f"{site.url}/hub: HTTP 503"]
         assert len(kb.list_documents(source="site")) == 4
+
+
+# -- what a site can make a crawl cost is bounded -------------------------------------------
+def test_the_links_kept_from_a_page_are_capped_in_page_order() -> None:
+    body = "".join(
+        f'<a href="/p/{i}">{i}</a><a href="/p/{i}#again">again</a>' for i in range(20_000)
+    )
+    page = FetchedPage(
+        "http://x.org/", "text/html", f"<p>Index.</p>{body}".encode(), "2026-01-01T00:00:00Z"
+    )
+    capped = read_crawled(page, 100)
+    assert capped.links == [f"http://x.org/p/{i}" for i in range(100)]
+    assert capped.more_links
+    whole = read_crawled(page, 20_000)  # exactly as many distinct links as allowed
+    assert len(whole.links) == 20_000 and not whole.more_links
+    assert len(read_crawled(page).links) == 1_000  # the default
+
+
+def test_a_crawl_follows_only_the_links_kept_and_says_so(tmp_path: Path, site: Site) -> None:
+    links = "".join(f'<a href="/n/{i}">{i}</a>' for i in range(300))
+    site.pages = {"/": _page("Index", "The index of the harbour pages.", links)}
+    context = _context(site, tmp_path, sitemap=False, max_links_per_page=5)
+    crawler = Crawler(context, list(context.config.urls))
+    list(crawler.run())
+    assert crawler.links[f"{site.url}/"] == [f"{site.url}/n/{i}" for i in range(5)]
+    asked = [s.path for s in site.page_requests()]
+    assert sorted(asked) == sorted(["/", *(f"/n/{i}" for i in range(5))])
+    (warning,) = context.log.warnings
+    assert "1 page had more than 5 links" in warning and "crawl.max_links_per_page" in warning
+
+
+def test_a_robots_txt_over_512_kb_is_read_in_its_first_512_kb(tmp_path: Path, site: Site) -> None:
+    """RFC 9309: a crawler may stop reading robots.txt after 500 KiB. A longer one used to
+    fail the byte cap and so block the whole site."""
+    padding = "# a long comment line that pads the file\n" * 14_000  # ~590 KB
+    site.robots = f"User-agent: *\nDisallow: /private/\n{padding}Disallow: /a\n"
+    assert len(site.robots) > ROBOTS_MAX_BYTES
+    context = _context(site, tmp_path, sitemap=False)
+    items = _crawl(context)
+    asked = [s.path for s in site.page_requests()]
+    assert "/private/x" not in asked  # a rule within the first 512 KB holds
+    assert "/a" in asked  # a rule past it is not read
+    assert {i.uri for i in items if isinstance(i, Document)} >= {f"{site.url}/", f"{site.url}/a"}
+    assert context.log.incomplete == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "asked"), [("Crawl-delay: 86400", "86400s"), ("Request-rate: 1/86400s", "86400s")]
+)
+def test_a_robots_delay_is_capped_and_the_cap_reported(
+    tmp_path: Path, site: Site, rule: str, asked: str
+) -> None:
+    site.robots = f"User-agent: *\n{rule}\nDisallow: /private/\n"
+    waits: list[float] = []
+    context = _context(site, tmp_path, sitemap=False)
+    items = _crawl(context, sleep=waits.append, clock=lambda: 0.0)
+    assert len(items) == 4 and set(waits) == {10.0}  # the default cap, not a day
+    (warning,) = context.log.warnings
+    assert f"asks for {asked} between requests" in warning
+    assert "crawled at 10s instead (crawl.max_robots_delay)" in warning
+    waits.clear()
+    _crawl(
+        _context(site, tmp_path, sitemap=False, max_robots_delay=2),
+        sleep=waits.append,
+        clock=lambda: 0.0,
+    )
+    assert set(waits) == {2.0}
+
+
+def test_a_partial_crawl_keeps_the_validators_of_pages_it_did_not_reach(
+    tmp_path: Path, site: Site, embedder: OnnxEmbedder
+) -> None:
+    """A crawl stopped by max_pages forgets nothing of the pages it did not reach: the
+    next whole crawl asks for every stored page conditionally and gets 304s."""
+    kb_dir = tmp_path / "kb"
+    site.robots = "User-agent: *\nCrawl-delay: 86400\nDisallow: /private/\n"
+
+    def crawl(settings: str, **options: bool) -> IngestReport:
+        write_config(kb_dir, _site_config(site, crawl=settings))
+        with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+            return kb.ingest([], source="site", **options)
+
+    whole = "{delay: 0, max_robots_delay: 0}"
+    first = crawl(whole)
+    assert first.added == 5
+    assert first.warnings == [
+        f"{site.url}/robots.txt asks for 86400s between requests; crawled at 0s instead "
+        "(crawl.max_robots_delay)"
+    ]
+    site.seen.clear()
+    partial = crawl("{delay: 0, max_robots_delay: 0, max_pages: 2}", prune=True)
+    assert len(site.page_requests()) == 2 and partial.removed == []
+    site.seen.clear()
+    again = crawl(whole)
+    conditional = [s for s in site.page_requests() if s.path != "/old"]
+    assert sorted(s.path for s in conditional) == ["/", "/a", "/b", "/new", "/unlinked"]
+    assert all(s.if_none_match and s.status == 304 for s in conditional), conditional
+    assert again.not_modified == 5 and again.added == again.changed == 0

@@ -11,7 +11,14 @@ is read in a parser process.
 
 A page already stored is asked for conditionally (its ETag / Last-Modified): a 304 Not
 Modified reuses the stored copy and the links it had last time (kept in the source's
-state file), so an unchanged site costs one small request a page and nothing else.
+state file), so an unchanged site costs one small request a page and nothing else. A crawl
+that stops part-way keeps what it knew of the pages it did not reach, so the next one still
+asks for them conditionally.
+
+What a site can make a crawl cost is bounded: the links kept per page
+(``crawl.max_links_per_page``), robots.txt (its first 512 KB are read, as RFC 9309 allows;
+a longer one does not block the site) and the pace robots.txt asks for
+(``crawl.max_robots_delay``; a slower one is reported, not obeyed).
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from flexmatch.inputs.web import (
 )
 from flexmatch.models import FailedDocument
 
-ROBOTS_MAX_BYTES = 512 * 1024  # what RFC 9309 asks crawlers to read at least
+ROBOTS_MAX_BYTES = 512 * 1024  # what RFC 9309 asks crawlers to read at least: read no more
 MAX_SITEMAPS = 20  # sitemap files read per run (an index names the others)
 GONE = (404, 410)
 STATE_VERSION = 1
@@ -161,6 +168,8 @@ class Crawler:
         self.old_redirects: dict[str, str] = state.get("redirects", {}) if known else {}
         self.links: dict[str, list[str]] = {}
         self.redirects: dict[str, str] = {}
+        self.visited: set[str] = set()  # URLs asked for this run (a page, or a redirect hop)
+        self.more_links: list[str] = []  # pages with more links than were kept
 
     # -- the walk ------------------------------------------------------------------------
     def run(self) -> Iterator[ItemRef | Item]:
@@ -174,6 +183,7 @@ class Crawler:
                 continue
             self.hosts.add(urlsplit(url).netloc)
             self._enqueue(url, 0, seed=True)
+        finished = False
         try:
             while self.queue:
                 visit = self.queue.popleft()
@@ -184,10 +194,33 @@ class Crawler:
                     )
                     break
                 yield from self._visit(visit)
+            finished = True
         finally:  # the links seen so far, even when the run is stopped part-way
-            self.context.save_state(
-                {"version": STATE_VERSION, "links": self.links, "redirects": self.redirects}
+            self._save_state(partial=not finished or bool(self.context.log.incomplete))
+        if self.more_links:
+            cap = self.settings.max_links_per_page
+            pages = len(self.more_links)
+            self.context.warn(
+                f"{pages} page{'s' if pages > 1 else ''} had more than {cap:,} links "
+                f"(crawl.max_links_per_page); the first {cap:,} of each were followed "
+                f"(first: {self.more_links[0]})"
             )
+
+    def _save_state(self, *, partial: bool) -> None:
+        """Links and redirects for the next run. After a partial run (stopped, or not able
+        to see the whole site) the pages it did not reach keep last run's entries: their
+        stored validators are still sent, and their links still followed."""
+        links, redirects = self.links, self.redirects
+        if partial:
+            links = {
+                **{u: v for u, v in self.old_links.items() if u not in self.visited},
+                **links,
+            }
+            redirects = {
+                **{u: v for u, v in self.old_redirects.items() if u not in self.visited},
+                **redirects,
+            }
+        self.context.save_state({"version": STATE_VERSION, "links": links, "redirects": redirects})
 
     def _enqueue(self, url: str, depth: int, *, seed: bool = False) -> None:
         if url in self.queued:
@@ -210,6 +243,7 @@ class Crawler:
         headers = conditional_headers(stored) if final_known in self.old_links else {}
         current = visit.url
         for _ in range(self.context.config.max_redirects + 1):
+            self.visited.add(current)
             robots = self._robots_for(current, seed=visit.seed)
             if not robots.allows(current):
                 if visit.seed:
@@ -250,6 +284,7 @@ class Crawler:
             validators = {k: stored[k] for k in ("etag", "last_modified") if k in stored}
             reused = self.context.reuse(document_id, validators) if current == final_known else None
             if reused is not None and links is not None:
+                links = links[: self.settings.max_links_per_page]
                 self.links[current] = links
                 self._follow(links, visit)
                 yield ItemRef(id=document_id, uri=current, data=reused)
@@ -279,11 +314,15 @@ class Crawler:
                 yield FailedDocument(uri=final, error=error)
             return
         try:
-            crawled: CrawledPage = self.context.parse(read_crawled, page, label=final)
+            crawled: CrawledPage = self.context.parse(
+                read_crawled, page, self.settings.max_links_per_page, label=final
+            )
         except FlexMatchError as exc:
             self._keep_old_links(visit, final)
             yield ItemRef(id=document_id, uri=final, data=FailedDocument(uri=final, error=str(exc)))
             return
+        if crawled.more_links:
+            self.more_links.append(final)
         self.links[final] = crawled.links
         self._follow(crawled.links, visit)
         imported = self.wanted(final)  # a seed outside include is read for its links only
@@ -311,6 +350,7 @@ class Crawler:
         if old is None:
             self.context.incomplete(f"{url} could not be read, and its links are not known")
             return
+        old = old[: self.settings.max_links_per_page]  # a state kept before the cap
         self.links[url] = old
         self._follow(old, visit)
 
@@ -329,6 +369,7 @@ class Crawler:
         accept: Callable[[str], bool] | None = None,
         max_bytes: int | None = None,
         follow: bool = False,
+        truncate: bool = False,
     ) -> FetchedPage:
         """One request, at least the host's delay after the last one to it; redirects
         are followed here only for robots.txt and sitemaps (a page's are visits)."""
@@ -342,7 +383,12 @@ class Crawler:
                 self.sleep(wait)
         try:
             return self.context.fetch_page(
-                url, headers or None, accept=accept, max_bytes=max_bytes, follow_redirects=follow
+                url,
+                headers or None,
+                accept=accept,
+                max_bytes=max_bytes,
+                follow_redirects=follow,
+                truncate=truncate,
             )
         finally:
             self.last_request[host] = self.clock()
@@ -359,19 +405,31 @@ class Crawler:
         from protego import Protego
 
         try:
-            page = self._request(f"{host}/robots.txt", {}, max_bytes=ROBOTS_MAX_BYTES, follow=True)
+            page = self._request(
+                f"{host}/robots.txt", {}, max_bytes=ROBOTS_MAX_BYTES, follow=True, truncate=True
+            )
         except FlexMatchError as exc:
             return _Robots(refused=f"robots.txt could not be read ({exc})")
         if page.status >= 500:
             return _Robots(refused=f"robots.txt answered HTTP {page.status}")
         if not 200 <= page.status < 300:
             return _Robots()  # none: everything may be fetched
-        rules = Protego.parse(page.body.decode("utf-8", errors="replace"))
-        delay = rules.crawl_delay(ROBOT_NAME) or 0.0
+        body = page.body
+        if len(body) >= ROBOTS_MAX_BYTES:  # cut: a rule cut in two is not read
+            body = body[: body.rfind(b"\n") + 1]
+        rules = Protego.parse(body.decode("utf-8", errors="replace"))
+        delay = float(rules.crawl_delay(ROBOT_NAME) or 0.0)
         rate = rules.request_rate(ROBOT_NAME)
         if rate is not None and rate.requests:
             delay = max(delay, rate.seconds / rate.requests)
-        return _Robots(rules=rules, delay=float(delay), sitemaps=tuple(rules.sitemaps))
+        cap = self.settings.max_robots_delay
+        if delay > cap:
+            self.context.warn(
+                f"{host}/robots.txt asks for {delay:g}s between requests; crawled at "
+                f"{cap:g}s instead (crawl.max_robots_delay)"
+            )
+            delay = cap
+        return _Robots(rules=rules, delay=delay, sitemaps=tuple(rules.sitemaps))
 
     def _read_sitemaps(self, host: str, robots: _Robots) -> None:
         """Queue the pages a site's sitemaps list (depth 0: they are listed, not linked)."""

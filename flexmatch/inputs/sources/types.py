@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -98,6 +99,7 @@ class ReadLog:
     documents: int = 0
     not_modified: int = 0
     incomplete: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # for the report: what was bounded
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reach(self, document_id: str, *, read: bool = False) -> None:
@@ -157,12 +159,16 @@ class SourceContext:
         accept: Callable[[str], bool] | None = None,
         max_bytes: int | None = None,
         follow_redirects: bool = True,
+        truncate: bool = False,
     ) -> FetchedPage:
         """GET ``url`` in a fetcher process under the source's web rules (every redirect
         hop through the address guard), killed at the source's ``timeout``. Any status
         comes back; a body only with a 2xx whose content type ``accept`` takes (a
-        module-level function); a redirect not followed comes back with its location."""
+        module-level function); a redirect not followed comes back with its location.
+        ``truncate``: a body past the byte cap is cut there rather than refused."""
         policy = self.policy if max_bytes is None else replace(self.policy, max_bytes=max_bytes)
+        if truncate:
+            policy = replace(policy, truncate=True)
         if self.fetchers is None:
             return request(url, policy, headers, accept, follow_redirects)
         return self.fetchers.run(
@@ -190,6 +196,12 @@ class SourceContext:
             return None
         self.log.unchanged()
         return document
+
+    def warn(self, message: str) -> None:
+        """Say something this run bounded (a limit applied to what a site asked for): it
+        goes to the run's report, and to the log."""
+        logging.getLogger("flexmatch.sources").warning("source '%s': %s", self.name, message)
+        self.log.warnings.append(message)
 
     def incomplete(self, reason: str) -> None:
         """Say this run did not see the whole source (a seed was unreachable, a page
