@@ -135,7 +135,7 @@ async def signin(request: Request, state: State) -> Response:
         else:  # not a key at all, but a failure all the same
             check_key(state, key[:200], client)
     except ApiError as exc:
-        message = exc.message.capitalize() + "."
+        message = exc.message[:1].upper() + exc.message[1:] + "."  # "API" stays upper case
         if not _valid_key_text(key) and exc.status == 401:
             message = "That is not an API key."
         page = _signin_page(request, next_url, message, status=exc.status)
