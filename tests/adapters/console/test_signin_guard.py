@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
+from flexmatch.adapters.http.console.web import _origin
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.config import ThrottleConfig
 from flexmatch.engine.embeddings import OnnxEmbedder
@@ -201,6 +202,23 @@ def test_over_https_cookies_are_host_prefixed_and_a_plain_one_is_ignored(
     assert signed.headers["set-cookie"].startswith("__Host-fm_console=")
 
 
+@pytest.mark.parametrize(
+    ("sent", "own", "same"),
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000", True),
+        ("HTTP://Console.Example", "http://console.example:80", True),
+        ("https://console.example:443", "https://console.example", True),
+        ("https://console.example", "http://console.example", False),
+        ("http://console.example:8001", "http://console.example:8000", False),
+        ("http://sub.console.example", "http://console.example", False),
+        ("null", "http://console.example", False),
+        ("http://console.example:99999", "http://console.example", False),
+    ],
+)
+def test_origins_compare_by_scheme_host_and_port(sent: str, own: str, same: bool) -> None:
+    assert (_origin(sent) == _origin(own)) is same
+
+
 # -- throttling --------------------------------------------------------------------------
 def test_hammering_sign_in_gets_429_with_retry_after_and_valid_keys_still_get_in(
     fresh: Console,
@@ -215,7 +233,10 @@ def test_hammering_sign_in_gets_429_with_retry_after_and_valid_keys_still_get_in
         throttled = sign_in(attacker, "fm_aaaaaaaaaaaa_wrong")
         assert throttled.status_code == 429
         assert throttled.headers["retry-after"] == str(int(WINDOW / BUDGET))
-        assert "Too many failed" in throttled.text and "Traceback" not in throttled.text
+        assert "Too many failed API key checks from this address; retry in 10 s." in (
+            throttled.text
+        )
+        assert "Traceback" not in throttled.text
         assert sign_in(attacker, fresh.mallory).status_code == 429  # not yet seen: waits
     with fresh.browser() as regular:  # the key signed in before: not slowed
         assert sign_in(regular, fresh.alice).status_code == 303
