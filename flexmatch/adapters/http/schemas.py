@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from flexmatch import ApiKey, DocumentOutcome, DocumentRecord, Filters, Permission, ToolResult
+from flexmatch import ApiKey, DocumentOutcome, DocumentRecord, Permission, ToolResult
 from flexmatch.adapters.http.jobs import JobStatus
 
 FILTERS_DOC = (
     "Field conditions, all of which must match: source, document_id, chunk_id, match_kind, "
     "or metadata.<name> (a bare name means metadata.<name>); a value is a string, an "
-    "integer or a boolean, and a list matches any of its values."
+    "integer or a boolean, and a list matches any of its values. Any other value is a 422 "
+    "'invalid_filter' naming the field."
 )
+
+
+# Any JSON is taken here and checked by the knowledge base's filter rules, so a float, an
+# object or a list of mixed types is a 422 ``invalid_filter`` naming its field, like every
+# other bad filter (a model type would turn some of them into ``validation_error``).
+RawFilters = Annotated[
+    Any,
+    WithJsonSchema({"anyOf": [{"type": "object", "additionalProperties": True}, {"type": "null"}]}),
+]
 
 
 class _Strict(BaseModel):
@@ -57,14 +67,14 @@ class Deleted(BaseModel):
 class SearchRequest(_Strict):
     query: str = Field(min_length=1)
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
-    filters: Filters | None = Field(None, description=FILTERS_DOC)
+    filters: RawFilters = Field(None, description=FILTERS_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")
 
 
 class SimilarRequest(_Strict):
     text: str = Field(min_length=1)
     top_n: int = Field(5, ge=1, le=100)
-    filters: Filters | None = Field(None, description=FILTERS_DOC)
+    filters: RawFilters = Field(None, description=FILTERS_DOC)
 
 
 class SearchResponse(ToolResult):

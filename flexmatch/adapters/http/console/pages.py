@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request, Response
+from fastapi import Query, Request, Response
 from starlette.datastructures import Headers
 
 from flexmatch import DocumentRecord, FlexMatchError, Usage, answer_result
@@ -254,6 +254,38 @@ async def documents_page(
         "notice": NOTICES.get(notice, ""),
     }
     return render(request, "documents.html", context)
+
+
+# Links carry a document's id in the query string (``web.document_url``), so any id leads
+# to its own document: in a path, ``a/../b`` is resolved by the browser to ``b`` and
+# ``x/remove`` reads as an action on ``x``. The path forms below keep older links working.
+DocumentId = Annotated[str, Query(alias="id", min_length=1, description="The document's id.")]
+
+
+@router.get("/document")
+async def document_by_id(
+    request: Request, document_id: DocumentId, user: User, state: State, page: int = 1
+) -> Response:
+    return await document_page(request, document_id, user, state, page)
+
+
+@router.get("/document/original")
+async def original_by_id(document_id: DocumentId, user: User, state: State) -> Response:
+    return await document_original(document_id, user, state)
+
+
+@router.get("/document/remove")
+async def remove_page_by_id(
+    request: Request, document_id: DocumentId, user: User, state: State
+) -> Response:
+    return await remove_page(request, document_id, user, state)
+
+
+@router.post("/document/remove")
+async def remove_by_id(
+    request: Request, document_id: DocumentId, user: User, state: State
+) -> Response:
+    return await remove_document(request, document_id, user, state)
 
 
 @router.get("/documents/{document_id:path}/original")

@@ -19,7 +19,6 @@ import jinja2
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
-from fastapi.routing import APIRoute
 from starlette.datastructures import FormData, Headers
 
 from flexmatch import FlexMatchError, Permission, __version__
@@ -35,6 +34,7 @@ from flexmatch.adapters.http.console.sessions import (
     same_token,
 )
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
+from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 HERE = Path(__file__).resolve().parent
@@ -96,7 +96,16 @@ def make_environment() -> jinja2.Environment:
     env.filters["num"] = lambda n: f"{n:,}" if isinstance(n, int) else n
     env.filters["size"] = size
     env.filters["score"] = lambda v: "–" if v is None else f"{v:.4f}"
+    env.filters["document_url"] = document_url
     return env
+
+
+def document_url(document_id: str, action: str = "", **params: Any) -> str:
+    """A console link to a document: its id in the query string, so an id such as
+    ``a/../b``, ``..`` or ``x/remove`` leads to that very document (in a path, browsers
+    resolve dot segments and the routes would read a suffix as an action)."""
+    query = urllib.parse.urlencode({"id": document_id, **params}, quote_via=urllib.parse.quote)
+    return f"{PATH}/document{'/' + action if action else ''}?{query}"
 
 
 def when(stamp: str | None) -> str:
@@ -326,9 +335,10 @@ def check_origin(request: Request) -> None:
         )
 
 
-class ConsoleRoute(APIRoute):
+class ConsoleRoute(UploadRoute):
     """A route whose errors are pages (or JSON under ``/console/api``), not the API's;
-    a state-changing request is refused unless it came from the console's own origin."""
+    a state-changing request is refused unless it came from the console's own origin.
+    Its forms take long part headers (``multipart``): a long file name fails no import."""
 
     def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
         handler = super().get_route_handler()

@@ -23,6 +23,7 @@ from flexmatch import (
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
 from flexmatch.adapters.http.jobs import JobKind, WorkItem
+from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.schemas import (
     Deleted,
     DocumentList,
@@ -33,7 +34,12 @@ from flexmatch.adapters.http.schemas import (
 )
 from flexmatch.adapters.http.state import ServiceState, get_state
 
-router = APIRouter(prefix="/v1", tags=["documents"], dependencies=[Depends(reject_unknown_query)])
+router = APIRouter(
+    prefix="/v1",
+    tags=["documents"],
+    dependencies=[Depends(reject_unknown_query)],
+    route_class=UploadRoute,  # a long file name is one file's matter, not the batch's
+)
 Read = Coroutine[Any, Any, list[Document | FailedDocument]]
 
 Reader = Annotated[Principal, Depends(require("read"))]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from flexmatch import Filters, Stats, answer_result, tool_result
+from flexmatch import Stats, answer_result, search_filters, tool_result
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
 from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
@@ -38,15 +38,19 @@ async def run_search(
     kind: Literal["search", "similar"],
     text: str,
     top_n: int | None,
-    filters: Filters | None,
+    filters: Any,
     explain: bool,
     response: Response,
 ) -> SearchResponse:
     """Answer from the cache, or ask the knowledge base and remember the answer.
 
-    Filters are checked by the knowledge base (the one vocabulary of every interface);
-    a bad one is a 422 ``invalid_filter``."""
+    Filters are checked by the knowledge base's own rules (the one vocabulary of every
+    interface), first, so any bad value is a 422 ``invalid_filter`` naming its field and
+    never reaches the cache."""
     check_text(state, text, "query" if kind == "search" else "text")
+    if filters is not None and not isinstance(filters, dict):
+        raise ApiError(422, "invalid_filter", "filters must be a JSON object of field conditions")
+    search_filters(filters)  # raises FilterError: 422 invalid_filter
     explain = explain and kind == "search"
     key = state.cache.key(tenant, kind, text, top_n, filters, explain)
     cached = state.cache.get(key)
@@ -103,7 +107,7 @@ async def search_get(
     """``POST /v1/search`` as a link: the query in the URL, an optional source filter."""
     if top_n is not None and limit is not None and top_n != limit:
         raise ApiError(422, "conflicting_parameters", "top_n and limit differ; send one")
-    filters: Filters | None = {"source": source} if source else None
+    filters: dict[str, Any] | None = {"source": source} if source else None
     return await run_search(
         state, principal.tenant, "search", query, top_n or limit, filters, explain, response
     )

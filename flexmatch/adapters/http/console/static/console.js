@@ -48,7 +48,8 @@
 
   function documentLink(outcome) {
     if (!outcome.document_id || outcome.outcome === "failed") return null;
-    return "/console/documents/" + encodeURIComponent(outcome.document_id).replace(/%2F/g, "/");
+    // the id in the query string: any id, "a/../b" too, leads to its own document
+    return "/console/document?id=" + encodeURIComponent(outcome.document_id);
   }
 
   function detailOf(outcome) {
