@@ -91,6 +91,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "require_extra": ("flexmatch.extras", "require"),
     "run_sync": ("flexmatch.knowledge_base", "run_sync"),
     "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
+    "search_filters": ("flexmatch.engine.points", "search_filters"),
     "tool_result": ("flexmatch.results", "tool_result"),
 }
 __all__ = sorted(EXPORTS)
@@ -115,7 +116,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.engine.archive import Original
     from flexmatch.engine.chains.registry import registered as registered_chains
     from flexmatch.engine.embeddings import prepare_local_model
-    from flexmatch.engine.points import FILTERABLE_FIELDS, Filters
+    from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters
     from flexmatch.errors import (
         ChainError,
         ConfigError,

@@ -311,9 +311,11 @@ def test_public_api_is_pinned() -> None:
         "load_config",
         "load_setup",
         "prepare_local_model",
+        "record_id",
         "registered_chains",
         "require_extra",
         "run_sync",
         "safe_filename",
+        "search_filters",
         "tool_result",
     ]
