@@ -26,6 +26,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "CostEstimate": ("flexmatch.models", "CostEstimate"),
     "DEFAULT_TENANT": ("flexmatch.knowledge_base", "DEFAULT_TENANT"),
     "Document": ("flexmatch.models", "Document"),
+    "DoctorReport": ("flexmatch.engine.stores.repair", "DoctorReport"),
     "DocumentDetail": ("flexmatch.models", "DocumentDetail"),
     "DocumentNotFoundError": ("flexmatch.errors", "DocumentNotFoundError"),
     "DocumentOutcome": ("flexmatch.models", "DocumentOutcome"),
@@ -81,6 +82,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "WebImportError": ("flexmatch.errors", "WebImportError"),
     "answer_result": ("flexmatch.results", "answer_result"),
     "check_tenant": ("flexmatch.keys", "check_tenant"),
+    "doctor_store": ("flexmatch.engine.stores.repair", "doctor_store"),
     "evaluate": ("flexmatch.evaluation", "evaluate"),
     "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
     "load_config": ("flexmatch.config", "load_config"),
@@ -117,6 +119,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.engine.chains.registry import registered as registered_chains
     from flexmatch.engine.embeddings import prepare_local_model
     from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters
+    from flexmatch.engine.stores.repair import DoctorReport, doctor_store
     from flexmatch.errors import (
         ChainError,
         ConfigError,

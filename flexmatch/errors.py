@@ -16,6 +16,7 @@ FlexMatchError
 ├── EmbeddingError     the embedding model could not be loaded or used
 ├── DocumentNotFoundError  no such document in this tenant
 ├── WebImportError     a URL was refused or could not be fetched
+├── PayloadError       a document holds what the store could not read back (names the field)
 ├── KeyRequestError    an API key could not be created or changed as asked
 ├── ToolCallError      an agent's tool call was malformed (unknown tool, bad arguments)
 └── StoreError         the vector store refused an operation
@@ -91,6 +92,11 @@ class DocumentNotFoundError(FlexMatchError):
 
 class WebImportError(FlexMatchError):
     """A URL was refused by the safety rules or could not be fetched."""
+
+
+class PayloadError(FlexMatchError):
+    """A document or point holds a value the store could not read back (too deep, too
+    large, or not JSON); the message names the document and the field."""
 
 
 class KeyRequestError(FlexMatchError):

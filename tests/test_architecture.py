@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "flexmatch.errors",
             "flexmatch.extras",
             "flexmatch.models",
+            "flexmatch.payloads",
             "flexmatch.results",
             "flexmatch.text",
             "flexmatch.yamlio",

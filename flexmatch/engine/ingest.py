@@ -41,6 +41,7 @@ from flexmatch.models import (
     Section,
     SkippedDocument,
 )
+from flexmatch.payloads import check_metadata, check_value
 
 
 @dataclass
@@ -175,6 +176,7 @@ class Indexer:
         """begin → work → points → upsert → commit; a failure anywhere leaves the committed
         version as it was."""
         check_size(document, self.settings.max_document_bytes)
+        check_storable(document)  # before anything of it is written, the pending record too
         version = document_version(document, chains)
         record = self.registry.get(self.tenant, document.id)
         if record is not None and record.source != document.source:
@@ -369,6 +371,14 @@ def check_size(document: Document, limit: int) -> None:
             f"{document.uri}: extracted text is {size:,} bytes, over the {limit:,}-byte cap "
             "(ingest.max_document_bytes)"
         )
+
+
+def check_storable(document: Document) -> None:
+    """Refuse a document whose identity or metadata the store could not hold or read back
+    (see ``flexmatch.payloads``), naming the field."""
+    where = document.uri or document.id
+    check_value([document.id, document.uri, document.title, document.source], where, 2)
+    check_metadata(document.metadata, where)
 
 
 def pending_record(document: Document, record: DocumentRecord | None) -> DocumentRecord:

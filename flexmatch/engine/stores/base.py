@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from flexmatch.engine.points import INDEXED_FIELDS, Filters, FilterValue
+from flexmatch.payloads import check_payload
 
 DENSE = "dense"
 LEXICAL = "lexical"
@@ -29,6 +30,14 @@ class StoredPoint(BaseModel):
     vector: list[float] | None = None
     text: str = ""
     payload: dict[str, Any] = Field(default_factory=dict)
+
+
+def check_points(points: list[StoredPoint]) -> None:
+    """Every point of a write storable and readable back, or a ``PayloadError`` before any
+    of them is written: the one funnel every writer goes through (see ``payloads``)."""
+    for point in points:
+        document = point.payload.get("document_id", "?")
+        check_payload(point.payload, f"document '{str(document)[:200]}' (point {point.id})")
 
 
 @dataclass(slots=True)

@@ -3,13 +3,16 @@
 Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
 and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
 survives a kill -9. One process at a time: a second one waits for the lock, then fails
-with a clear message.
+with a clear message. The store is its owner's alone: its folder 700, its files 600
+(``_restrict``), as the engine creates them with the process's umask (often 644).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 import os
 import shutil
 import threading
@@ -28,6 +31,7 @@ from flexmatch.engine.stores.base import (
     QueryMethods,
     Scope,
     StoredPoint,
+    check_points,
     in_tenant,
     lexical_document,
     mismatch_message,
@@ -36,6 +40,10 @@ from flexmatch.engine.stores.base import (
 from flexmatch.errors import ModelMismatchError, StoreError
 
 META_FILE = "flexmatch-store.json"
+Query = tuple[Any, str, int, Scope, list[str] | None]  # see QueryMethods._query_batch
+log = logging.getLogger("flexmatch.store")
+# how the engine fails on a stored payload it cannot decode (one nested too deeply)
+UNREADABLE_PAYLOAD = ("Failed to deserialize payload", "Failed to decode value")
 
 
 def _alive(pid: int) -> bool:
@@ -46,6 +54,17 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _restrict(path: Path) -> None:
+    """Owner-only modes for the store: folders 700, files 600. The folder's mode is what
+    guards files the engine adds later (new segments), whatever their own mode."""
+    for folder, _, files in os.walk(path):
+        os.chmod(folder, 0o700)
+        for name in files:
+            target = os.path.join(folder, name)
+            if not os.path.islink(target):
+                os.chmod(target, 0o600)
 
 
 def disk_bytes(path: Path) -> int:
@@ -74,6 +93,49 @@ def _cached_condition(key: str, value: Any) -> Any:
     return edge.FieldCondition(key=key, match=match)
 
 
+def unreadable_payload(exc: BaseException) -> bool:
+    """Whether ``exc`` is the engine failing to decode a stored payload: the one error the
+    reads work around (older versions stored payloads nested too deeply to read back)."""
+    return any(marker in str(exc) for marker in UNREADABLE_PAYLOAD)
+
+
+def read_payloads(
+    shard: Any, ids: list[Any], batch: int = 256
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The payloads of ``ids`` by id, and apart the ids whose payload cannot be decoded:
+    a batch that fails is split in halves until the failing points are alone, so k bad
+    points among n cost about k * log2(n) extra reads."""
+    found: dict[str, dict[str, Any]] = {}
+    bad: list[str] = []
+    pending = [ids[i : i + batch] for i in range(0, len(ids), batch)][::-1]
+    while pending:
+        part = pending.pop()
+        try:
+            records = shard.retrieve(part, True, False)
+        except Exception as exc:
+            if not unreadable_payload(exc):
+                raise
+            if len(part) == 1:
+                bad.append(str(part[0]))
+            else:
+                pending += [part[len(part) // 2 :], part[: len(part) // 2]]
+            continue
+        found.update((str(r.id), dict(r.payload or {})) for r in records)
+    return found, bad
+
+
+def all_point_ids(shard: Any, page: int = 1000) -> list[Any]:
+    """Every point id in the shard, read without payloads (which may not decode)."""
+    ids: list[Any] = []
+    offset: Any = None
+    while True:
+        request = _edge().ScrollRequest(offset=offset, limit=page, with_payload=False)
+        records, offset = shard.scroll(request)
+        ids.extend(r.id for r in records)
+        if offset is None or not records:
+            return ids
+
+
 class EdgeStore(QueryMethods):
     """Points in a folder, written through Qdrant's write-ahead log."""
 
@@ -85,6 +147,28 @@ class EdgeStore(QueryMethods):
         self.indexing_threshold_kb = indexing_threshold_kb  # None: the engine's default
         self._shard: Any = None
         self._opening = threading.Lock()
+        self._unreadable: set[str] = set()  # points whose payload cannot be decoded
+
+    def engine(self) -> Any:
+        """The open engine shard, for maintenance that the store interface has no words
+        for (``repair``)."""
+        return self._open()
+
+    def _skip(self, ids: list[str]) -> None:
+        """Leave these points out of every later read and delete (a delete that reaches
+        them fails and blocks the store's writes until it is reopened), and say so once."""
+        new = sorted(set(ids) - self._unreadable)
+        if not new:
+            return
+        self._unreadable.update(new)
+        shown = ", ".join(new[:10]) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+        log.warning(
+            "the store at %s holds %d point(s) whose payload cannot be read (%s); they are "
+            "skipped: run `flexmatch doctor --fix` to remove them",
+            self.path,
+            len(new),
+            shown,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     def exists(self) -> bool:
@@ -119,6 +203,8 @@ class EdgeStore(QueryMethods):
             while True:
                 try:
                     self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
+                    with contextlib.suppress(OSError):  # a store made before, or copied in
+                        _restrict(self.path)
                     break
                 except Exception as exc:
                     locked = "WouldBlock" in str(exc) or "lock" in str(exc).lower()
@@ -130,7 +216,10 @@ class EdgeStore(QueryMethods):
                             f"the store at {self.path} is in use by another FlexMatch process "
                             f"(waited {self.lock_timeout:.0f}s); try again when it is done"
                         ) from exc
-                    raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+                    hint = ""
+                    if "failed to read WAL entry" in str(exc):
+                        hint = " (`flexmatch doctor --fix` repairs a log entry it cannot read)"
+                    raise StoreError(f"cannot open the store at {self.path}: {exc}{hint}") from exc
         return self._shard
 
     def prepare(self, embedding_model: str, dimension: int) -> None:
@@ -160,7 +249,7 @@ class EdgeStore(QueryMethods):
             optimizers=edge.EdgeOptimizersConfig(indexing_threshold=self.indexing_threshold_kb),
         )
         try:
-            staging.mkdir()
+            staging.mkdir(mode=0o700)
             shard = edge.EdgeShard.create(str(staging / "shard"), config)
             for field in INDEXED_FIELDS:
                 shard.update(
@@ -171,6 +260,7 @@ class EdgeStore(QueryMethods):
             meta = {"embedding_model": embedding_model, "dimension": dimension}
             meta["schema"] = SCHEMA_VERSION
             (staging / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+            _restrict(staging)  # before it is in place: never readable by others there
             try:
                 os.rename(staging, self.path)  # atomic; refused if the store appeared meanwhile
             except OSError:
@@ -215,10 +305,10 @@ class EdgeStore(QueryMethods):
     # -- data ------------------------------------------------------------------------
     def _filter(self, tenant: str, filters: Filters | None, must_not: Filters | None = None) -> Any:
         must, negated = scoped_conditions(tenant, filters, must_not)
-        return _edge().Filter(
-            must=[_condition(k, v) for k, v in must],
-            must_not=[_condition(k, v) for k, v in negated] or None,
-        )
+        excluded = [_condition(k, v) for k, v in negated]
+        if self._unreadable:
+            excluded.append(_edge().HasIdCondition(set(self._unreadable)))
+        return _edge().Filter(must=[_condition(k, v) for k, v in must], must_not=excluded or None)
 
     def _update(self, operation: Any, what: str) -> None:
         try:
@@ -231,6 +321,7 @@ class EdgeStore(QueryMethods):
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
         if not points:
             return
+        check_points(points)
         edge = _edge()
         batch = []
         for point in points:
@@ -252,25 +343,56 @@ class EdgeStore(QueryMethods):
         if not self.exists():
             return [[] for _ in queries]
         edge = _edge()
-        requests = [
-            edge.QueryRequest(
-                limit=limit,
-                query=edge.Query.Nearest(query, using=using),
-                filter=self._filter(tenant, *scope),
-                with_payload=True if fields is None else (fields or False),
-            )
-            for query, using, limit, scope, fields in queries
-        ]
+        requests = self._requests(tenant, queries, payloads=True)
         try:
             batches = self._open().query_batch(edge.QueryBatchRequest(requests))
         except StoreError:
             raise
         except Exception as exc:
+            if unreadable_payload(exc):
+                return self._query_around_unreadable(tenant, queries)
             raise StoreError(f"searching the store at {self.path} failed: {exc}") from exc
         return [
             [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in points]
             for points in batches
         ]
+
+    def _requests(self, tenant: str, queries: list[Query], payloads: bool) -> list[Any]:
+        edge = _edge()
+        return [
+            edge.QueryRequest(
+                limit=limit,
+                query=edge.Query.Nearest(query, using=using),
+                filter=self._filter(tenant, *scope),
+                with_payload=(True if fields is None else (fields or False)) if payloads else False,
+            )
+            for query, using, limit, scope, fields in queries
+        ]
+
+    def _query_around_unreadable(self, tenant: str, queries: list[Query]) -> list[list[Hit]]:
+        """The batch again without payloads, then the payloads of its hits apart: hits
+        whose payload cannot be decoded are left out."""
+        shard = self._open()
+        requests = self._requests(tenant, queries, payloads=False)
+        try:
+            batches = shard.query_batch(_edge().QueryBatchRequest(requests))
+        except Exception as exc:
+            raise StoreError(f"searching the store at {self.path} failed: {exc}") from exc
+        ids = list({str(p.id): p.id for points in batches for p in points}.values())
+        found, bad = read_payloads(shard, ids)
+        self._skip(bad)
+        results: list[list[Hit]] = []
+        for (*_, fields), points in zip(queries, batches, strict=True):
+            hits = []
+            for p in points:
+                payload = found.get(str(p.id))
+                if payload is None:
+                    continue
+                if fields is not None:
+                    payload = {k: payload[k] for k in fields if k in payload}
+                hits.append(Hit(id=str(p.id), score=float(p.score), payload=payload))
+            results.append(hits)
+        return results
 
     def optimize(self, min_points: int) -> bool:
         """Qdrant's optimizers, run in-process: they build HNSW for the segments past the
@@ -289,7 +411,16 @@ class EdgeStore(QueryMethods):
     def retrieve(self, tenant: str, ids: list[str]) -> list[Hit]:
         if not self.exists() or not ids:
             return []
-        records = self._open().retrieve(ids, True, False)
+        ids = [i for i in ids if i not in self._unreadable]
+        shard = self._open()
+        try:
+            records = shard.retrieve(ids, True, False)
+        except Exception as exc:
+            if not unreadable_payload(exc):
+                raise
+            found, bad = read_payloads(shard, ids)
+            self._skip(bad)
+            return in_tenant(tenant, [Hit(id=i, payload=p) for i, p in found.items()])
         return in_tenant(tenant, [Hit(id=str(r.id), payload=dict(r.payload)) for r in records])
 
     def scroll(
@@ -301,14 +432,28 @@ class EdgeStore(QueryMethods):
         hits: list[Hit] = []
         offset: Any = None
         while len(hits) < limit:
+            page = min(1000, limit - len(hits))
             request = edge.ScrollRequest(
-                offset=offset,
-                limit=min(1000, limit - len(hits)),
-                filter=self._filter(tenant, filters),
-                with_payload=True,
+                offset=offset, limit=page, filter=self._filter(tenant, filters), with_payload=True
             )
-            records, offset = self._open().scroll(request)
-            hits.extend(Hit(id=str(r.id), payload=dict(r.payload)) for r in records)
+            shard = self._open()
+            try:
+                records, next_offset = shard.scroll(request)
+                hits.extend(Hit(id=str(r.id), payload=dict(r.payload)) for r in records)
+            except Exception as exc:
+                if not unreadable_payload(exc):
+                    raise
+                request = edge.ScrollRequest(
+                    offset=offset,
+                    limit=page,
+                    filter=self._filter(tenant, filters),
+                    with_payload=False,
+                )
+                records, next_offset = shard.scroll(request)  # ids only: then payloads apart
+                found, bad = read_payloads(shard, [r.id for r in records])
+                self._skip(bad)
+                hits.extend(Hit(id=i, payload=p) for i, p in found.items())
+            offset = next_offset
             if offset is None or not records:
                 break
         return in_tenant(tenant, hits)

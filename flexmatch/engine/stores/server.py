@@ -28,6 +28,7 @@ from flexmatch.engine.stores.base import (
     QueryMethods,
     Scope,
     StoredPoint,
+    check_points,
     in_tenant,
     lexical_document,
     mismatch_message,
@@ -186,6 +187,7 @@ class ServerStore(QueryMethods):
     def upsert(self, tenant: str, points: list[StoredPoint]) -> None:
         if not points:
             return
+        check_points(points)
         m = _models()
         structs = []
         for point in points:
