@@ -192,3 +192,21 @@ def test_a_deep_config_file_is_a_clear_error(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as caught:
             read_yaml(path)
         assert str(caught.value) == f"{path}: nested too deeply (over {MAX_YAML_DEPTH} levels)"
+
+
+def test_a_deep_yaml_fails_alone_in_an_ingest_with_its_own_reason(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """Through the parse workers: the file is refused by name, not reported as a worker
+    that died for want of memory, and the file next to it is stored."""
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "sources:\n  default: {}\n")
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "deep.yaml").write_text(block_yaml(3_000))
+    (folder / "fine.yaml").write_text("server:\n  port: 8080\n  host: example.org\n")
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        report = kb.ingest([folder])
+    assert report.added == 1
+    (failed,) = report.failed
+    assert failed.error == f"{folder / 'deep.yaml'}: nested too deeply (over {MAX_NESTING} levels)"
