@@ -38,11 +38,27 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
-from flexmatch.config import ThrottleConfig
+from flexmatch import KBConfig
 
 log = logging.getLogger("flexmatch.adapters.http")
 _KEY_ID = re.compile(r"^fm_([0-9a-f]{12})_")
+
+
+class ThrottleSettings(Protocol):
+    """What ``service.throttle`` of ``flexmatch.yaml`` says (read-only here)."""
+
+    @property
+    def failures_per_address(self) -> int: ...
+    @property
+    def failures_per_key(self) -> int: ...
+    @property
+    def window_seconds(self) -> float: ...
+    @property
+    def trusted_seconds(self) -> float: ...
+    @property
+    def max_entries(self) -> int: ...
 
 
 class FailureBuckets:
@@ -112,10 +128,10 @@ class Throttle:
 
     def __init__(
         self,
-        settings: ThrottleConfig | None = None,
+        settings: ThrottleSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.settings = settings = settings or ThrottleConfig()
+        self.settings = settings = settings or KBConfig().service.throttle
         self.clock = clock
         window, cap = settings.window_seconds, settings.max_entries
         self.addresses = FailureBuckets(settings.failures_per_address, window, cap, clock)
