@@ -21,7 +21,8 @@ costing a database read each. The rules, for a request that carries a key:
 
 A success never refills a budget (else an attacker would interleave a key of their own).
 The address is the one the server sees: behind a reverse proxy, uvicorn takes it from
-``X-Forwarded-For`` only when the proxy is in ``--forwarded-allow-ips``.
+``X-Forwarded-For`` only when the proxy is in ``FORWARDED_ALLOW_IPS`` (else every client
+shares the proxy's budget).
 
 Everything is in this process's memory: with several replicas (or workers) each keeps
 its own budgets, so the figures are per replica. Each table holds at most
