@@ -314,7 +314,7 @@ def check_origin(request: Request) -> None:
     (``same-site`` is a sibling subdomain: refused too) and ``Origin``, which must be
     this request's own ``scheme://host``. A request with neither (no browser) passes on
     to the token checks. Behind a TLS-terminating proxy, the server must see the
-    original scheme and host (uvicorn's ``--forwarded-allow-ips``), or every form fails.
+    original scheme and host (uvicorn's ``FORWARDED_ALLOW_IPS``), or every form fails.
     """
     site = request.headers.get("sec-fetch-site")
     if site is not None and site.strip().lower() not in SAME_SITE_FETCHES:
