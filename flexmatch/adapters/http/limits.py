@@ -11,6 +11,7 @@ import json
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,15 +43,23 @@ class Limits:
 
 
 class RateLimiter:
-    """A token bucket per key, in memory: ``burst`` tokens, refilled at ``rate`` per second."""
+    """A token bucket per key, in memory: ``burst`` tokens, refilled at ``rate`` per second.
+
+    At most ``max_entries`` buckets are kept, the least recently used dropped first (one
+    dropped that long ago had mostly refilled anyway), so many keys cannot grow it."""
 
     def __init__(
-        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+        self,
+        rate: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 100_000,
     ) -> None:
         self.rate = rate
         self.burst = burst
         self.clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # key → (tokens, last refill)
+        self.max_entries = max_entries
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, last
         self._lock = threading.Lock()
 
     def acquire(self, key: str) -> float:
@@ -61,11 +70,15 @@ class RateLimiter:
         with self._lock:
             tokens, last = self._buckets.get(key, (float(self.burst), now))
             tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-            if tokens >= 1.0:
-                self._buckets[key] = (tokens - 1.0, now)
-                return 0.0
-            self._buckets[key] = (tokens, now)
-            return (1.0 - tokens) / self.rate
+            taken = tokens >= 1.0
+            self._buckets[key] = (tokens - 1.0 if taken else tokens, now)
+            self._buckets.move_to_end(key)
+            while len(self._buckets) > self.max_entries:
+                self._buckets.popitem(last=False)
+            return 0.0 if taken else (1.0 - tokens) / self.rate
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
 
 def retry_after(seconds: float) -> str:

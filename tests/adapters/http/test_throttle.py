@@ -13,6 +13,7 @@ import pytest
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
+from flexmatch.adapters.http.limits import RateLimiter
 from flexmatch.adapters.http.throttle import Throttle, client_address, key_id_of
 from flexmatch.config import KBConfig, ThrottleConfig
 from flexmatch.engine.embeddings import OnnxEmbedder
@@ -104,6 +105,15 @@ def test_tables_are_bounded_and_a_zero_budget_turns_throttling_off() -> None:
     for _ in range(100):
         off.failed("10.0.0.1", UNKNOWN)
     assert off.admit("10.0.0.1", UNKNOWN) == (0.0, "") and len(off.addresses) == 0
+
+
+def test_the_per_key_rate_limiter_is_bounded_too() -> None:
+    clock = Clock()
+    limiter = RateLimiter(rate=1.0, burst=2, clock=clock, max_entries=10)
+    for n in range(1_000):
+        assert limiter.acquire(f"key{n}") == 0.0
+    assert len(limiter) == 10
+    assert limiter.acquire("key999") == 0.0 and limiter.acquire("key999") == 1.0
 
 
 def test_addresses_and_key_ids_are_named_as_throttled() -> None:
