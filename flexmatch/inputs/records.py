@@ -117,8 +117,8 @@ def record_documents(
     config: SourceConfig,
     template: PromptTemplate,
 ) -> Iterator[Item]:
-    """The documents of one batch of records; a record repeating an id fails, naming the
-    record that had it first."""
+    """The documents of one batch of records; a record repeating a given id fails, naming
+    the record that had it first (identical records without an id are one document)."""
     seen = SeenIds()
     for entry in entries:
         if isinstance(entry, FailedDocument):
@@ -131,4 +131,7 @@ def record_documents(
                 key, record, where, source, config, template
             ),
         )
-        yield seen.claim(item, where)
+        given = key is not None or (
+            isinstance(record, dict) and record.get(config.id_field) not in (None, "")
+        )
+        yield seen.claim(item, where) if given else item

@@ -210,3 +210,15 @@ def test_a_deep_yaml_fails_alone_in_an_ingest_with_its_own_reason(
     assert report.added == 1
     (failed,) = report.failed
     assert failed.error == f"{folder / 'deep.yaml'}: nested too deeply (over {MAX_NESTING} levels)"
+
+
+def test_identical_records_without_an_id_are_one_document(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, RECORDS_CONFIG)
+    same = {"subject": "Ann", "prefers": "green tea"}
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        report = kb.add_records([same, dict(same)], source="facts")
+        stored = kb.list_documents(source="facts")
+    assert report.failed == [] and len(stored) == 1  # the same content: no collision
