@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -83,33 +83,55 @@ Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 Work = Callable[[Document, SourceChains], Awaitable[Enriched]]
 
 
+T = TypeVar("T")
+
+
+async def off_loop(work: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that only computes (a chunker, a chain without an LLM) on a worker
+    thread with a loop of its own: on a server's event loop, a big document's chunking or
+    sentence splitting would hold up every other request until it was done."""
+    return await asyncio.to_thread(asyncio.run, work)
+
+
+async def _per_section(
+    chain: MatchingTextChain | QualifyingTextChain, sections: list[Section], document: Document
+) -> list[Any]:
+    """``chain.run`` for every section: concurrently on this loop for an LLM chain (its
+    calls are I/O, batched across chunks), all in one worker thread for one without."""
+    if chain.uses_llm:
+        return list(await asyncio.gather(*(chain.run(s, document) for s in sections)))
+
+    async def each() -> list[Any]:
+        return [await chain.run(section, document) for section in sections]
+
+    return await off_loop(each())
+
+
 async def enrich(document: Document, sections: list[Section], chains: SourceChains) -> list[Chunk]:
     """Each of the document's sections as a chunk with its matching and qualifying texts."""
-
-    async def one(index: int) -> Chunk:
-        section = sections[index]
-        matching, qualifying = await asyncio.gather(
-            chains.matching_text.run(section, document),
-            chains.qualifying_text.run(section, document),
-        )
-        return Chunk(
+    matching, qualifying = await asyncio.gather(
+        _per_section(chains.matching_text, sections, document),
+        _per_section(chains.qualifying_text, sections, document),
+    )
+    return [
+        Chunk(
             id=f"{document.id}#{index}",
             document_id=document.id,
             index=index,
             text=section.text,
             heading_path=section.heading_path,
-            qualifying_text=qualifying,
-            matching_texts=matching,
+            qualifying_text=qualifying[index],
+            matching_texts=matching[index],
         )
-
-    return list(await asyncio.gather(*(one(i) for i in range(len(sections)))))
+        for index, section in enumerate(sections)
+    ]
 
 
 async def enrich_and_embed(document: Document, chains: SourceChains, embed: Embed) -> Enriched:
     """Enrich, and embed every matching text (``embed`` batches them with other
     documents' texts). The texts known before the LLM answers (the chunks' own text) are
     embedded while it works, the rest once it has."""
-    sections = await chains.chunker.run(document)
+    sections = await off_loop(chains.chunker.run(document))
     known = {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
     early = asyncio.ensure_future(embed(list(known)))
     try:
@@ -200,7 +222,7 @@ class Indexer:
             points = await asyncio.to_thread(
                 self.points, document, enriched.chunks, version, enriched.vectors
             )
-            self.store.upsert(self.tenant, points)
+            await asyncio.to_thread(self.store.upsert, self.tenant, points)  # not on the loop
         except Exception as exc:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
             raise

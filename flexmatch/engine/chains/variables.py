@@ -2,11 +2,54 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from flexmatch.models import Document, MatchingText, Section
+from flexmatch.text import lead_sentence
 
 SECTION_VARIABLES = frozenset({"chunk", "document", "source", "params"})
+
+
+class _DocumentFacts:
+    """What the chains read of a whole document, computed once per document: ``Document.text``
+    joins every element on each access, and a chain asking it for each of a document's
+    chunks made an ingest quadratic in the document's size."""
+
+    def __init__(self, document: Document) -> None:
+        self.text = document.text
+        self._lead: str | None = None
+
+    @property
+    def lead(self) -> str:
+        if self._lead is None:
+            self._lead = lead_sentence(self.text)
+        return self._lead
+
+
+# keyed by id(document); an entry goes when its document is collected (the weak
+# reference's callback), so nothing here outlives the ingest that read the document
+_FACTS: dict[int, tuple[weakref.ref[Document], _DocumentFacts]] = {}
+
+
+def _facts(document: Document) -> _DocumentFacts:
+    key = id(document)
+    entry = _FACTS.get(key)
+    if entry is not None and entry[0]() is document:
+        return entry[1]
+    facts = _DocumentFacts(document)
+    _FACTS[key] = (weakref.ref(document, lambda _ref: _FACTS.pop(key, None)), facts)
+    return facts
+
+
+def document_text(document: Document) -> str:
+    """``document.text``, joined once per document however many chunks ask for it."""
+    return _facts(document).text
+
+
+def document_lead(document: Document) -> str:
+    """The document's first prose sentence (``lead_sentence``), found once per document."""
+    return _facts(document).lead
 
 
 def section_variables(section: Section, document: Document) -> dict[str, Any]:
@@ -16,7 +59,7 @@ def section_variables(section: Section, document: Document) -> dict[str, Any]:
             "id": document.id,
             "title": document.title,
             "uri": document.uri,
-            "text": document.text,
+            "text": document_text(document),
             "metadata": document.metadata,
         },
         "source": document.source,

@@ -16,7 +16,7 @@ from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest, answer
 from flexmatch.engine.chains.kinds import QualifyingTextChain
 from flexmatch.engine.chains.output import parse_text
 from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.variables import section_variables
+from flexmatch.engine.chains.variables import document_text, section_variables
 from flexmatch.models import Document, Section
 
 VARIABLES = frozenset({"documents", "chunk", "document", "source", "params"})
@@ -40,7 +40,7 @@ class LLMContext(ChunkBatching[str], QualifyingTextChain):
     group_variable = "documents"
 
     def _text(self, document: Document) -> str:
-        return document.text[: self.params.max_document_chars]
+        return document_text(document)[: self.params.max_document_chars]
 
     def item_inputs(self, request: ChunkRequest) -> Any:
         document, section = request.document, request.section

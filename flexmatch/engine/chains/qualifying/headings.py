@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from flexmatch.engine.chains.kinds import QualifyingTextChain
 from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.variables import heading_label
+from flexmatch.engine.chains.variables import document_lead, heading_label
 from flexmatch.models import Document, Section
-from flexmatch.text import lead_sentence
 
 
 @register("qualifying_text", "headings")
@@ -15,7 +14,7 @@ class Headings(QualifyingTextChain):
 
     async def run(self, section: Section, document: Document) -> str:
         label = heading_label(document, section)
-        lead = lead_sentence(document.text)
+        lead = document_lead(document)  # once per document, not once per chunk
         parts = [f"From {label}." if label else ""]
         if lead and lead not in section.text[: len(lead) + 5]:
             parts.append(f"The document begins: {lead}")
