@@ -335,6 +335,11 @@ def check_nesting(text: str, language: str, where: str) -> None:
 # -- reading definitions -----------------------------------------------------------------
 
 
+_BLANK_BYTES = frozenset(b" \t\r\x0b\x0c")
+_NEWLINE = ord("\n")
+_LINE_REST = re.compile(rb"[ \t\r;,]*(?:\n|\Z)")
+
+
 class _Reader:
     def __init__(self, source: bytes, language: str) -> None:
         self.source = source
@@ -510,14 +515,20 @@ class _Reader:
     def _text_starts(self, node: Node, prefix: str) -> bool:
         return self.text(node).startswith(prefix)
 
+    # Both look only at the blanks next to ``offset``, never at the rest of its line: a
+    # minified file is one line, and reading it for every definition on it was quadratic.
     def _line_start(self, offset: int) -> int:
-        start = self.source.rfind(b"\n", 0, offset) + 1
-        return start if not self.source[start:offset].strip() else offset
+        """The start of ``offset``'s line when only blanks come before it there, else ``offset``."""
+        start = offset
+        while start > 0 and self.source[start - 1] in _BLANK_BYTES:
+            start -= 1
+        return start if start == 0 or self.source[start - 1] == _NEWLINE else offset
 
     def _line_end(self, offset: int) -> int:
-        end = self.source.find(b"\n", offset)
-        end = len(self.source) if end < 0 else end + 1
-        return end if not self.source[offset:end].strip(b" \t\r\n;,") else offset
+        """Past the end of ``offset``'s line when only blanks (or ``;`` and ``,``) follow it
+        there, else ``offset``."""
+        rest = _LINE_REST.match(self.source, offset)
+        return rest.end() if rest is not None else offset
 
 
 def _comment_text(comments: list[str]) -> str:
