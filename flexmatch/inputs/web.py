@@ -151,12 +151,17 @@ def _shut(sock: socket.socket) -> None:
 class _Deadline:
     """One fetch's wall-clock limit, over every socket the fetch opens: at the deadline a
     timer thread shuts them all, so a read blocked on a trickling server returns at once
-    (and fails) instead of waiting for its next byte."""
+    (and fails) instead of waiting for its next byte.
+
+    It holds a duplicate of each socket: a shutdown through it reaches the connection
+    whatever became of the original (TLS detaches it to wrap it, before its handshake),
+    and the duplicate's descriptor cannot be reused by another socket while it is held."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.at = time.monotonic() + seconds
         self.expired = False
+        self._over = False  # the fetch is done
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
@@ -171,10 +176,10 @@ class _Deadline:
         return self.expired or time.monotonic() >= self.at
 
     def watch(self, sock: socket.socket) -> None:
-        """Shut ``sock`` at the deadline (at once when it has passed)."""
+        """Shut ``sock``'s connection at the deadline (at once when it has passed)."""
         with self._lock:
-            if not self.expired:
-                self._sockets.append(sock)
+            if not (self.expired or self._over):
+                self._sockets.append(sock.dup())
                 return
         _shut(sock)
 
@@ -186,7 +191,13 @@ class _Deadline:
             _shut(sock)
 
     def cancel(self) -> None:
+        """The fetch is over: no watchdog, and the duplicates closed."""
         self._timer.cancel()
+        with self._lock:
+            self._over = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            sock.close()
 
     def timeouts(self) -> tuple[float, float]:
         """(connect, read) timeouts for requests: connecting gets what is left (the
@@ -218,11 +229,6 @@ def _guarded_session(policy: WebPolicy, deadline: _Deadline | None = None) -> An
                 raise WebImportError(f"refused: '{connection.host}' connected to a {reason}")
         return sock
 
-    def connected(connection: Any) -> None:
-        # TLS wraps the socket in a new object (the raw one is detached): watch that too
-        if deadline is not None and connection.sock is not None:
-            deadline.watch(connection.sock)
-
     class GuardedHTTP(HTTPConnection):
         def _new_conn(self) -> Any:
             return checked(self, super()._new_conn())
@@ -230,10 +236,6 @@ def _guarded_session(policy: WebPolicy, deadline: _Deadline | None = None) -> An
     class GuardedHTTPS(HTTPSConnection):
         def _new_conn(self) -> Any:
             return checked(self, super()._new_conn())
-
-        def connect(self) -> None:
-            super().connect()
-            connected(self)
 
     class GuardedHTTPPool(HTTPConnectionPool):
         ConnectionCls = GuardedHTTP

@@ -293,6 +293,70 @@ def test_a_direct_fetch_ends_at_its_deadline(site: Site, path: str) -> None:
     _left_on_time(site, path, 2)
 
 
+def test_a_trickled_tls_handshake_ends_at_the_deadline() -> None:
+    """A server that answers the TLS ClientHello with a record it sends a byte at a time."""
+    import socket
+
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    gone: list[float] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)  # the ClientHello
+            data = b"\x16\x03\x03\x40\x00"  # a handshake record of 16 KB, to come
+            until = time.monotonic() + TRICKLE_FOR
+            sent = 0
+            while not stop.is_set() and time.monotonic() < until:
+                try:
+                    connection.sendall(data[sent : sent + 1] or b"\x00")
+                except OSError:
+                    gone.append(time.monotonic())
+                    return
+                sent += 1
+                stop.wait(TRICKLE_EVERY)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"https://127.0.0.1:{port}/"
+    started = time.monotonic()
+    try:
+        with pytest.raises(WebImportError) as caught:
+            fetch(url, _policy(2))
+        took = time.monotonic() - started
+        thread.join(5)
+    finally:
+        stop.set()
+        listener.close()
+    assert str(caught.value) == f"{url}: the page took longer than 2s"
+    assert 2 - 0.1 <= took < 2 + SLACK, f"took {took:.1f}s"
+    assert gone and gone[0] - started < 2 + TRICKLE_EVERY + SLACK + 0.5
+
+
+def test_the_watchdog_reaches_a_socket_whose_first_object_was_detached() -> None:
+    """TLS wraps a connection's socket by detaching it into a new object: a read blocked
+    on the new one (a trickling HTTPS server) still ends at the deadline."""
+    import socket
+
+    from flexmatch.inputs.web import _Deadline
+
+    ours, theirs = socket.socketpair()
+    deadline = _Deadline(0.5)
+    try:
+        deadline.watch(ours)
+        wrapped = socket.socket(fileno=ours.detach())  # as ssl's wrap_socket does
+        wrapped.settimeout(5)  # a broken watchdog fails the test, never hangs it
+        started = time.monotonic()
+        assert wrapped.recv(10) == b""  # woken by the shutdown, not by the peer
+        assert 0.4 <= time.monotonic() - started < 0.5 + SLACK and deadline.passed
+    finally:
+        deadline.cancel()
+        wrapped.close()
+        theirs.close()
+
+
 def test_the_deadline_covers_a_chain_of_redirects(site: Site) -> None:
     """Five hops of 0.6 s each: every one is quick, the chain is not."""
     url = f"{site.url}/hop-0"
