@@ -36,6 +36,7 @@ STATE_FILE = Path(".flexmatch") / "keys.sqlite"  # its old name: it held only th
 BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write to finish
 CONNECT_TIMEOUT = 5  # seconds to reach a database server (libpq takes whole seconds)
 POOL_TIMEOUT = 10.0  # seconds a thread waits for a free pooled connection
+_SCHEMA_LOCK = 0x666C65786D61  # PostgreSQL advisory lock held while creating the tables
 
 _SQLITE_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS api_keys (
@@ -316,11 +317,20 @@ class SqlAlchemyDatabase:
             if self._ready:
                 return
             try:
-                self._metadata.create_all(self._engine)
+                self._create_all()
             except self._sa.exc.SQLAlchemyError:
                 # another replica created them between our check and our CREATE
-                self._metadata.create_all(self._engine)
+                self._create_all()
             self._ready = True
+
+    def _create_all(self) -> None:
+        """Create the missing tables; on PostgreSQL one replica at a time (replicas that
+        start together would otherwise collide in its catalog), as its DDL is transactional."""
+        with self._engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                lock = self._sa.text("SELECT pg_advisory_xact_lock(:key)")
+                connection.execute(lock, {"key": _SCHEMA_LOCK})
+            self._metadata.create_all(connection)
 
     @contextlib.contextmanager
     def transaction(self, *, create: bool = True) -> Iterator[_SqlAlchemyTransaction]:

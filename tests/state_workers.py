@@ -91,3 +91,13 @@ if __name__ == "__main__":
     command, kb, state_url = sys.argv[1:4]
     assert command == "job", command
     run_job_until_killed(kb, state_url or None)
+
+
+def create_tables_at(kb_dir: str, url: str | None, at: float) -> None:
+    """Reach the database and create its tables at wall-clock time ``at`` (replicas
+    starting together race to create them)."""
+    state = open_state(kb_dir, url)
+    time.sleep(max(0.0, at - time.time()))
+    state.check()
+    state.keys.create("acme", "read")
+    state.close()

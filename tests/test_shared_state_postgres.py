@@ -5,17 +5,21 @@ their own. Runs on the server ``scripts/postgres`` starts; skips without it."""
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import make_url
 
 from flexmatch import JobRecord, SharedState, StoreError
 from flexmatch.state_db import open_database
 from tests.postgres import ensure_running, stop_server
+from tests.state_workers import create_tables_at
 
 OUTAGE_BOUND = 10.0  # seconds any call may take while the server is down
 
@@ -68,3 +72,35 @@ def test_a_restart_of_the_server_is_survived(postgres_url: str, tmp_path: Path) 
     ensure_running()
     assert state.keys.verify(token) is not None
     state.close()
+
+
+def test_replicas_starting_together_all_create_the_tables(postgres_url: str) -> None:
+    """Six processes reach a new database at the same instant, three times over: each
+    creates the tables or finds them made, and every one then writes (unguarded, two
+    concurrent CREATE TABLEs collide in PostgreSQL's catalog: a duplicate-key error)."""
+    base = make_url(postgres_url)
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    replicas = 6
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(replicas, mp_context=spawn) as pool:
+        list(pool.map(abs, range(replicas)))  # the processes are up before the race
+        for round_ in range(3):
+            name = f"{base.database}_start{round_}"
+            with admin.connect() as connection:
+                connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            url = base.set(database=name).render_as_string(hide_password=False)
+            try:
+                at = time.time() + 0.5
+                starts = [
+                    pool.submit(create_tables_at, "/nonexistent", url, at)
+                    for _ in range(replicas)
+                ]
+                for start in starts:
+                    start.result(timeout=120)
+                state = SharedState(open_database(".", url))
+                assert len(state.keys.list("acme")) == replicas
+                state.close()
+            finally:
+                with admin.connect() as connection:
+                    connection.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()
