@@ -365,7 +365,7 @@ def docs_list(
     if as_json:
         console.print_json(json.dumps([r.model_dump() for r in records], ensure_ascii=False))
         return
-    table = Table(title=f"Documents ({len(records)}) in tenant '{tenant}'")
+    table = Table(title=f"Documents ({len(records)}) in tenant '{shown(tenant)}'")
     for column in ("id", "source", "title", "status", "chunks", "uri"):
         table.add_column(column, overflow="fold")
     for r in records:

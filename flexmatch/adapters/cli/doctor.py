@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 import flexmatch as fm  # names load on first use
 from flexmatch.adapters.cli.options import JsonOption, KbOption
+from flexmatch.adapters.cli.output import shown
 
 if TYPE_CHECKING:
     from flexmatch import DoctorReport
@@ -52,27 +52,27 @@ def doctor(
 def _print(report: DoctorReport) -> None:
     checked = "not read yet" if report.points_checked is None else str(report.points_checked)
     console.print(
-        f"Store {escape(report.store)}: {report.log_entries} log entries, "
+        f"Store {shown(report.store)}: {report.log_entries} log entries, "
         f"{len(report.log_problems)} unreadable; points checked: {checked}, "
         f"{len(report.bad_points)} to remove"
     )
     for problem in report.log_problems:
         state = "repairable" if problem.repairable else "NOT repairable"
         console.print(
-            f"  log entry {problem.index} ({escape(problem.file)}): nested {problem.depth} "
-            f"levels deep, {state}{'; ' + escape(problem.reason) if problem.reason else ''}"
+            f"  log entry {problem.index} ({shown(problem.file)}): nested {problem.depth} "
+            f"levels deep, {state}{'; ' + shown(problem.reason) if problem.reason else ''}"
         )
     for point in report.bad_points[:50]:
         console.print(
-            f"  point {escape(point.id)}: {point.why} (tenant {escape(repr(point.tenant))}, "
-            f"document {escape(repr(point.document_id))}, record {escape(repr(point.record))})"
+            f"  point {shown(point.id)}: {point.why} (tenant {shown(repr(point.tenant))}, "
+            f"document {shown(repr(point.document_id))}, record {shown(repr(point.record))})"
         )
     if len(report.bad_points) > 50:
         console.print(f"  … and {len(report.bad_points) - 50} more (--json lists them all)")
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        console.print(f"[yellow]note:[/] {shown(note)}")
     if report.backup:
-        console.print(f"Backed up the store to {escape(report.backup)}")
+        console.print(f"Backed up the store to {shown(report.backup)}")
     if report.fixed:
         repaired = sum(p.repairable for p in report.log_problems)
         console.print(
