@@ -71,3 +71,12 @@ def test_an_error_quoting_hostile_text_shows_it_as_text(hostile_kb: Path) -> Non
     result = run("docs", "remove", "missing-" + HOSTILE, "--kb", str(hostile_kb))
     assert result.returncode != 0 and "no document" in result.stderr
     assert_shown_as_text(result.stderr)
+
+
+def test_shown_is_the_only_way_cli_modules_escape_text() -> None:
+    """One helper: a CLI module that escapes with Rich's ``escape`` alone would let
+    control characters through again."""
+    cli = Path(shown.__code__.co_filename).parent
+    for path in sorted(cli.glob("*.py")):
+        if path.name != "output.py":
+            assert "rich.markup" not in path.read_text(encoding="utf-8"), path
