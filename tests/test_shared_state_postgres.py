@@ -1,22 +1,28 @@
 """The state database is a PostgreSQL server that restarts during a run: while it is down
 every call fails at once with a ``StoreError`` naming the database (never a hang, never
 its password), and when it is back the same objects work again, without a restart of
-their own. Runs on the server ``scripts/postgres`` starts; skips without it."""
+their own; a job running meanwhile finishes and its record catches up. Replicas that
+start together all create the tables. Runs on the server ``scripts/postgres`` starts;
+skips without it."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import make_url
 
-from flexmatch import JobRecord, SharedState, StoreError
+from flexmatch import DocumentOutcome, IngestReport, JobRecord, SharedState, StoreError
+from flexmatch.adapters.http.cache import SearchCache
+from flexmatch.adapters.http.jobs import JobRegistry, write_item
+from flexmatch.adapters.http.writes import TenantWriter
 from flexmatch.state_db import open_database
 from tests.postgres import ensure_running, stop_server
 from tests.state_workers import create_tables_at
@@ -104,3 +110,68 @@ def test_replicas_starting_together_all_create_the_tables(postgres_url: str) -> 
                 with admin.connect() as connection:
                     connection.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+def test_a_job_runs_on_through_a_restart_and_its_record_catches_up(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """PostgreSQL stops between a job's first and second documents and starts again before
+    its third: the job writes all three, and its record (read by another replica) ends
+    done with every outcome, the one finished during the outage included."""
+    state = SharedState(open_database(tmp_path, postgres_url))
+    other = SharedState(open_database(tmp_path, postgres_url))
+    gates = {name: asyncio.Event() for name in "abc"}
+    written: list[str] = []
+
+    def item(name: str) -> Any:
+        async def write(tenant: str, progress: Any) -> IngestReport:
+            await gates[name].wait()
+            written.append(name)
+            return IngestReport(outcomes=[DocumentOutcome(input=name, outcome="added")])
+
+        return write_item(name, write)
+
+    async def wait_for(condition: Callable[[], bool]) -> None:
+        for _ in range(600):
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("timed out")
+
+    async def scenario() -> str:
+        async def ready() -> None:
+            return None
+
+        registry = JobRegistry(
+            kb=cast(Any, None),
+            writer=TenantWriter(SearchCache()),
+            ready=ready,
+            shared=state,
+            heartbeat=0.1,
+        )
+        job = await registry.submit("acme", "upload", [item(n) for n in "abc"])
+
+        def recorded() -> int:
+            record = other.jobs.get("acme", job.id)
+            return 0 if record is None else len(record.documents)
+
+        gates["a"].set()
+        await wait_for(lambda: recorded() == 1)
+        await asyncio.to_thread(stop_server)
+        try:
+            gates["b"].set()  # finishes while the database is down: its save fails
+            await wait_for(lambda: written == ["a", "b"])
+            await asyncio.sleep(0.3)  # a few heartbeats fail too
+        finally:
+            await asyncio.to_thread(ensure_running)
+        gates["c"].set()
+        await wait_for(lambda: getattr(other.jobs.get("acme", job.id), "status", "") == "done")
+        await registry.close()
+        return job.id
+
+    job_id = asyncio.run(scenario())
+    record = other.jobs.get("acme", job_id)
+    assert record is not None and record.status == "done", record
+    assert [d["input"] for d in record.documents] == ["a", "b", "c"]
+    state.close()
+    other.close()
