@@ -12,7 +12,7 @@ import atexit
 import concurrent.futures
 import itertools
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -35,7 +35,13 @@ from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedde
 from flexmatch.engine.estimate import estimate
 from flexmatch.engine.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest import Indexer, SourceChains, Work, version_of
-from flexmatch.engine.ingest_run import ActiveRuns, IngestRun, ProgressCallback
+from flexmatch.engine.ingest_run import (
+    READ_AHEAD,
+    ActiveRuns,
+    IngestRun,
+    ProgressCallback,
+    read_ahead,
+)
 from flexmatch.engine.llm import LLM
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
@@ -545,9 +551,16 @@ class KnowledgeBase:
         reader = self._reader(source)
         plan = await asyncio.to_thread(reader.plan, inputs)
         pages = await self._fetch(reader, plan.urls)
-        items = [*pages, *(await asyncio.to_thread(lambda: list(reader.read(plan, urls=False))))]
-        documents = [item for item in items if isinstance(item, Document)]
-        return await estimate(documents, self.source_chains, self.llm)
+
+        async def documents() -> AsyncIterator[Document]:  # read as they are estimated
+            for page in pages:
+                if isinstance(page, Document):
+                    yield page
+            async for item in read_ahead(reader.read(plan, urls=False), READ_AHEAD):
+                if isinstance(item, Document):
+                    yield item
+
+        return await estimate(documents(), self.source_chains, self.llm)
 
     async def aadd_records(
         self,

@@ -4,6 +4,7 @@ stores nothing, and prices what is not already in the LLM cache."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
@@ -53,3 +54,22 @@ def test_cli_dry_run_json(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     assert estimate["llm_calls"] == 2 and estimate["chunks"] == 2
     assert llm_server.calls() == 0
     assert not (tmp_path / "kb" / ".flexmatch" / "qdrant").exists()  # nothing stored
+
+
+def test_a_dry_run_streams_its_documents(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """Without LLM chains nothing needs the documents together: a dry run of a large
+    corpus holds one at a time (a million-line corpus took 3 GB when it held them all)."""
+    corpus = tmp_path / "big.jsonl"
+    text = "The tide turns twice a day along this coast. " * 20  # ~1 KB a row
+    rows = (json.dumps({"_id": f"d{i}", "text": f"{i}: {text}"}) for i in range(20_000))
+    corpus.write_text("\n".join(rows) + "\n")
+    write_config(tmp_path / "kb", "sources:\n  default: {}\n")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        tracemalloc.start()
+        try:
+            result = kb.run_sync(kb.aestimate([corpus]))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert result.documents == 20_000
+    assert peak < 12 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB for 20 MB of text"

@@ -11,7 +11,7 @@ chain's model (unknown models are priced at nothing and say so).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
 from flexmatch.engine.chains.batching import ChunkBatching
@@ -23,13 +23,15 @@ CHARS_PER_TOKEN = 4
 
 
 async def estimate(
-    documents: Iterable[Document],
+    documents: Iterable[Document] | AsyncIterable[Document],
     chains_for: Callable[[str], SourceChains],
     llm: LLM | None,
 ) -> CostEstimate:
+    """Documents are taken as they come (a stream is never held whole: a dry run of a
+    million-line corpus keeps one document at a time when no LLM chain needs its sections)."""
     result = CostEstimate()
     pending: dict[int, tuple[ChunkBatching[Any], list[tuple[Section, Document]]]] = {}
-    for document in documents:
+    async for document in _each(documents):
         chains = chains_for(document.source)
         sections = await chains.chunker.run(document)
         result.documents += 1
@@ -60,6 +62,15 @@ async def estimate(
                 result.cost_usd += prompt_tokens * price[0] + answer_tokens * price[1]
     result.cost_usd = round(result.cost_usd, 6)
     return result
+
+
+async def _each(documents: Iterable[Document] | AsyncIterable[Document]) -> AsyncIterator[Document]:
+    if isinstance(documents, AsyncIterable):
+        async for document in documents:
+            yield document
+    else:
+        for document in documents:
+            yield document
 
 
 def _answer_tokens(chain: ChunkBatching[Any], chunks: int) -> int:
