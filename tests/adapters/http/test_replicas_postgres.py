@@ -1,9 +1,10 @@
 """Two real ``flexmatch serve`` processes sharing a state database on a real PostgreSQL
 server (the one ``scripts/postgres`` runs; skipped without it): a key made on one works on
 the other and its revocation holds at once, a job accepted by one is polled on the other,
-and a restart of PostgreSQL mid-run gives clear 503s (never a hang) and is survived
-without restarting either replica. Each replica has its own in-memory vector store, as in
-``test_replicas``: the state is what is shared."""
+a write through one hides the other's cached answers, and a restart of PostgreSQL mid-run
+gives clear 503s (never a hang) and is survived without restarting either replica. Each
+replica has its own in-memory vector store, as in ``test_replicas``: the state is what is
+shared."""
 
 from __future__ import annotations
 
@@ -73,6 +74,18 @@ def test_two_replicas_on_postgresql_share_state_and_survive_its_restart(
         done = _wait_done(b, job_id, token)
         assert done["status"] == "done" and done["counts"]["added"] == 1, done
         assert job_id in [j["id"] for j in b.get("/v1/jobs", headers=auth(token)).json()]
+
+        # A caches its answer; a write through B makes it unreachable on A
+        def cached() -> str:
+            query = {"query": "Where is the spare key?"}
+            response = a.get("/v1/search", params=query, headers=auth(token))
+            assert response.status_code == 200, response.text
+            return response.headers["x-cache"]
+
+        assert [cached(), cached()] == ["miss", "hit"]
+        window = _upload(b, token, "window.md", "# Window\n\nThe window latch is loose.")
+        assert _wait_done(a, window, token)["status"] == "done"
+        assert [cached(), cached()] == ["miss", "hit"]
 
         # PostgreSQL stops: clear 503s from both, quickly; both alive, neither ready
         stop_server()
