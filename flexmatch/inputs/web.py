@@ -201,14 +201,46 @@ class _Deadline:
 
     def timeouts(self) -> tuple[float, float]:
         """(connect, read) timeouts for requests: connecting gets what is left (the
-        watchdog cannot see a socket before it is connected); reads get a second more,
-        so the watchdog, not a per-read timeout, ends a slow fetch."""
+        watchdog cannot see a socket before it is connected; each address of a host is
+        tried with what is left then, ``_connect_in_time``); reads get a second more, so
+        the watchdog, not a per-read timeout, ends a slow fetch."""
         left = max(self.remaining(), 0.001)
         return left, left + 1.0
 
     def error(self, url: str, current: str) -> WebImportError:
         via = f" (from {url}, its redirects included)" if current != url else ""
         return WebImportError(f"{current}: the page took longer than {self.seconds:g}s{via}")
+
+
+def _connect_in_time(connection: Any, deadline: _Deadline, connect: Callable[[], Any]) -> Any:
+    """``connect()`` (urllib3's) to each address of the host in turn, each attempt given
+    what is left of the deadline: urllib3 gives every address the whole connect timeout,
+    so a name with many silent addresses would hold a fetch for as many timeouts."""
+    from urllib3.exceptions import ConnectTimeoutError
+    from urllib3.util.connection import allowed_gai_family
+
+    host = connection._dns_host
+    try:
+        infos = socket.getaddrinfo(host, connection.port, allowed_gai_family(), socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return connect()  # urllib3 says why in its own words
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    failed: ConnectTimeoutError | None = None
+    try:
+        for address in addresses:
+            if deadline.passed:
+                break
+            connection._dns_host = address  # an address resolves to itself
+            connection.timeout = max(deadline.remaining(), 0.001)
+            try:
+                return connect()
+            except ConnectTimeoutError as exc:  # NewConnectionError too: the next address
+                failed = exc
+    finally:
+        connection._dns_host = host
+    if failed is None:
+        raise ConnectTimeoutError(connection, f"Connection to {connection.host} timed out")
+    raise failed
 
 
 def _guarded_session(policy: WebPolicy, deadline: _Deadline | None = None) -> Any:
@@ -229,13 +261,18 @@ def _guarded_session(policy: WebPolicy, deadline: _Deadline | None = None) -> An
                 raise WebImportError(f"refused: '{connection.host}' connected to a {reason}")
         return sock
 
+    def connected(connection: Any, connect: Callable[[], Any]) -> Any:
+        if deadline is None:
+            return checked(connection, connect())
+        return checked(connection, _connect_in_time(connection, deadline, connect))
+
     class GuardedHTTP(HTTPConnection):
         def _new_conn(self) -> Any:
-            return checked(self, super()._new_conn())
+            return connected(self, super()._new_conn)
 
     class GuardedHTTPS(HTTPSConnection):
         def _new_conn(self) -> Any:
-            return checked(self, super()._new_conn())
+            return connected(self, super()._new_conn)
 
     class GuardedHTTPPool(HTTPConnectionPool):
         ConnectionCls = GuardedHTTP

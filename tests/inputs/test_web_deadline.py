@@ -357,6 +357,43 @@ def test_the_watchdog_reaches_a_socket_whose_first_object_was_detached() -> None
         theirs.close()
 
 
+def test_the_addresses_of_a_host_share_the_deadline(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name whose first three addresses never answer (a listener whose backlog is full:
+    the kernel drops further connection attempts) and whose fourth is the site: the
+    attempts share one deadline, where each used to get the whole of it."""
+    import socket
+
+    port = int(site.url.rsplit(":", 1)[1])
+    silent = socket.create_server(("127.0.0.2", port), backlog=0)
+    pending = socket.create_connection(("127.0.0.2", port), timeout=2)  # fills the backlog
+    addresses = ["127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.1"]
+    real = socket.getaddrinfo
+
+    def resolve(host: object, *args: object, **kwargs: object) -> list:  # type: ignore[type-arg]
+        if host != "several.test":
+            return real(host, *args, **kwargs)  # type: ignore[arg-type]
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in addresses
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    policy = WebPolicy(allow_hosts=frozenset({"several.test"}), timeout=2)
+    url = f"http://several.test:{port}/fast.html"
+    started = time.monotonic()
+    try:
+        with pytest.raises(WebImportError, match="took longer than 2s"):
+            fetch(url, policy)
+        took = time.monotonic() - started
+        addresses[:3] = []  # the site alone: the same name is fetched
+        assert b"seven fifteen" in fetch(url, policy).body
+    finally:
+        pending.close()
+        silent.close()
+    assert 2 - 0.1 <= took < 2 + SLACK, f"took {took:.1f}s"
+
+
 def test_the_deadline_covers_a_chain_of_redirects(site: Site) -> None:
     """Five hops of 0.6 s each: every one is quick, the chain is not."""
     url = f"{site.url}/hop-0"
