@@ -40,7 +40,15 @@ def doctor(
 ) -> None:
     """Check the store for entries and points it cannot read (exit code 1 when it finds
     any and --fix is not given); --fix repairs it, keeping every readable point."""
-    report = fm.doctor_store(kb, fix=fix, backup=backup)
+    folder = kb.expanduser().resolve()
+    settings = fm.load_config(folder).store
+    if settings.url:
+        raise fm.ConfigError(
+            "flexmatch doctor checks the embedded store; this knowledge base uses the Qdrant "
+            "server in store.url"
+        )
+    path = Path(settings.path)
+    report = fm.doctor_store(path if path.is_absolute() else folder / path, fix=fix, backup=backup)
     if as_json:
         console.print_json(report.model_dump_json())
     else:

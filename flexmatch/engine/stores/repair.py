@@ -32,7 +32,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flexmatch.config import load_config
 from flexmatch.engine.stores import wal
 from flexmatch.engine.stores.edge import (
     META_FILE,
@@ -41,7 +40,7 @@ from flexmatch.engine.stores.edge import (
     all_point_ids,
     read_payloads,
 )
-from flexmatch.errors import ConfigError, StoreError
+from flexmatch.errors import StoreError
 
 REMOVE_BATCH = 256
 
@@ -83,20 +82,7 @@ class DoctorReport(BaseModel):
         return not self.log_problems and not self.bad_points
 
 
-def doctor_store(kb_folder: Path, *, fix: bool = False, backup: bool = True) -> DoctorReport:
-    """``doctor`` for the embedded store of the knowledge base in ``kb_folder``."""
-    folder = Path(kb_folder).expanduser().resolve()
-    settings = load_config(folder).store
-    if settings.url:
-        raise ConfigError(
-            "flexmatch doctor checks the embedded store; this knowledge base uses the Qdrant "
-            "server in store.url"
-        )
-    path = Path(settings.path)
-    return doctor(path if path.is_absolute() else folder / path, fix=fix, backup=backup)
-
-
-def doctor(store_path: Path, *, fix: bool = False, backup: bool = True) -> DoctorReport:
+def doctor_store(store_path: Path, *, fix: bool = False, backup: bool = True) -> DoctorReport:
     """Check the embedded store at ``store_path``; with ``fix``, repair it (see the module)."""
     if not (store_path / META_FILE).is_file():
         raise StoreError(f"no store at {store_path}: nothing to check")

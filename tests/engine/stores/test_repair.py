@@ -20,7 +20,7 @@ from flexmatch import StoreError
 from flexmatch.engine.stores import wal
 from flexmatch.engine.stores.base import Search, StoredPoint, lexical_document
 from flexmatch.engine.stores.edge import EdgeStore, _edge
-from flexmatch.engine.stores.repair import doctor
+from flexmatch.engine.stores.repair import doctor_store as doctor
 from tests.conftest import run
 
 TENANT = "default"
