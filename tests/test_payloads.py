@@ -268,3 +268,35 @@ def test_hostile_plugin_documents_never_break_the_tenant(
     report = hostile_kb.run_sync(hostile_kb.aingest_documents([document], tenant=tenant))
     assert report.failed or report.document_ids or report.duplicates
     still_usable(hostile_kb, tenant)
+
+
+def test_metadata_is_stored_once_per_document_and_points_carry_what_filters_match(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """The whole metadata lives on the document's record; each point holds only what a
+    filter can match, so a document's size no longer multiplies by its points."""
+    write_config(tmp_path / "kb", "sources:\n  default: {}\n")
+    metadata = {
+        "team": "ops",
+        "year": 2024,
+        "tags": ["a", "b"],
+        "score": 0.5,
+        "owner": {"name": "Ann", "notes": "n" * 4000},
+    }
+    text = "\n\n".join(
+        f"## Part {i}\n\nThe tide tables for harbour {i} change weekly." for i in range(30)
+    )
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        report = kb.run_sync(kb.aingest_upload("tides.md", text.encode(), metadata=metadata))
+        assert not report.failed, report.failed
+        points = [h for h in kb.store.scroll("default") if h.payload.get("record") == "match"]
+        assert len(points) > 10
+        for point in points:
+            carried = point.payload["metadata"]
+            assert carried["team"] == "ops" and carried["year"] == 2024
+            assert carried["tags"] == ["a", "b"] and "owner" not in carried
+            assert "score" not in carried
+        found = kb.query("tide tables for harbour 7", filters={"team": "ops", "year": 2024})
+        assert found and found[0].metadata["owner"]["name"] == "Ann"
+        assert found[0].metadata["score"] == 0.5
+        assert not kb.query("tide tables", filters={"team": "dev"})

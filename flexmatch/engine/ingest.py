@@ -27,7 +27,14 @@ from flexmatch.engine.chains import (
 )
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher
-from flexmatch.engine.points import CHUNK_FIELDS, CONTENT, MATCH, MatchPayload, match_point_id
+from flexmatch.engine.points import (
+    CHUNK_FIELDS,
+    CONTENT,
+    MATCH,
+    MatchPayload,
+    filterable_metadata,
+    match_point_id,
+)
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import ChainError, ConfigError, DocumentTooLargeError, FlexMatchError
 from flexmatch.inputs.validators import VOLATILE_METADATA, validators
@@ -295,6 +302,7 @@ class Indexer:
         for (chunk, matching), vector in zip(texts, vectors, strict=True):
             by_chunk.setdefault(chunk.id, []).append((matching, vector))
         points = []
+        metadata = filterable_metadata(document.metadata)  # the whole of it: on the record
         for chunk in chunks:
             pairs = by_chunk.get(chunk.id, [])
             if not pairs or self._near_duplicate(document, pairs, seen):
@@ -313,7 +321,7 @@ class Indexer:
                     qualifying_text=chunk.qualifying_text,
                     matched_text=matching.text,
                     match_kind=matching.kind,
-                    metadata=document.metadata,
+                    metadata=metadata,
                 ).model_dump(exclude=None if position == 0 else set(CHUNK_FIELDS))
                 points.append(
                     StoredPoint(

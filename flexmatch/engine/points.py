@@ -104,6 +104,27 @@ class MatchPayload(BaseModel):
 _MATCH_KINDS = {"question", "sentence", "keyword", "content", "title"}
 
 
+def filterable_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The part of a document's metadata a filter can match (strings, integers, booleans,
+    and lists of strings or of integers), copied into each of its points so a filter runs
+    inside the search. The whole metadata is stored once, on the document's record, and
+    results read it from there."""
+    return {key: value for key, value in metadata.items() if _matchable(value)}
+
+
+def _matchable(value: object) -> bool:
+    if isinstance(value, list):
+        strings = all(isinstance(item, str) for item in value)
+        return bool(value) and (strings or all(_integer(item) for item in value))
+    return isinstance(value, str | bool) or _integer(value)
+
+
+def _integer(value: object) -> bool:
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value <= _INT64[1]
+    )
+
+
 def record_payload(record: DocumentRecord) -> dict[str, Any]:
     """The payload of a document record point."""
     # a keyword, not a bool: qdrant-edge matches no boolean value in filters

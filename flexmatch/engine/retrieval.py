@@ -4,10 +4,11 @@ fused, and completed with every signal the reranker and ``--explain`` use."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from flexmatch.config import QueryConfig
 from flexmatch.engine import fusion
-from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.documents import DocumentRegistry, record_id
 from flexmatch.engine.points import (
     CONTENT,
     QUESTION_KINDS,
@@ -157,23 +158,29 @@ class Retriever:
         return fusion.weighted(lists, [s.dense_weight, s.lexical_weight])
 
     def read(self, results: list[SearchResult]) -> list[SearchResult]:
-        """``results`` of this retriever with their chunks and matched texts filled in, in
-        one look-up; a chunk whose carrier is gone (deleted since the search) is left out."""
+        """``results`` of this retriever with their chunks, matched texts and document
+        metadata (stored once, on the document's record) filled in, in one look-up; a chunk
+        whose carrier is gone (deleted since the search) is left out."""
         carriers = {self._sources[r.chunk_id][0]: r.chunk_id for r in results}
         wanted = {match: r.chunk_id for r in results if (match := self._sources[r.chunk_id][1])}
+        records = {record_id(self.tenant, r.document_id): r.document_id for r in results}
         chunks: dict[str, MatchPayload] = {}
         texts: dict[str, str] = {}
-        for hit in self.store.retrieve(self.tenant, list({**carriers, **wanted})):
+        metadata: dict[str, dict[str, Any]] = {}
+        for hit in self.store.retrieve(self.tenant, list({**carriers, **wanted, **records})):
             if hit.id in carriers:
                 chunks[carriers[hit.id]] = MatchPayload.model_validate(hit.payload)
             if hit.id in wanted:
                 texts[wanted[hit.id]] = str(hit.payload.get("matched_text", ""))
+            if hit.id in records and isinstance(hit.payload.get("metadata"), dict):
+                metadata[records[hit.id]] = hit.payload["metadata"]
         filled = []
         for r in results:
             if r.chunk_id not in chunks:
                 continue
             whole = chunks[r.chunk_id].result(r.score)
             whole.matched_text = texts.get(r.chunk_id, whole.matched_text)
+            whole.metadata = metadata.get(r.document_id, whole.metadata)
             whole.signals = r.signals
             filled.append(whole)
         return filled

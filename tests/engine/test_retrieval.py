@@ -207,7 +207,8 @@ def test_ranking_on_signals_reads_only_the_chunks_kept(
     real_retrieve = kb.store.retrieve
     kb.store.retrieve = lambda tenant, ids: asked.append(ids) or real_retrieve(tenant, ids)  # type: ignore[method-assign]
     kept = retriever.read(bare[:2])
-    assert len(asked) == 1 and len(asked[0]) <= 4  # two carriers, two best matches
+    # one look-up: two carriers, two best matches, and their documents' records
+    assert len(asked) == 1 and len(asked[0]) <= 6
     assert [r.model_dump() for r in kept] == [r.model_dump() for r in full[:2]]
 
 
