@@ -8,13 +8,17 @@ clear per-input error, and the caller's event loop, threads and memory are never
 it. Workers are forked (``fork``: a spawned or fork-server worker would re-run the
 caller's main script, and a script without an ``if __name__ == "__main__"`` guard would
 run again in every worker); the parser libraries are imported before the first fork, so
-a worker never imports, and holds nothing of its parent's but memory.
+a worker never imports, and holds nothing of its parent's but memory: right after the
+fork it lets go of the listening sockets and store locks it inherited, and the kernel
+kills it when its parent dies (``flexmatch.lifecycle``), so a ``kill -9`` of a server
+leaves no worker holding its port or its store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from flexmatch.errors import FlexMatchError, ParseError
+from flexmatch.lifecycle import die_with_parent, drop_inherited
 
 T = TypeVar("T")
 # imported before forking: a worker then never needs the import lock a thread may hold
@@ -59,14 +64,20 @@ def _address_space() -> int:
     return 0
 
 
-def _start_worker(megabytes: int) -> None:  # runs in each new worker
-    """Cap the worker's memory: ``megabytes`` more than it starts with. A forked worker
-    starts with its parent's mappings (a server's models, thread stacks and allocator
-    arenas: often over a gigabyte), which a parse never touches; capped absolutely, a
-    big parent left a parse almost nothing. (A worker ends by itself when its parent
-    does: pebble's workers stop when their channel closes; a parent-death signal would
-    not do, as it fires when the *thread* that forked the worker ends.)"""
+def _start_worker(megabytes: int, parent: int) -> None:  # runs in each new worker
+    """Tie the worker to its parent, then cap its memory: ``megabytes`` more than it
+    starts with. A forked worker starts with its parent's mappings (a server's models,
+    thread stacks and allocator arenas: often over a gigabyte), which a parse never
+    touches; capped absolutely, a big parent left a parse almost nothing.
+
+    A worker's channel does not tell it that its parent died (its siblings hold copies
+    of the pipes, and a busy worker does not read it), so the kernel kills it instead:
+    the parent-death signal, armed from a thread that lives as long as the pool
+    (``IsolatedPool._keep``), since the signal follows the forking *thread*."""
     import resource
+
+    die_with_parent(parent)
+    drop_inherited()
 
     limit = _address_space() + megabytes * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # a platform without it still parses
@@ -93,6 +104,7 @@ class IsolatedPool:
         self.start = start
         self._pool: Any = None
         self._lock = threading.Lock()
+        self._stop_keeper = threading.Event()
 
     def _ensure(self) -> Any:
         with self._lock:
@@ -104,13 +116,43 @@ class IsolatedPool:
                     context.set_forkserver_preload(list(_PRELOAD))
                 else:
                     _preload()
-                self._pool = pebble.ProcessPool(
+                # a forked worker's parent is this process; a fork server's is the server
+                parent = os.getpid() if self.start == "fork" else 0
+                pool = pebble.ProcessPool(
                     max_workers=self.workers,
                     initializer=_start_worker,
-                    initargs=(self.memory_mb,),
+                    initargs=(self.memory_mb, parent),
                     context=context,
                 )
+                self._stop_keeper.set()  # a broken pool's keeper
+                self._stop_keeper = threading.Event()
+                self._keep(pool, self._stop_keeper)
+                self._pool = pool
             return self._pool
+
+    @staticmethod
+    def _keep(pool: Any, stop: threading.Event) -> None:
+        """Start ``pool``'s workers from a thread that stays until the pool is closed.
+        pebble forks the first workers in the thread that first schedules (a request's
+        short-lived worker thread, say) and their replacements in its own manager
+        thread; a worker's parent-death signal fires when its forking thread ends."""
+        started: list[BaseException | None] = []
+        ready = threading.Event()
+
+        def keeper() -> None:
+            try:
+                pool.schedule(_nothing).result()
+                started.append(None)
+            except BaseException as exc:  # handed to the caller below
+                started.append(exc)
+            ready.set()
+            stop.wait()
+
+        threading.Thread(target=keeper, name="flexmatch-workers", daemon=True).start()
+        ready.wait()
+        if started[0] is not None:
+            pool.stop()
+            raise started[0]
 
     def run(
         self,
@@ -150,10 +192,15 @@ class IsolatedPool:
 
     def close(self) -> None:
         with self._lock:
+            self._stop_keeper.set()
             if self._pool is not None:
                 self._pool.stop()
                 self._pool.join(timeout=5)
                 self._pool = None
+
+
+def _nothing() -> None:
+    """The task that starts a pool's workers."""
 
 
 def _death(exitcode: int | None) -> str:

@@ -4,21 +4,27 @@ With ``workers > 1`` uvicorn starts that many processes, and each opens the know
 base itself (``worker_app``), loads its own embedding model and answers on the shared
 port. They agree through the shared state (keys, jobs, cache generations), so they must
 all reach one vector store: a Qdrant server (``store.url``), never the embedded store,
-which one process holds locked.
+which one process holds locked. With the embedded store, ``serve`` claims the knowledge
+base before anything else (``claim_store``): a second ``serve`` on it is refused at start,
+not after reporting ready.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import logging
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from flexmatch import ConfigError, KBConfig, KnowledgeBase, SharedState, StoreError, load_config
 from flexmatch.adapters.http.limits import Limits
+from flexmatch.lifecycle import die_with_parent
 
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 # how ``serve`` hands its arguments to the worker processes uvicorn spawns
@@ -60,6 +66,46 @@ def check_workers(config: KBConfig, workers: int) -> None:
         )
 
 
+@contextlib.contextmanager
+def claim_store(kb_dir: Path, config: KBConfig) -> Iterator[None]:
+    """Hold the embedded store's serve lock for the block (nothing to hold with a Qdrant
+    server, which several servers share). The store's own lock is taken only once there
+    is a store, so without this a second server on a new knowledge base started,
+    reported ready, and then every request waited for the first one and failed. An flock
+    ends with its holder (and forked workers let go of it), so a killed server leaves
+    nothing to clean up."""
+    if config.store.url:
+        yield
+        return
+    store = Path(config.store.path)
+    store = store if store.is_absolute() else kb_dir / store
+    store.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = store.parent / f"{store.name}.serve-lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    handle = os.fdopen(fd, "r+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        by = f" (pid {holder})" if holder.isdigit() else ""
+        raise StoreError(
+            f"the knowledge base at {kb_dir} is already served by another FlexMatch "
+            f"process{by}: stop it first, or share a Qdrant server (store.url) to run several"
+        ) from None
+    except OSError as exc:
+        handle.close()
+        raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
+    try:
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
 def serve(
     kb_dir: Path,
     *,
@@ -95,7 +141,7 @@ def serve(
             access_log=False,
         )
         return
-    with KnowledgeBase.open(kb_dir) as kb:
+    with KnowledgeBase.open(kb_dir) as kb, claim_store(kb.path, kb.config):
         app = create_app(kb, limits=limits)
         app.state.service.shared.check()  # an unreachable state database fails here, clearly
         app.state.service.probe_store()  # a store held by another process fails here, clearly
@@ -110,6 +156,7 @@ def worker_app() -> Any:
     knowledge base is closed when the worker stops."""
     from flexmatch.adapters.http.app import create_app
 
+    die_with_parent(os.getppid())  # a killed supervisor takes its workers along
     settings = json.loads(os.environ[_WORKER_ENV])
     install_logging(settings["log_level"])
     kb = KnowledgeBase.open(Path(settings["kb"]))
