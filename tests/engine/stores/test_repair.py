@@ -186,6 +186,47 @@ def test_doctor_repairs_a_bricked_store_and_keeps_every_good_point(
     assert [b.point_ids for b in wal.scan(backup / "shard" / "wal").bad] == [[bad]]
 
 
+def long_log_store(path: Path, where: str) -> None:
+    """Killed after 36 MB of writes: the log spans a closed segment file and an open one,
+    and the bad entry is in the ``first`` or the ``second``."""
+    store = EdgeStore(path)
+    store.prepare("test-model", 4)
+    batch = raw_points([good_point(0)], {"id": BAD, "payload": bad_payload()})
+    if where == "first":
+        store.engine().update(_edge().UpdateOperation.upsert_points(batch))
+    for n in range(1, 37):
+        store.upsert(TENANT, [filler(n)])
+    if where == "second":
+        store.engine().update(_edge().UpdateOperation.upsert_points(batch))
+    store.upsert(TENANT, [good_point(99)])
+    os._exit(0)
+
+
+def filler(n: int) -> StoredPoint:
+    point = good_point(n)
+    point.payload["blob"] = "y" * 1_000_000
+    return point
+
+
+@pytest.mark.parametrize("where", ["first", "second"])
+def test_doctor_repairs_a_log_that_spans_segment_files(tmp_path: Path, where: str) -> None:
+    store_path = tmp_path / "s"
+    script = (
+        "from pathlib import Path; from tests.engine.stores.test_repair import long_log_store; "
+        f"long_log_store(Path({str(store_path)!r}), {where!r})"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    scan = wal.scan(store_path / "shard" / "wal")
+    assert [f.path.name for f in scan.files if f.entries] == ["closed-0", "open-2"]
+    [entry] = scan.bad
+    assert entry.file == ("closed-0" if where == "first" else "open-2")
+
+    report = doctor(store_path, fix=True)
+    assert [p.id for p in report.bad_points] == [BAD]
+    goods = [good_point(0), *(filler(n) for n in range(1, 37)), good_point(99)]
+    assert payloads(store_path) == expected(goods)
+
+
 def test_doctor_on_a_healthy_store_says_so_and_changes_nothing(tmp_path: Path) -> None:
     store_path = tmp_path / "s"
     store = EdgeStore(store_path)
