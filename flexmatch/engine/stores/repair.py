@@ -104,11 +104,14 @@ def doctor_store(store_path: Path, *, fix: bool = False, backup: bool = True) ->
             "be repaired here; restore a backup or re-ingest into a new knowledge base"
         )
         return report
-    if report.log_problems and not fix:
+    suspects = [i for p in report.log_problems for i in p.point_ids]
+    try:
+        _check_points(store_path, report, suspects, fix, backup)
+    except StoreError as exc:
+        if fix or "failed to read WAL entry" not in str(exc):
+            raise
         report.notes.append("the points are checked once the log is repaired (run with --fix)")
         return report
-    suspects = [i for p in report.log_problems for i in p.point_ids]
-    _check_points(store_path, report, suspects, fix, backup)
     if fix:
         report.fixed = True
     return report

@@ -186,6 +186,30 @@ def test_doctor_repairs_a_bricked_store_and_keeps_every_good_point(
     assert [b.point_ids for b in wal.scan(backup / "shard" / "wal").bad] == [[bad]]
 
 
+def test_doctor_finds_a_point_only_the_segments_hold(tmp_path: Path) -> None:
+    """Writes after the bad one, then a clean close: the log has moved past its entry (the
+    store opens), but the segments hold the point, and every read that reaches it fails."""
+    store_path = tmp_path / "s"
+    store = EdgeStore(store_path)
+    store.prepare("test-model", 4)
+    goods = [good_point(n) for n in range(6)]
+    batch = raw_points(goods[:3], {"id": BAD, "payload": bad_payload()})
+    store.engine().update(_edge().UpdateOperation.upsert_points(batch))
+    store.upsert(TENANT, goods[3:])
+    store.close()
+
+    report = doctor(store_path)  # the check reads the points, and changes nothing
+    assert report.points_checked == 7 and [p.id for p in report.bad_points] == [BAD]
+    assert report.bad_points[0].why == "unreadable payload" and not report.fixed
+    store = EdgeStore(store_path)
+    with pytest.raises(Exception, match="recursion limit"):
+        store.engine().retrieve([BAD], True, False)
+    store.close()
+    report = doctor(store_path, fix=True)
+    assert report.fixed and [p.id for p in report.bad_points] == [BAD]
+    assert payloads(store_path) == expected(goods)
+
+
 def long_log_store(path: Path, where: str) -> None:
     """Killed after 36 MB of writes: the log spans a closed segment file and an open one,
     and the bad entry is in the ``first`` or the ``second``."""
@@ -249,7 +273,7 @@ def test_doctor_refuses_a_store_in_use(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path / "s")
     store.prepare("test-model", 4)
     try:
-        with pytest.raises(StoreError, match="in use by another FlexMatch process"):
+        with pytest.raises(StoreError, match="in use by another FlexMatch process; stop it"):
             doctor(tmp_path / "s", fix=True)
     finally:
         store.close()
