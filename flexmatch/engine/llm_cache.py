@@ -2,13 +2,17 @@
 
 Keyed on everything that can change an answer: the model, the server it is asked on
 (``api_base``), the rendered prompt and the call parameters. litellm's own caches do not
-work offline here, and a SQLite file in the knowledge base survives restarts.
+work offline here, and a SQLite file in the knowledge base survives restarts. The file
+holds prompts built from the documents, so it is its owner's alone (600, as are the
+journal files SQLite makes next to it, which take the database's mode).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -27,12 +31,22 @@ def cache_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _owner_only(path: Path) -> None:
+    """Create the database 600 (SQLite gives its -wal and -shm files the same mode), and
+    narrow a cache made before to it."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(name, 0o600)
+
+
 class LLMCache:
     """Key → (text, usage) in SQLite; ``path=None`` keeps it in memory."""
 
     def __init__(self, path: Path | None) -> None:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _owner_only(path)
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # no fsync per answer (each one cost the event loop a disk flush): WAL with

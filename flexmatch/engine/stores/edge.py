@@ -4,7 +4,8 @@ Chosen over qdrant-client's local mode, which commits every point to SQLite on i
 and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
 survives a kill -9. One process at a time: a second one waits for the lock, then fails
 with a clear message. The store is its owner's alone: its folder 700, its files 600
-(``_restrict``), as the engine creates them with the process's umask (often 644).
+(``_restrict``, at creation, open and close), as the engine creates them with the
+process's umask (often 644); while it runs, the 700 folder guards the files it adds.
 """
 
 from __future__ import annotations
@@ -294,6 +295,8 @@ class EdgeStore(QueryMethods):
             self._shard.flush()
             self._shard.close()
             self._shard = None
+            with contextlib.suppress(OSError):  # the files the engine wrote meanwhile
+                _restrict(self.path)
 
     def size_bytes(self) -> int | None:
         """Bytes the store really takes on disk (its files are sparse: their apparent size
