@@ -168,3 +168,48 @@ def test_a_second_server_on_the_same_knowledge_base_is_refused_at_start(tmp_path
         _wait_ready(restarted, first_port)
     finally:
         _stop(restarted)
+
+
+def test_a_killed_server_takes_its_uvicorn_workers_along(tmp_path: Path) -> None:
+    """``--workers 2`` over a Qdrant server (a closed port here: the workers start and say
+    the store is unavailable): a ``kill -9`` of the supervisor leaves no worker on the port."""
+    kb = tmp_path / "kb"
+    write_config(kb, "store:\n  url: http://127.0.0.1:9\n")
+    port = free_port()
+    server = subprocess.Popen(
+        [str(FLEXMATCH), "serve", "--kb", str(kb), "--port", str(port), "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            while True:
+                assert server.poll() is None, "serve exited"
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "the workers never answered"
+                time.sleep(0.2)
+        while len(workers := _descendants(server.pid)) < 2:
+            assert time.monotonic() < deadline, f"workers never started: {workers}"
+            time.sleep(0.1)
+        time.sleep(1)  # both have opened their app
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [w for w in workers if _alive(w)], "uvicorn workers outlived the server"
+        with socket.socket() as again:  # the port is free
+            again.bind(("127.0.0.1", port))
+    finally:
+        for worker in workers:
+            if _alive(worker):
+                os.kill(worker, signal.SIGKILL)
+        server.kill()
+        server.wait(timeout=30)
