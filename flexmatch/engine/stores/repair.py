@@ -13,10 +13,11 @@ entry). Reads now skip such points (``EdgeStore``); this module takes them out f
    payload is overwritten with an empty one first (a delete of a point whose payload
    cannot be decoded fails and blocks the store's writes), then they are deleted.
 
-Nothing changes without ``fix``. With it, the whole store folder is copied beside it
-first (``<store>.backup-<time>``), sparse files kept sparse. Each removed point is
-reported with its tenant and document (read from the payload index, which does not
-need the payload), so the documents can be ingested again.
+Without ``fix`` nothing is changed (the check opens the store as any read does). With
+it, the whole store folder is copied beside it first (``<store>.backup-<time>``), sparse
+files kept sparse. Each removed point is reported with its tenant and document (read from
+the payload index, which does not need the payload), so the documents can be ingested
+again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from flexmatch.engine.stores import wal
 from flexmatch.engine.stores.edge import (
@@ -57,10 +58,10 @@ class LogProblem(BaseModel):
 
 
 class BadPoint(BaseModel):
-    """A point to remove: its payload cannot be read, or a repaired log entry wrote it."""
+    """A point to remove: its payload cannot be read, or an unreadable log entry wrote it."""
 
     id: str
-    why: str  # "unreadable payload" or "written by a repaired log entry"
+    why: str  # "unreadable payload" or "written by an unreadable log entry"
     tenant: str | None = None
     document_id: str | None = None
     record: str | None = None
@@ -77,6 +78,7 @@ class DoctorReport(BaseModel):
     removed_points: int = 0
     notes: list[str] = []
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def healthy(self) -> bool:
         return not self.log_problems and not self.bad_points
@@ -130,7 +132,7 @@ def _check_points(
         why = dict.fromkeys(unreadable, "unreadable payload")
         for point in suspects:
             if point in present:
-                why.setdefault(point, "written by a repaired log entry")
+                why.setdefault(point, "written by an unreadable log entry")
         report.bad_points = [BadPoint(id=i, why=w, **_indexed(shard, i)) for i, w in why.items()]
         if not fix or not why:
             return
