@@ -109,14 +109,14 @@ def test_llm_failure_leaves_only_that_document_to_retry(
 
 
 def test_one_id_twice_in_a_batch_is_written_in_turn(tmp_path: Path, embedder: OnnxEmbedder) -> None:
-    corpus = write(
-        tmp_path / "d",
-        "c.jsonl",
-        '{"_id": "x", "text": "First text about harbours."}\n'
-        '{"_id": "x", "text": "Second text about orchards."}\n',
+    """Two corpus files of one run name the same id (within one file a repeated id is an
+    error of its own): the second replaces the first, one writer at a time."""
+    first = write(tmp_path / "d", "a.jsonl", '{"_id": "x", "text": "First text about harbours."}\n')
+    second = write(
+        tmp_path / "d", "b.jsonl", '{"_id": "x", "text": "Second text about orchards."}\n'
     )
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
-        report = kb.ingest([corpus])
+        report = kb.ingest([first, second])
         (record,) = kb.list_documents()
         points = match_points(kb)
     assert report.added == 1 and report.changed == 1 and not report.failed
