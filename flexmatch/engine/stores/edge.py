@@ -125,12 +125,15 @@ def read_payloads(
     return found, bad
 
 
-def all_point_ids(shard: Any, page: int = 1000) -> list[Any]:
-    """Every point id in the shard, read without payloads (which may not decode)."""
+def all_point_ids(shard: Any, selector: Any = None, page: int = 1000) -> list[Any]:
+    """Every point id in the shard (that ``selector`` matches), read without payloads
+    (which may not decode)."""
     ids: list[Any] = []
     offset: Any = None
     while True:
-        request = _edge().ScrollRequest(offset=offset, limit=page, with_payload=False)
+        request = _edge().ScrollRequest(
+            offset=offset, limit=page, filter=selector, with_payload=False
+        )
         records, offset = shard.scroll(request)
         ids.extend(r.id for r in records)
         if offset is None or not records:
@@ -337,8 +340,30 @@ class EdgeStore(QueryMethods):
     def delete(self, tenant: str, filters: Filters, must_not: Filters | None = None) -> None:
         if not self.exists():
             return
-        selector = self._filter(tenant, filters, must_not)
-        self._update(_edge().UpdateOperation.delete_points_by_filter(selector), "deleting points")
+        delete = _edge().UpdateOperation.delete_points_by_filter
+        try:
+            self._update(delete(self._filter(tenant, filters, must_not)), "deleting points")
+        except StoreError as exc:
+            if not unreadable_payload(exc):
+                raise
+            self._delete_around_unreadable(tenant, filters, must_not)
+
+    def _delete_around_unreadable(
+        self, tenant: str, filters: Filters, must_not: Filters | None
+    ) -> None:
+        """A delete reached a point whose payload cannot be decoded: the engine refuses
+        every write until the store is reopened. Reopen it, find the unreadable points
+        among those the delete matches, and delete the rest."""
+        with self._opening:
+            if self._shard is not None:
+                with contextlib.suppress(Exception):  # refused writes: nothing to flush
+                    self._shard.close()
+                self._shard = None
+        shard = self._open()
+        matched = all_point_ids(shard, self._filter(tenant, filters, must_not))
+        self._skip(read_payloads(shard, matched)[1])
+        delete = _edge().UpdateOperation.delete_points_by_filter
+        self._update(delete(self._filter(tenant, filters, must_not)), "deleting points")
 
     def _query_batch(
         self, tenant: str, queries: list[tuple[Any, str, int, Scope, list[str] | None]]

@@ -327,6 +327,31 @@ def test_reads_skip_an_unreadable_point_and_say_to_run_the_doctor(
     store.close()
 
 
+def test_a_delete_that_reaches_an_unreadable_point_deletes_the_rest(tmp_path: Path) -> None:
+    """Before any read has met the point, a delete that matches it fails in the engine
+    and blocks every later write; the store reopens itself and deletes the rest."""
+    store_path = tmp_path / "s"
+    store = EdgeStore(store_path)
+    store.prepare("test-model", 4)
+    goods = [good_point(n) for n in range(6)]
+    for good in goods[:3]:
+        good.payload["document_id"] = "deep"  # the same document as the bad point
+    batch = raw_points(goods[:3], {"id": BAD, "payload": bad_payload()})
+    store.engine().update(_edge().UpdateOperation.upsert_points(batch))
+    store.upsert(TENANT, goods[3:])
+    store.close()
+
+    store = EdgeStore(store_path)
+    more = good_point(50)
+    store.delete(TENANT, {"document_id": "deep"})
+    store.upsert(TENANT, [more])  # writes work again
+    # the failed delete took the point out of the payload index: no filtered read sees it
+    assert {h.id for h in store.scroll(TENANT)} == {p.id for p in [*goods[3:], more]}
+    store.close()
+    assert doctor(store_path, fix=True).removed_points == 1
+    assert payloads(store_path) == expected([*goods[3:], more])
+
+
 # -- the command ----------------------------------------------------------------------
 
 CORPUS = [
