@@ -276,10 +276,12 @@ class IngestConfig(_Strict):
 class ThrottleConfig(_Strict):
     """Budgets of failed API key checks and console sign-ins (``service.throttle``).
 
-    Each client address and each key id may fail ``failures_per_*`` times at once; the
-    budget comes back over ``window_seconds``. Keys that passed a check within
-    ``trusted_seconds`` are never throttled. 0 turns a budget off. The rules are in
-    ``flexmatch.adapters.http.throttle``; the budgets are per server process (replica).
+    Each client address and each key id may fail ``failures_per_*`` times in a burst;
+    the budget comes back over ``window_seconds``. Keys that passed a check within
+    ``trusted_seconds`` are never throttled. 0 turns a budget off. ``max_entries`` bounds
+    each table, the trusted keys' included. The rules are in
+    ``flexmatch.adapters.http.throttle``; the budgets are per server process (each
+    replica, and each worker process of one, keeps its own).
     """
 
     failures_per_address: int = Field(default=20, ge=0, le=1_000_000)

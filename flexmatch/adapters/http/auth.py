@@ -12,6 +12,7 @@ this key id → 429 (``throttle``), bad key → 401, over the rate → 429, not 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
@@ -48,11 +49,14 @@ class Principal:
     permissions: frozenset[str]
 
 
-def identify(state: ServiceState, headers: Headers, client: str | None) -> Principal:
+async def identify(
+    state: ServiceState, headers: Headers, client: str, *, throttled: bool = True
+) -> Principal:
     """The caller behind the request's key, after its rate limit; raises 401 or 429.
 
     ``client`` is the caller's address: failed checks from it are throttled (see
-    ``throttle``); None checks a key already signed in (a console session) unthrottled.
+    ``throttle``). ``throttled=False`` is only for a key already checked at sign-in (a
+    console session), which is checked again but never throttled.
     """
     authorization = headers.get("authorization", "")
     scheme, _, credentials = authorization.partition(" ")
@@ -66,7 +70,7 @@ def identify(state: ServiceState, headers: Headers, client: str | None) -> Princ
             "an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
             headers=challenge,
         )
-    key = check_key(state, token, client)
+    key = await check_key(state, token, client, throttled=throttled)
     wait = state.limiter.acquire(key.id)
     if wait > 0:
         raise ApiError(
@@ -78,23 +82,48 @@ def identify(state: ServiceState, headers: Headers, client: str | None) -> Princ
     return Principal(key_id=key.id, tenant=key.tenant, permissions=frozenset(key.permissions))
 
 
-def check_key(state: ServiceState, token: str, client: str | None) -> ApiKey:
-    """The key behind ``token``, throttled by failures from ``client`` and on its key id."""
-    if client is not None:
-        wait, reason = state.throttle.admit(client, token)
-        if wait > 0:
-            raise _throttled(reason, wait)
-    key = state.keys.verify(token)
+async def check_key(
+    state: ServiceState, token: str, client: str, *, throttled: bool = True
+) -> ApiKey:
+    """The key behind ``token``, throttled by failures from ``client`` and on its key id.
+
+    The key store is read on ``state.key_checks``' threads, not on the event loop (a
+    database read each); ``Throttle.admit`` takes the failure before, so checks that
+    run at the same time cannot overspend a budget."""
+    loop = asyncio.get_running_loop()
+    throttle = state.throttle
+    if not throttled:
+        key = await loop.run_in_executor(state.key_checks, state.keys.verify, token)
+        if key is None:
+            raise _invalid()
+        return key
+    if throttle.needs_known_ids(token):
+        await loop.run_in_executor(state.key_checks, throttle.known.refresh)
+    admission = throttle.admit(client, token)
+    if admission.wait > 0:
+        raise _throttled(admission.reason, admission.wait)
+    try:
+        key = await loop.run_in_executor(state.key_checks, state.keys.verify, token)
+    except BaseException:  # the key store failed, or the client went away: no failure
+        throttle.release(admission)
+        raise
     if key is None:
-        if client is not None:
-            wait = state.throttle.failed(client, token)
-            if wait > 0:
-                raise _throttled("too many failed checks of this API key id", wait)
-        message = "the API key is not valid or was revoked"
-        raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
-    if client is not None:
-        state.throttle.succeeded(token)
+        wait = throttle.failed(admission)
+        if wait > 0:
+            reason = (
+                "too many failed checks of this API key id"
+                if admission.attacked
+                else "too many failed API key checks from this address"
+            )
+            raise _throttled(reason, wait)
+        raise _invalid()
+    throttle.succeeded(admission)
     return key
+
+
+def _invalid() -> ApiError:
+    message = "the API key is not valid or was revoked"
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _throttled(reason: str, wait: float) -> ApiError:
@@ -120,7 +149,7 @@ class AuthMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIX):
             try:
-                principal = identify(self.state, Headers(scope=scope), client_host(scope))
+                principal = await identify(self.state, Headers(scope=scope), client_host(scope))
             except ApiError as exc:
                 response = error_response(exc.status, exc.code, exc.message, headers=exc.headers)
                 await response(scope, receive, send)
@@ -142,7 +171,7 @@ async def authenticate(
     principal = request.scope.get("state", {}).get(_PRINCIPAL)
     if isinstance(principal, Principal):
         return principal
-    return identify(get_state(request), request.headers, client_host(request.scope))
+    return await identify(get_state(request), request.headers, client_host(request.scope))
 
 
 def permits(principal: Principal, *permissions: Permission) -> bool:

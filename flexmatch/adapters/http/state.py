@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -23,6 +24,7 @@ from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.adapters.http.writes import TenantWriter
 
 log = logging.getLogger("flexmatch.adapters.http")
+KEY_CHECK_THREADS = 4
 PROBE_ID = "__flexmatch_probe__"  # no tenant or document is named this: keys refuse it
 
 
@@ -52,6 +54,11 @@ class ServiceState:
     jobs: JobRegistry
     readiness: Readiness = field(default_factory=Readiness)
     throttle: Throttle = field(default_factory=Throttle)  # failed key checks
+    # API key checks read the key store here, off the event loop, on threads of their own
+    # (a slow or locked store then holds the checks, not the loop or other threads' work)
+    key_checks: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(KEY_CHECK_THREADS, "flexmatch-keys")
+    )
     _warm: asyncio.Task[None] | None = None
 
     @classmethod
@@ -72,7 +79,9 @@ class ServiceState:
             limits=limits,
             cache=cache,
             limiter=RateLimiter(limits.rate_per_second, limits.burst),
-            throttle=Throttle(kb.config.service.throttle),
+            throttle=Throttle(
+                kb.config.service.throttle, known_ids=lambda: [k.id for k in shared.keys.list()]
+            ),
             writer=writer,
             jobs=JobRegistry(
                 kb,
@@ -119,7 +128,7 @@ class ServiceState:
     async def close(self) -> None:
         if self._warm is not None and not self._warm.done():
             self._warm.cancel()
-        await self.jobs.close()
+        await self.jobs.close()  # key_checks stays usable: a lifespan may start again
 
 
 def get_state(request: Request) -> ServiceState:

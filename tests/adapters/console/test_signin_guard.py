@@ -5,13 +5,15 @@ by cookie tossing), ``__Host-`` cookies over https, and failed sign-ins throttle
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from starlette.routing import BaseRoute
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
@@ -70,8 +72,11 @@ def console(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) ->
 
 @pytest.fixture
 def fresh(console: Console) -> Console:
-    """Budgets all full again, on the test's clock."""
-    console.app.state.service.throttle = Throttle(SETTINGS, clock=console.clock)
+    """Budgets all full again, on the test's clock (key ids read from the key store)."""
+    keys = console.keys
+    console.app.state.service.throttle = Throttle(
+        SETTINGS, clock=console.clock, known_ids=lambda: [k.id for k in keys.list()]
+    )
     return console
 
 
@@ -237,13 +242,25 @@ def test_hammering_sign_in_gets_429_with_retry_after_and_valid_keys_still_get_in
             throttled.text
         )
         assert "Traceback" not in throttled.text
-        assert sign_in(attacker, fresh.mallory).status_code == 429  # not yet seen: waits
+        # a form too big for a sign-in is refused before it is read
+        big = attacker.post("/console/signin", data={"api_key": "x" * 10_000})
+        assert big.status_code == 429 and big.headers["retry-after"]
+        assert "Too many failed API key checks from this address" in big.text
+        # a key never seen here is still checked: its id exists and has no failures
+        assert sign_in(attacker, fresh.mallory).status_code == 303
+    with fresh.browser() as attacker:  # ... once: a wrong secret there is 429, then refused
+        assert sign_in(attacker, fresh.mallory[:16] + "wrong").status_code == 429
+        assert sign_in(attacker, fresh.mallory[:16] + "again").status_code == 429
+        assert sign_in(attacker, fresh.mallory).status_code == 303  # trusted now
     with fresh.browser() as regular:  # the key signed in before: not slowed
         assert sign_in(regular, fresh.alice).status_code == 303
         assert tenant_shown(regular) == "a"
     with fresh.browser("127.0.0.3") as elsewhere:  # another address: its own budget
-        assert sign_in(elsewhere, fresh.mallory).status_code == 303
-    fresh.clock.now += WINDOW / BUDGET  # time moves on: one more try
+        assert sign_in(elsewhere, "fm_aaaaaaaaaaaa_wrong").status_code == 401
+    fresh.clock.now += WINDOW / BUDGET  # time moves on: the wrong secret that was let
+    with fresh.browser() as attacker:  # through took the address below zero
+        assert sign_in(attacker, "fm_aaaaaaaaaaaa_wrong").status_code == 429
+    fresh.clock.now += WINDOW / BUDGET  # one more try
     with fresh.browser() as attacker:
         assert sign_in(attacker, "fm_aaaaaaaaaaaa_wrong").status_code == 401
         assert sign_in(attacker, "fm_aaaaaaaaaaaa_wrong").status_code == 429
@@ -255,3 +272,101 @@ def test_sign_in_and_the_api_share_one_budget(fresh: Console) -> None:
             bad = client.get("/v1/stats", headers={"Authorization": "Bearer fm_000000000000_x"})
             assert bad.status_code == 401
         assert sign_in(client, "fm_000000000000_y").status_code == 429
+
+
+# -- cookie tossing of the session cookie itself -----------------------------------------
+def test_a_tossed_session_cookie_does_not_sign_the_victim_into_the_attackers_tenant(
+    fresh: Console,
+) -> None:
+    """Over plain http another port or a sibling subdomain can set ``fm_console`` to a
+    session of the attacker's (no POST, so no origin check). A session works only from
+    the address it signed in from, and two session cookies at once mean signed out."""
+    with fresh.browser("127.0.0.5") as attacker:
+        assert sign_in(attacker, fresh.mallory, **same_origin(fresh.url)).status_code == 303
+        tossed = attacker.cookies.get("fm_console")
+        assert tossed and tenant_shown(attacker) == "b"
+    with fresh.browser() as victim:
+        assert sign_in(victim, fresh.alice, **same_origin(fresh.url)).status_code == 303
+        own = victim.cookies.get("fm_console")
+        assert own
+        victim.cookies.set("fm_console", tossed, domain="127.0.0.1", path="/console")
+        assert victim.cookies.get("fm_console") == tossed  # overwritten, as a browser does
+        assert tenant_shown(victim) is None  # signed out: never tenant b
+    with fresh.browser() as neighbour:  # the attacker behind the victim's own address
+        assert sign_in(neighbour, fresh.mallory, **same_origin(fresh.url)).status_code == 303
+        same_address = neighbour.cookies.get("fm_console")
+    for cookies in (
+        f"fm_console={own}; fm_console={same_address}",
+        f"fm_console={own}; fm_console={tossed}",
+    ):
+        with fresh.browser() as victim:  # a Domain= or other-path copy next to the own one
+            page = victim.get("/console/", headers={"Cookie": cookies})
+            assert page.status_code == 303 and "/console/signin" in page.headers["location"]
+    with fresh.browser() as victim:
+        page = victim.get("/console/", headers={"Cookie": f"fm_console={own}"})
+        assert page.status_code == 200  # the victim's own session, alone, still works
+    with fresh.browser("127.0.0.5") as attacker:
+        page = attacker.get("/console/", headers={"Cookie": f"fm_console={tossed}"})
+        assert page.status_code == 200  # a toss does not end the session it carries
+
+
+def _routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, those of included routers too (FastAPI may include them lazily)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        yield from _routes(included.routes) if included is not None else (route,)
+
+
+def _post_paths(app: FastAPI) -> list[str]:
+    """Every console route that takes a POST, with its path parameters filled in."""
+    paths = []
+    for route in _routes(app.routes):
+        on_console = isinstance(route, APIRoute) and route.path.startswith("/console")
+        if on_console and "POST" in route.methods:
+            paths.append(re.sub(r"\{[^}]+\}", "some-id", route.path))
+    return paths
+
+
+def test_every_console_post_route_refuses_a_cross_origin_post(fresh: Console) -> None:
+    paths = _post_paths(fresh.app)
+    for expected in (
+        "/console/import",
+        "/console/document/remove",
+        "/console/chains/prompt",
+        "/console/chains/reindex",
+        "/console/signin",
+        "/console/api/chains/run",
+    ):
+        assert expected in paths
+    with fresh.browser() as victim:
+        assert sign_in(victim, fresh.alice, **same_origin(fresh.url)).status_code == 303
+        csrf = CSRF.search(victim.get("/console/").text)
+        assert csrf
+        token = csrf.group(1)
+        for path in paths:
+            for evil in (
+                {"Origin": "http://evil.example"},
+                {"Sec-Fetch-Site": "cross-site"},
+                {"Referer": "http://evil.example/page"},  # an old browser: Referer only
+            ):
+                headers = {**evil, "X-CSRF-Token": token}
+                if path == "/console/import":  # a multipart upload, as the page sends it
+                    response = victim.post(
+                        path,
+                        data={"csrf": token, "source": "default"},
+                        files={"files": ("a.txt", b"hello", "text/plain")},
+                        headers=headers,
+                    )
+                else:
+                    response = victim.post(
+                        path,
+                        data={"csrf": token, "id": "x", "api_key": fresh.mallory},
+                        headers=headers,
+                    )
+                assert response.status_code == 403, (path, evil, response.text[:200])
+                assert "only from its own pages" in response.text, (path, evil)
+        assert tenant_shown(victim) == "a"
+        own = victim.post(
+            "/console/signout", data={"csrf": token}, headers={"Referer": f"{fresh.url}/console/"}
+        )
+        assert own.status_code == 303 and tenant_shown(victim) is None

@@ -32,6 +32,7 @@ from flexmatch.adapters.http.console.web import (
     User,
     console_router,
     console_state,
+    current_session,
     current_user,
     is_https,
     need,
@@ -40,9 +41,11 @@ from flexmatch.adapters.http.console.web import (
     redirect,
     render,
     safe_next,
+    session_address,
     text_field,
 )
 from flexmatch.adapters.http.errors import ApiError, status_for
+from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.routes import documents as document_routes
 from flexmatch.adapters.http.routes.search import check_text
 from flexmatch.adapters.http.state import ServiceState
@@ -97,7 +100,7 @@ async def signin_page(
     expired: str | None = None,
     signed_out: str | None = None,
 ) -> Response:
-    if console_state(request).sessions.get(read_cookie(request, COOKIE)) is not None:
+    if current_session(request) is not None:
         try:
             await current_user(request)
             return redirect(safe_next(next))
@@ -111,6 +114,16 @@ async def signin_page(
     return _signin_page(request, safe_next(next), info=info)
 
 
+SIGNIN_FORM_BYTES = 4_096  # a key, the form's token and where to go next
+
+
+def _declared_length(request: Request) -> int | None:
+    try:
+        return int(request.headers.get("content-length", ""))
+    except ValueError:
+        return None
+
+
 def _valid_key_text(key: str) -> bool:
     return 0 < len(key) <= 200 and key.isascii() and key.isprintable()
 
@@ -119,7 +132,18 @@ def _valid_key_text(key: str) -> bool:
 async def signin(request: Request, state: State) -> Response:
     """Check the key as the API does (failures throttled per address and key id, as
     the API's are); on success a new session and its cookie, ending the old one. Only
-    from the console's own origin (``ConsoleRoute`` checks that before this runs)."""
+    from the console's own origin (``ConsoleRoute`` checks that before this runs).
+
+    An address that has spent its budget may still sign in with a key that exists (see
+    ``throttle``), so its form is read, but only a sign-in form's few hundred bytes."""
+    client = client_host(request.scope)
+    wait = state.throttle.address_wait(client)
+    if wait > 0 and not 0 < (_declared_length(request) or 0) <= SIGNIN_FORM_BYTES:
+        seconds = retry_after(wait)
+        message = f"Too many failed API key checks from this address; retry in {seconds} s."
+        page = _signin_page(request, f"{PATH}/", message, status=429)
+        page.headers["Retry-After"] = seconds
+        return page
     form = await request.form()
     next_url = safe_next(text_field(form, "next"))
     if not same_token(text_field(form, CSRF_FIELD), read_cookie(request, SIGNIN_COOKIE) or ""):
@@ -128,12 +152,11 @@ async def signin(request: Request, state: State) -> Response:
     key = text_field(form, "api_key").strip()
     if not key:
         return _signin_page(request, next_url, "Enter an API key.", status=422)
-    client = client_host(request.scope)
     try:
         if _valid_key_text(key):
-            identify(state, Headers({"authorization": f"Bearer {key}"}), client)
+            await identify(state, Headers({"authorization": f"Bearer {key}"}), client)
         else:  # not a key at all, but a failure all the same
-            check_key(state, key[:200], client)
+            await check_key(state, key[:200], client)
     except ApiError as exc:
         message = exc.message[:1].upper() + exc.message[1:] + "."  # "API" stays upper case
         if not _valid_key_text(key) and exc.status == 401:
@@ -143,7 +166,7 @@ async def signin(request: Request, state: State) -> Response:
         return page
     sessions = console_state(request).sessions
     sessions.end(read_cookie(request, COOKIE))
-    session = sessions.create(key)
+    session = sessions.create(key, session_address(request))
     response = redirect(next_url)
     set_cookie(response, request, COOKIE, session.id)
     delete_cookie(response, request, SIGNIN_COOKIE)
@@ -154,7 +177,7 @@ async def signin(request: Request, state: State) -> Response:
 async def signout(request: Request) -> Response:
     """End the session (its CSRF token required) and clear the cookie."""
     sessions = console_state(request).sessions
-    session = sessions.get(read_cookie(request, COOKIE))
+    session = current_session(request)
     if session is not None:
         form = await request.form()
         sent = request.headers.get("x-csrf-token") or text_field(form, CSRF_FIELD)

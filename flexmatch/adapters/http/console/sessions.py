@@ -1,7 +1,12 @@
 """Console sessions: a signed-in API key, kept on the server behind a random cookie.
 
 The browser holds only a random session id (HttpOnly, SameSite=Strict; over https
-Secure and ``__Host-`` prefixed, so no sibling subdomain can set one). The key itself
+Secure and ``__Host-`` prefixed, so no page of another origin can set one). Over plain
+http any page on the same host (another port) or a sibling subdomain can set the cookie
+to a session of its own (cookie tossing, to sign the victim into the attacker's tenant);
+there a session is bound to the address it signed in from and a request carrying two
+session cookies is signed out, which stops a toss from another address but not one from
+the victim's own (a shared NAT). Only https closes it. The key itself
 stays in this process's memory, so every request checks it exactly as the REST API does
 (valid, not revoked, within its rate limit): revoking a key ends its sessions at once.
 Each session has its own CSRF token, which every POST must send back. A restart signs
@@ -28,9 +33,11 @@ HOST_PREFIX = "__Host-"
 
 def cookie_name(base: str, secure: bool) -> str:
     """The cookie's name: over https ``__Host-`` prefixed, which browsers accept only when
-    set by this very origin over https (Secure, Path=/, no Domain), so a page on a sibling
-    subdomain cannot toss one in. Plain http has no such guarantee: there the console's
-    origin check (``web.check_origin``) is what keeps other sites' forms out."""
+    set by this very origin over https (Secure, Path=/, no Domain), so no other page can
+    toss one in or overwrite it. Only that fully protects a session: over plain http a
+    page on another port of the host or on a sibling subdomain can overwrite the cookie;
+    there the origin check (``web.check_origin``) keeps other sites' forms out, and a
+    session works only from the address it signed in from (``Session.address``)."""
     return HOST_PREFIX + base if secure else base
 
 
@@ -48,6 +55,7 @@ class Session:
     csrf: str
     created: float
     seen: float
+    address: str | None = None  # over plain http: the only client address it works from
 
 
 class SessionStore:
@@ -67,8 +75,9 @@ class SessionStore:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def create(self, token: str) -> Session:
-        """A new session for a checked key (a new id every time: no fixation)."""
+    def create(self, token: str, address: str | None = None) -> Session:
+        """A new session for a checked key (a new id every time: no fixation), bound to
+        ``address`` when given."""
         now = self.clock()
         session = Session(
             id=secrets.token_urlsafe(32),
@@ -76,6 +85,7 @@ class SessionStore:
             csrf=secrets.token_urlsafe(32),
             created=now,
             seen=now,
+            address=address,
         )
         with self._lock:
             self._sessions[session.id] = session
@@ -83,8 +93,9 @@ class SessionStore:
                 self._sessions.popitem(last=False)  # the least recently used goes first
         return session
 
-    def get(self, session_id: str | None) -> Session | None:
-        """The live session with this id, or None (an expired one is ended)."""
+    def get(self, session_id: str | None, address: str | None = None) -> Session | None:
+        """The live session with this id, or None (an expired one is ended; one bound to
+        another address than ``address`` is left alone: a tossed cookie does not end it)."""
         if not session_id:
             return None
         now = self.clock()
@@ -94,6 +105,8 @@ class SessionStore:
                 return None
             if now - session.seen > self.idle or now - session.created > self.lifetime:
                 del self._sessions[session_id]
+                return None
+            if session.address is not None and session.address != address:
                 return None
             session.seen = now
             self._sessions.move_to_end(session_id)

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData, Headers
 
 from flexmatch import FlexMatchError, Permission, __version__
-from flexmatch.adapters.http.auth import Principal, identify, permits
+from flexmatch.adapters.http.auth import Principal, client_host, identify, permits
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
     CSRF_FIELD,
@@ -36,6 +36,7 @@ from flexmatch.adapters.http.console.sessions import (
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.state import ServiceState, get_state
+from flexmatch.adapters.http.throttle import client_address
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -156,8 +157,37 @@ def is_https(request: Request) -> bool:
 
 def read_cookie(request: Request, base: str) -> str | None:
     """A console cookie by its base name (``__Host-`` prefixed over https: an unprefixed
-    one there may have been tossed in by a sibling subdomain, and is ignored)."""
-    return request.cookies.get(cookie_name(base, is_https(request)))
+    one there may have been tossed in by a sibling subdomain, and is ignored). Over http
+    a request carrying the cookie twice gets None: the second was tossed in by another
+    page (with a ``Domain`` or another path), and which one is the console's own cannot
+    be told (Starlette would keep the last)."""
+    name = cookie_name(base, is_https(request))
+    if not is_https(request) and _cookie_count(request.headers.getlist("cookie"), name) > 1:
+        return None
+    return request.cookies.get(name)
+
+
+def _cookie_count(headers: list[str], name: str) -> int:
+    """How often ``name`` appears in the raw ``Cookie`` headers (parsed as Starlette does)."""
+    count = 0
+    for header in headers:
+        for chunk in header.split(";"):
+            key = chunk.split("=", 1)[0] if "=" in chunk else ""
+            count += key.strip() == name
+    return count
+
+
+def session_address(request: Request) -> str | None:
+    """What a session is bound to: over plain http the client's address (as throttled:
+    IPv6 by its /64), so a session id tossed in by another page does not work from the
+    victim's browser; over https nothing (``__Host-`` cookies cannot be tossed)."""
+    return None if is_https(request) else client_address(client_host(request.scope))
+
+
+def current_session(request: Request) -> Session | None:
+    """The live session of this request's cookie, from the address it is bound to."""
+    sessions = console_state(request).sessions
+    return sessions.get(read_cookie(request, COOKIE), session_address(request))
 
 
 # -- the signed-in user --------------------------------------------------------------
@@ -165,12 +195,13 @@ async def current_user(request: Request) -> ConsoleUser:
     """The session's key, checked as the API checks a key on every request: a revoked
     key ends the session (401), an over-eager one is rate limited (429)."""
     sessions = console_state(request).sessions
-    session = sessions.get(read_cookie(request, COOKIE))
+    session = current_session(request)
     if session is None:
         raise ApiError(401, "signed_out", "Sign in with an API key to continue.")
     headers = Headers({"authorization": f"Bearer {session.token}"})
-    try:
-        principal = identify(get_state(request), headers, None)  # checked at sign-in
+    client = client_host(request.scope)
+    try:  # checked and throttled at sign-in; checked again, unthrottled, on every page
+        principal = await identify(get_state(request), headers, client, throttled=False)
     except ApiError as exc:
         if exc.status == 401:
             sessions.end(session.id)
@@ -312,9 +343,11 @@ def check_origin(request: Request) -> None:
     cookie, and a sibling origin can set (toss) cookies: it could sign a victim into the
     attacker's tenant. Browsers say where a request came from in ``Sec-Fetch-Site``
     (``same-site`` is a sibling subdomain: refused too) and ``Origin``, which must be
-    this request's own ``scheme://host``. A request with neither (no browser) passes on
-    to the token checks. Behind a TLS-terminating proxy, the server must see the
-    original scheme and host (uvicorn's ``FORWARDED_ALLOW_IPS``), or every form fails.
+    this request's own ``scheme://host``. With neither (an old browser, or no browser),
+    a ``Referer`` must be of this origin too; a request with none of the three (not a
+    browser) passes on to the token checks. Behind a TLS-terminating proxy, the server
+    must see the original scheme and host (uvicorn's ``FORWARDED_ALLOW_IPS``), or every
+    form fails.
     """
     site = request.headers.get("sec-fetch-site")
     if site is not None and site.strip().lower() not in SAME_SITE_FETCHES:
@@ -326,6 +359,15 @@ def check_origin(request: Request) -> None:
         )
     origin = request.headers.get("origin")
     own = f"{request.url.scheme}://{request.url.netloc}"
+    if origin is None and site is None:
+        referer = request.headers.get("referer")
+        if referer is not None and _origin(referer) != _origin(own):
+            raise ApiError(
+                403,
+                "cross_origin",
+                f"the console accepts forms only from its own pages ({own}), and the"
+                " browser says this one came from another site",
+            )
     if origin is not None and _origin(origin) != _origin(own):
         raise ApiError(
             403,
