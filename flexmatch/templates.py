@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import unicodedata
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from jinja2 import meta
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.runtime import Context
+from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
 from flexmatch import resources
 from flexmatch.errors import PromptError
@@ -72,6 +77,78 @@ def truncate_chars(text: Any, limit: int) -> str:
     return value[:limit].rsplit(" ", 1)[0] + " […]"
 
 
+MAX_REPEAT = 1_000_000
+"""The most characters (or items) a template may build by repetition (``'x' * n``), and
+the largest number a call into Python (``'x'.center(n)``) may be given: a prompt is a
+few thousand characters, and ``'x' * 300000000`` would take 300 MB at once."""
+MAX_POWER_BITS = 100_000  # ``9 ** 99999999`` would hold a core for minutes
+
+
+class BoundedSandbox(SandboxedEnvironment):
+    """Jinja's sandbox, with repetition and powers capped: the sandbox stops a template
+    reaching Python's internals, not one that asks for a huge string in a single step
+    (which no time limit can interrupt: it happens inside one C call)."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, times in ((left, right), (right, left)):
+                if (
+                    isinstance(sequence, str | bytes | list | tuple)
+                    and isinstance(times, int)
+                    and len(sequence) * times > MAX_REPEAT
+                ):
+                    raise SecurityError(
+                        f"repeating {len(sequence)} item(s) {times} times makes more than "
+                        f"{MAX_REPEAT:,} (the most a template may build at once)"
+                    )
+        elif (
+            operator == "**"
+            and isinstance(left, int)
+            and isinstance(right, int)
+            and abs(left) > 1
+            and right * math.log2(abs(left)) > MAX_POWER_BITS
+        ):
+            raise SecurityError(f"{left} ** {right} is too large for a template")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        """A text's own methods (``center``, ``ljust``, ``zfill``…) get no size over
+        ``MAX_REPEAT``."""
+        if isinstance(getattr(__obj, "__self__", None), str | bytes):
+            for value in (*args, *kwargs.values()):
+                if isinstance(value, int) and value > MAX_REPEAT:
+                    raise SecurityError(
+                        f"{value} is larger than a template may pass to a text's method "
+                        f"({MAX_REPEAT:,})"
+                    )
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+# Set while a caller wants every rendering done elsewhere (the console's preview: in a
+# worker process it can stop); the function takes the source, its path and the context.
+Renderer = Callable[[str, str, dict[str, Any]], str]
+_RENDER_ELSEWHERE: ContextVar[Renderer | None] = ContextVar("render_elsewhere", default=None)
+
+
+@contextmanager
+def rendered_by(renderer: Renderer) -> Iterator[None]:
+    """Within the block (in this thread or task), templates render through ``renderer``."""
+    token = _RENDER_ELSEWHERE.set(renderer)
+    try:
+        yield
+    finally:
+        _RENDER_ELSEWHERE.reset(token)
+
+
+def render_bounded(source: str, path: str, context: dict[str, Any], max_chars: int) -> str:
+    """``source`` rendered on ``context`` in this process, refused once its output passes
+    ``max_chars``: what a worker process runs for ``rendered_by``."""
+    template = PromptTemplate(Path(path), source, make_environment())
+    return template.render_here(context, max_chars)
+
+
 class PromptTemplate:
     """A loaded template, with the variables it needs known up front."""
 
@@ -97,8 +174,27 @@ class PromptTemplate:
 
     def render(self, **context: Any) -> str:
         """The rendered text; ``boundary`` is drawn from ``context`` for the data blocks."""
+        elsewhere = _RENDER_ELSEWHERE.get()
+        if elsewhere is not None:
+            return elsewhere(self.source, str(self.path), context)
+        return self.render_here(context)
+
+    def render_here(self, context: dict[str, Any], max_chars: int | None = None) -> str:
+        """Render in this process; with ``max_chars``, stop as soon as the output is longer."""
         try:
-            return self._template.render(boundary=boundary_for(context), **context).strip()
+            variables = {"boundary": boundary_for(context), **context}
+            if max_chars is None:
+                return self._template.render(variables).strip()
+            pieces: list[str] = []
+            size = 0
+            for piece in self._template.generate(variables):
+                size += len(piece)
+                if size > max_chars:
+                    raise PromptError(
+                        f"{self.path}: the rendered prompt is longer than {max_chars:,} characters"
+                    )
+                pieces.append(piece)
+            return "".join(pieces).strip()
         except jinja2.UndefinedError as exc:
             raise PromptError(f"{self.path}: {exc.message}") from exc
         except jinja2.TemplateError as exc:
@@ -106,7 +202,7 @@ class PromptTemplate:
 
 
 def make_environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(
+    env = BoundedSandbox(
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False
     )
     env.filters["fence"] = fence
