@@ -1,5 +1,6 @@
 """The same contract for both stores: embedded qdrant-edge and qdrant-client (server API,
-exercised with its in-process ``:memory:`` engine)."""
+exercised with its in-process ``:memory:`` engine), and for ``flexmatch.testing``'s
+``InMemoryStore`` that plug-in tests use."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from flexmatch.engine.stores.base import Search, StoredPoint, VectorStore
 from flexmatch.engine.stores.edge import EdgeStore
 from flexmatch.engine.stores.server import ServerStore
 from flexmatch.errors import ModelMismatchError, StoreError
+from flexmatch.testing import InMemoryStore
 
 DIM = 4
 
@@ -42,13 +44,15 @@ def _point(
     )
 
 
-@pytest.fixture(params=["edge", "server"])
+@pytest.fixture(params=["edge", "server", "testing"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    made: VectorStore = (
-        EdgeStore(tmp_path / "qdrant")
-        if request.param == "edge"
-        else ServerStore(":memory:", None, "test")
-    )
+    made: VectorStore
+    if request.param == "edge":
+        made = EdgeStore(tmp_path / "qdrant")
+    elif request.param == "server":
+        made = ServerStore(":memory:", None, "test")
+    else:
+        made = InMemoryStore("test")
     made.prepare("test-model", DIM)
     yield made
     made.close()
