@@ -192,11 +192,11 @@ class IsolatedPool:
 
     def close(self) -> None:
         with self._lock:
-            self._stop_keeper.set()
             if self._pool is not None:
                 self._pool.stop()
                 self._pool.join(timeout=5)
                 self._pool = None
+            self._stop_keeper.set()  # after: its end would kill the workers it forked
 
 
 def _nothing() -> None:

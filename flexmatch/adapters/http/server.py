@@ -129,7 +129,12 @@ def serve(
         shared.check()  # tables created once, before the workers race to; a bad URL fails here
         shared.close()
         os.environ[_WORKER_ENV] = json.dumps(
-            {"kb": str(kb_dir), "limits": dataclasses.asdict(limits), "log_level": log_level}
+            {
+                "kb": str(kb_dir),
+                "limits": dataclasses.asdict(limits),
+                "log_level": log_level,
+                "supervisor": os.getpid(),
+            }
         )
         uvicorn.run(
             "flexmatch.adapters.http.server:worker_app",
@@ -156,8 +161,9 @@ def worker_app() -> Any:
     knowledge base is closed when the worker stops."""
     from flexmatch.adapters.http.app import create_app
 
-    die_with_parent(os.getppid())  # a killed supervisor takes its workers along
     settings = json.loads(os.environ[_WORKER_ENV])
+    # a killed supervisor takes its workers along, even one killed while this one started
+    die_with_parent(settings.get("supervisor", 0))
     install_logging(settings["log_level"])
     kb = KnowledgeBase.open(Path(settings["kb"]))
     return create_app(kb, limits=Limits(**settings["limits"]), close_kb=True)
