@@ -206,6 +206,7 @@ class KnownKeyIds:
         self._ids: frozenset[str] = frozenset()
         self._added: set[str] = set()  # passed a check here since the last load
         self._loaded: float | None = None
+        self._loading = threading.Lock()
 
     @property
     def stale(self) -> bool:
@@ -214,12 +215,16 @@ class KnownKeyIds:
         )
 
     def refresh(self) -> None:
-        """Read the ids again (a database read: call it off the event loop)."""
-        if self.load is None:
+        """Read the ids again (a database read: call it off the event loop). Only one
+        read at a time: checks arriving meanwhile go on with the ids read before."""
+        if self.load is None or not self._loading.acquire(blocking=False):
             return
-        when = self.clock()
-        ids = frozenset(self.load())
-        self._ids, self._added, self._loaded = ids, set(), when
+        try:
+            when = self.clock()
+            ids = frozenset(self.load())
+            self._ids, self._added, self._loaded = ids, set(), when
+        finally:
+            self._loading.release()
 
     def add(self, key_id: str) -> None:
         self._added.add(key_id)

@@ -16,6 +16,7 @@ from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.limits import RateLimiter
 from flexmatch.adapters.http.throttle import (
+    KNOWN_IDS_SECONDS,
     NETWORK_FACTOR,
     Throttle,
     client_address,
@@ -232,6 +233,21 @@ def test_a_full_table_drops_refilled_entries_first_never_a_spent_one(
     assert not [r for r in caplog.records if "dropped the" in r.getMessage()]
 
 
+def test_the_known_key_ids_are_read_again_when_stale() -> None:
+    clock, ids = Clock(), ["0123456789ab"]
+    throttle = Throttle(SETTINGS, clock=clock, known_ids=lambda: list(ids))
+    token = "fm_fedcba987654_secret"
+    assert throttle.needs_known_ids(token) and not throttle.needs_known_ids("junk")
+    throttle.known.refresh()
+    assert not throttle.needs_known_ids(token) and "0123456789ab" in throttle.known
+    ids.append("fedcba987654")  # a key made since (on another replica)
+    assert "fedcba987654" not in throttle.known
+    clock.now += KNOWN_IDS_SECONDS
+    assert throttle.needs_known_ids(token)
+    throttle.known.refresh()
+    assert "fedcba987654" in throttle.known
+
+
 def test_tables_are_bounded_and_a_zero_budget_turns_throttling_off() -> None:
     settings = ThrottleConfig(failures_per_address=1, failures_per_key=1, max_entries=10)
     ids = [f"{n:012x}" for n in range(1_000)]
@@ -318,7 +334,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> 
     verify = keys.verify
 
     def counted(token: str) -> object:
-        assert threading.current_thread() is not threading.main_thread()
+        # off the event loop, on the key checks' own threads
+        assert threading.current_thread().name.startswith("flexmatch-keys")
         with lock:
             verified.append(token)
         return verify(token)
