@@ -173,6 +173,7 @@ class _Watch:
     name: str
     ask: Callable[[int], httpx.Response]
     latencies: list[float] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)  # perf_counter() at each request
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -187,6 +188,7 @@ class _Watch:
             except httpx.HTTPError as exc:
                 self.failures.append(repr(exc))
             self.latencies.append(time.perf_counter() - started)
+            self.started.append(started)
             i += 1
             self.stop.wait(POLL_EVERY)
 
@@ -239,6 +241,7 @@ def test_an_upload_stalls_no_one(tmp_path: Path, name: str, make: Callable[[Path
             idle = {w.name: max(w.latencies, default=0.0) for w in watches}
             for watch in watches:
                 watch.latencies.clear()
+                watch.started.clear()
             with upload.open("rb") as data:
                 sent = client.post(
                     "/v1/documents", files={"files": (name, data)}, headers=auth(writer)
