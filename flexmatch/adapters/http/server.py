@@ -146,7 +146,10 @@ def serve(
             access_log=False,
         )
         return
-    with KnowledgeBase.open(kb_dir) as kb, claim_store(kb.path, kb.config):
+    kb_dir = kb_dir.expanduser().resolve()
+    config = load_config(kb_dir)
+    # claimed first and released last: a server waiting for it never meets the store open
+    with claim_store(kb_dir, config), KnowledgeBase.open(kb_dir, config=config) as kb:
         app = create_app(kb, limits=limits)
         app.state.service.shared.check()  # an unreachable state database fails here, clearly
         app.state.service.probe_store()  # a store held by another process fails here, clearly
