@@ -384,25 +384,51 @@ class Indexer:
 
 
 class VectorSet:
-    """Unit vectors in one growing matrix, for the best cosine against all of them."""
+    """Unit vectors, for the best cosine of a new one against those it nearly repeats.
 
-    def __init__(self) -> None:
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._size = 0
+    Each vector is filed under ``tables`` random-hyperplane signatures of ``bits`` bits
+    (locality-sensitive hashing), and a new one is compared only with the vectors sharing
+    a signature with it: a document's n chunks cost about n comparisons, not n²/2 (a
+    10,000-chunk document took 94 s comparing each chunk with every earlier one). Equal
+    vectors always share every signature; two at cosine 0.99 (the default near-duplicate
+    threshold) share one in about 993 cases of 1,000, closer ones more surely still.
+    """
+
+    def __init__(self, bits: int = 16, tables: int = 8, seed: int = 0) -> None:
+        self.bits = bits
+        self.tables = tables
+        self.seed = seed
+        self._vectors: list[np.ndarray] = []
+        self._planes: np.ndarray | None = None
+        self._buckets: list[dict[int, list[int]]] = [{} for _ in range(tables)]
+        self._weights = 1 << np.arange(bits, dtype=np.int64)
+
+    def _keys(self, vector: np.ndarray) -> list[int]:
+        if self._planes is None:
+            rng = np.random.default_rng(self.seed)
+            shape = (self.tables * self.bits, len(vector))
+            self._planes = rng.standard_normal(shape).astype(np.float32)
+        signs = (self._planes @ vector > 0).reshape(self.tables, self.bits)
+        return [int(key) for key in signs.astype(np.int64) @ self._weights]
 
     def add(self, vector: np.ndarray) -> None:
-        if self._size == len(self._matrix):
-            grown = np.zeros((max(64, 2 * self._size), len(vector)), dtype=np.float32)
-            if self._size:
-                grown[: self._size] = self._matrix[: self._size]
-            self._matrix = grown
-        self._matrix[self._size] = vector
-        self._size += 1
+        index = len(self._vectors)
+        self._vectors.append(vector)
+        for table, key in zip(self._buckets, self._keys(vector), strict=True):
+            table.setdefault(key, []).append(index)
 
     def max_similarity(self, vector: np.ndarray) -> float:
-        if self._size == 0:
+        """The best cosine among the vectors sharing a signature with ``vector`` (-1.0
+        when none does)."""
+        if not self._vectors:
             return -1.0
-        return float(np.max(self._matrix[: self._size] @ vector))
+        keys = self._keys(vector)
+        near = {
+            i for table, key in zip(self._buckets, keys, strict=True) for i in table.get(key, ())
+        }
+        if not near:
+            return -1.0
+        return float(np.max(np.stack([self._vectors[i] for i in near]) @ vector))
 
 
 def document_version(document: Document, chains: SourceChains) -> str:
