@@ -81,6 +81,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "Usage": ("flexmatch.models", "Usage"),
     "WebImportError": ("flexmatch.errors", "WebImportError"),
     "answer_result": ("flexmatch.results", "answer_result"),
+    "bounded_previews": ("flexmatch.previews", "bounded_previews"),
     "check_tenant": ("flexmatch.keys", "check_tenant"),
     "doctor_store": ("flexmatch.engine.stores.repair", "doctor_store"),
     "evaluate": ("flexmatch.evaluation", "evaluate"),
@@ -174,5 +175,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Stats,
         Usage,
     )
+    from flexmatch.previews import bounded_previews
     from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result
     from flexmatch.shared_state import JobRecord, SharedState

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "flexmatch.errors",
             "flexmatch.extras",
+            "flexmatch.lifecycle",
             "flexmatch.models",
             "flexmatch.payloads",
             "flexmatch.results",
@@ -40,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "facade",
         (
             "flexmatch.knowledge_base",
+            "flexmatch.previews",
             "flexmatch.state_db",
             "flexmatch.keys",
             "flexmatch.shared_state",
@@ -201,7 +203,7 @@ def test_adapters_use_only_the_public_api() -> None:
                     problems.append(f"{name} imports internal module {target}")
                 elif len(parts) > 2 and parts[2] != own and (own, parts[2]) not in ADAPTER_LAUNCHES:
                     problems.append(f"{name} imports another adapter: {target}")
-    assert problems == []
+    assert problems == [], problems
 
 
 def test_every_public_name_resolves() -> None:
@@ -307,6 +309,7 @@ def test_public_api_is_pinned() -> None:
         "Usage",
         "WebImportError",
         "answer_result",
+        "bounded_previews",
         "check_tenant",
         "doctor_store",
         "evaluate",

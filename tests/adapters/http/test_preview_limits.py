@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flexmatch.adapters.http.console.drafts import PREVIEW_SECONDS
 from flexmatch.errors import PromptError
+from flexmatch.previews import PREVIEW_SECONDS
 from flexmatch.templates import MAX_REPEAT, PromptTemplate, make_environment, render_bounded
 from tests.adapters.http.test_stalls import (
     FLEXMATCH,

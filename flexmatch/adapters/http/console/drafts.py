@@ -18,7 +18,6 @@ prompt file changed", so this module builds them from public pieces, in one plac
 from __future__ import annotations
 
 import asyncio
-import atexit
 import os
 import shutil
 import tempfile
@@ -38,10 +37,8 @@ from flexmatch import (
     KnowledgeBase,
     Section,
     ToolResult,
+    bounded_previews,
 )
-from flexmatch.errors import PromptError
-from flexmatch.inputs.isolation import IsolatedPool
-from flexmatch.templates import render_bounded, rendered_by
 
 PLACEHOLDER_MODEL = "console-preview/no-llm"  # never called: previews only render
 SOURCE_KINDS = ("chunker", "matching_text", "qualifying_text")
@@ -294,42 +291,12 @@ def render_query(chain: Any, query: str) -> str:
     return str(chain.render(query=query))
 
 
-# -- previews: an admin's template runs where it can be stopped ---------------------------
-PREVIEW_SECONDS = 5.0  # a preview renders in a worker process, killed after this long
-PREVIEW_MEMORY_MB = 256  # more than the worker starts with
-PREVIEW_MAX_CHARS = 1_000_000  # of rendered prompt
-# Any tenant's admin may preview, so a template is untrusted input: rendered in the
-# sandbox (which caps repetition), in a worker process with a time and a memory limit (a
-# nested loop has no call the sandbox could stop, a thread cannot be killed), its
-# output cut at PREVIEW_MAX_CHARS. Two workers: one runaway preview does not queue others.
-# Started from a fork server: replacing a stopped worker by forking the server itself
-# (often over a gigabyte) held every thread of it, the event loop included, ~0.2 s.
-_PREVIEW_WORKERS = IsolatedPool(
-    workers=2, timeout=PREVIEW_SECONDS, memory_mb=PREVIEW_MEMORY_MB, start="forkserver"
-)
-atexit.register(_PREVIEW_WORKERS.close)
-
-
-def _render_in_worker(source: str, path: str, context: dict[str, Any]) -> str:
-    return _PREVIEW_WORKERS.run(
-        render_bounded,
-        source,
-        path,
-        context,
-        PREVIEW_MAX_CHARS,
-        label="the prompt",
-        what="preview",
-        setting="the console's limit for one preview",
-        error=PromptError,
-    )
-
-
 def preview_prompt(
     kb: KnowledgeBase, source: str, kind: str, name: str, template: str, given: dict[str, Any]
 ) -> str:
     """The edited prompt as its chain would send it, for a chunk or a query, rendered in a
     preview worker (blocking: the caller runs it off the event loop)."""
-    with draft(kb, (name, template)) as edited, rendered_by(_render_in_worker):
+    with draft(kb, (name, template)) as edited, bounded_previews():
         chain = chain_of(edited, source, kind)
         if "section" in given:
             return render_on_chunk(chain, given["section"], given["document"])
@@ -341,7 +308,7 @@ async def format_result(chain: Any, result: ToolResult) -> str:
     waited for on a thread (never on the event loop)."""
 
     def run() -> str:
-        with rendered_by(_render_in_worker):
+        with bounded_previews():
             return str(asyncio.run(chain.run(result)))
 
     return await asyncio.to_thread(run)
