@@ -247,7 +247,7 @@ async def run_llm(request: Request, user: User, state: State) -> Response:
             if "section" in given:
                 output = await drafts.run_on_chunk(chain, given["section"], given["document"])
             else:
-                output = await chain.run(given["query"])
+                output = await drafts.run_on_query(chain, given["query"])
             usage = kb.llm.usage if kb.llm is not None else None
     except (ApiError, FlexMatchError) as exc:
         return _json_failure(exc)

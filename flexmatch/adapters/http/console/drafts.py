@@ -21,7 +21,7 @@ import asyncio
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -284,7 +284,25 @@ def render_on_chunk(chain: Any, section: Section, document: Document) -> str:
 
 async def run_on_chunk(chain: Any, section: Section, document: Document) -> Any:
     """What the chain gives for the chunk (an LLM call, through the draft's own cache)."""
-    return await chain.run(section, document)
+    return await _bounded(lambda: chain.run(section, document))
+
+
+async def run_on_query(chain: Any, query: str) -> Any:
+    """What the query chain gives for ``query`` (an LLM call)."""
+    return await _bounded(lambda: chain.run(query))
+
+
+async def _bounded(work: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """``work()`` on a thread with a loop of its own, its templates rendered in a preview
+    worker (``bounded_previews``): the edited template is untrusted, and its rendering
+    would otherwise run unbounded on the server's event loop. The draft knowledge base
+    is built for this request, so its LLM client is bound to no other loop."""
+
+    def run() -> Any:
+        with bounded_previews():
+            return asyncio.run(work())
+
+    return await asyncio.to_thread(run)
 
 
 def render_query(chain: Any, query: str) -> str:
@@ -306,12 +324,7 @@ def preview_prompt(
 async def format_result(chain: Any, result: ToolResult) -> str:
     """The formatter's text for a search result, its template rendered in a preview worker
     waited for on a thread (never on the event loop)."""
-
-    def run() -> str:
-        with bounded_previews():
-            return str(asyncio.run(chain.run(result)))
-
-    return await asyncio.to_thread(run)
+    return str(await _bounded(lambda: chain.run(result)))
 
 
 # -- saving ------------------------------------------------------------------------------
