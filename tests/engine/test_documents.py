@@ -1,4 +1,8 @@
-"""Document records: versions readers can trust, repair, removal, listing, tenants, locks."""
+"""Document records: versions readers can trust, repair, removal, listing, tenants, locks.
+
+These check what happens to records and points, not how good the vectors are: they run on
+``flexmatch.testing``'s ``HashEmbedder`` (no model) and, where nothing needs the store on
+disk, on its in-memory store."""
 
 from __future__ import annotations
 
@@ -9,18 +13,22 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.points import match_point_id
 from flexmatch.engine.stores.base import Hit, StoredPoint
 from flexmatch.errors import DocumentNotFoundError, StoreError
-from flexmatch.testing import FakeLLMServer
+from flexmatch.testing import FakeLLMServer, HashEmbedder, memory_knowledge_base
 from tests.conftest import llm_config, write_config
 from tests.engine.samples import HARBOUR, ORCHARD, match_points, write
 
 
-def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: HashEmbedder) -> None:
     doc = write(tmp_path / "docs", "harbour.md", HARBOUR)
-    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+    with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([doc])
         registry = DocumentRegistry(kb.store)
         (record,) = registry.list("default")
@@ -48,12 +56,12 @@ def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: OnnxEmbedd
         assert during == old  # only the committed version is visible
         registry.commit("default", pending, 1, 1)
         after = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
+        assert {p["version"] for p in match_points(kb)} == {"v-new"}  # old points cleaned up
     assert after == {"The harbour now opens at noon."}
-    assert {p["version"] for p in match_points(kb)} == {"v-new"}  # old points cleaned up
 
 
 def test_interrupted_write_is_repaired_on_the_next_run(
-    tmp_path: Path, embedder: OnnxEmbedder
+    tmp_path: Path, embedder: HashEmbedder
 ) -> None:
     doc = write(tmp_path / "docs", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
@@ -68,7 +76,7 @@ def test_interrupted_write_is_repaired_on_the_next_run(
             [
                 StoredPoint(
                     id="00000000-0000-0000-0000-00000000dead",
-                    vector=[0.1] * 384,
+                    vector=[0.1] * embedder.dimension,
                     text="x",
                     payload={**point, "version": "v-crashed"},
                 )
@@ -82,10 +90,10 @@ def test_interrupted_write_is_repaired_on_the_next_run(
         assert after.status == "complete" and after.pending_version is None
 
 
-def test_tenants_are_isolated(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+def test_tenants_are_isolated(tmp_path: Path, embedder: HashEmbedder) -> None:
     harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     orchard = write(tmp_path / "d", "orchard.md", ORCHARD)
-    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+    with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour], tenant="alice")
         kb.ingest([orchard], tenant="bob")
         kb.ingest([harbour], tenant="bob")  # same file, other tenant: its own copy
@@ -107,9 +115,9 @@ def test_tenants_are_isolated(tmp_path: Path, embedder: OnnxEmbedder) -> None:
         assert kb.stats(tenant="nobody").documents == 0 and kb.query("x", tenant="nobody") == []
 
 
-def test_remove_deletes_every_point(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+def test_remove_deletes_every_point(tmp_path: Path, embedder: HashEmbedder) -> None:
     harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
-    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+    with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour])
         (record,) = kb.list_documents()
         kb.remove_document(record.id)
@@ -117,7 +125,7 @@ def test_remove_deletes_every_point(tmp_path: Path, embedder: OnnxEmbedder) -> N
         assert kb.ingest([harbour]).added == 1  # and it can come back
 
 
-def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: HashEmbedder) -> None:
     harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, "store:\n  lock_timeout: 0.5\n")
@@ -133,7 +141,7 @@ def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: Onnx
         assert again.ingest([harbour]).unchanged == 1
 
 
-def test_document_listing_and_detail(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+def test_document_listing_and_detail(tmp_path: Path, embedder: HashEmbedder) -> None:
     harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour])
@@ -151,7 +159,7 @@ def test_document_listing_and_detail(tmp_path: Path, embedder: OnnxEmbedder) -> 
 
 
 def test_concurrent_runs_in_one_tenant_do_not_repair_each_other(
-    tmp_path: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
+    tmp_path: Path, embedder: HashEmbedder, llm_server: FakeLLMServer
 ) -> None:
     llm_server.latency = 0.1
     kb_dir = tmp_path / "kb"
@@ -173,11 +181,11 @@ def test_concurrent_runs_in_one_tenant_do_not_repair_each_other(
     assert all(r.status == "complete" and r.chunks == 2 for r in records) and len(records) == 2
 
 
-def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: HashEmbedder) -> None:
     from flexmatch.config import ChainRef, QueryConfig
 
     doc = write(tmp_path / "docs", "harbour.md", HARBOUR)
-    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+    with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([doc])
         kb.use_query_config(QueryConfig(retrieval="dense", reranker=ChainRef(chain="none")))
         registry = DocumentRegistry(kb.store)
@@ -202,12 +210,12 @@ def test_hidden_points_do_not_crowd_out_the_top_k(tmp_path: Path, embedder: Onnx
     assert results[0].content == "The harbour opens at six in the morning."
 
 
-def test_only_unfinished_documents_are_looked_up(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+def test_only_unfinished_documents_are_looked_up(tmp_path: Path, embedder: HashEmbedder) -> None:
     """Readers check versions only of documents with a write in flight: a finished one's
     points are all of its committed version; a document never committed shows nothing."""
     harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     orchard = write(tmp_path / "d", "orchard.md", ORCHARD)
-    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+    with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
         kb.ingest([harbour, orchard])
         registry = DocumentRegistry(kb.store)
         assert registry.visibility("default").unfinished == {}
