@@ -17,12 +17,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
+from tests import tiers
 
 # The property tests are deterministic in CI (same examples every run); set
 # HYPOTHESIS_PROFILE=explore to let them search afresh on a developer's machine.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier (``slow``, ``browser``, ...): see ``tests/tiers.py``."""
+    tiers.apply(items)
+
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
