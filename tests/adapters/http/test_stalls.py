@@ -242,6 +242,7 @@ def test_an_upload_stalls_no_one(tmp_path: Path, name: str, make: Callable[[Path
             for watch in watches:
                 watch.latencies.clear()
                 watch.started.clear()
+            uploaded = time.perf_counter()
             with upload.open("rb") as data:
                 sent = client.post(
                     "/v1/documents", files={"files": (name, data)}, headers=auth(writer)
@@ -269,6 +270,10 @@ def test_an_upload_stalls_no_one(tmp_path: Path, name: str, make: Callable[[Path
         f"{sum(t > MAX_LATENCY for t in w.latencies)} of {len(w.latencies)} over the limit"
         for w in watches
     )
+    for watch in watches:  # when the slowest answers came, from the upload's start
+        worst = sorted(zip(watch.latencies, watch.started, strict=True))[-4:]
+        at = ", ".join(f"{t * 1000:.0f} ms at {s - uploaded:+.1f}s" for t, s in worst)
+        print(f"{name}: {watch.name} slowest: {at}")
     noise = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in idle.items())
     print(
         f"{name}: {figures}; idle worst: {noise}; RSS +{growth / 2**20:.0f} MB; job {status}"
