@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
+from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
 from flexmatch.adapters.cli import service_commands
 from flexmatch.adapters.cli.options import DEFAULT_TENANT, JsonOption, KbOption, TenantOption
@@ -546,6 +547,7 @@ def _save_eval(
 
 service_commands.register(app)
 doctor_command.register(app)
+demo_command.register(app)
 
 
 def main() -> None:
