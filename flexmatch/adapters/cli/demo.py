@@ -175,9 +175,10 @@ def _print(run: DemoRun, created: bool, notices: list[str]) -> None:
             where = " › ".join(part for part in [r.title, *path] if part)
             name = Path(urlparse(r.uri).path).name or r.document_id
             console.print(f"  {r.rank}. {shown(where)}  [dim]({shown(name)}, {r.score:.3f})[/]")
-        if answer.results:
-            text = " ".join(answer.results[0].content.split())
-            console.print(f"     [dim]{shown(text[:240])}{'…' if len(text) > 240 else ''}[/]")
+        if answer.results:  # the text the first result was found by
+            text = " ".join(answer.results[0].matched_text.split())
+            cut = f"{text[:240]}…" if len(text) > 240 else text
+            console.print(f"     [dim]matched:[/] {shown(cut)}")
         if not answer.first_is_expected:
             errors.print(f"[red]expected {shown(answer.answer_in)} first[/]")
     console.print(
