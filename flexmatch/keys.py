@@ -9,6 +9,11 @@ They live in the service's state database (``flexmatch.state_db``): by default t
 replica shares. It never touches the vector store, so ``flexmatch keys ...`` works while
 a server holds the knowledge base open, and a server reads it on every request (no
 cache), so a revoked key stops working at once, on every replica.
+
+Key names are notes for people, so they are short (``NAME_MAX`` characters) and hold no
+control or format characters (which could rewrite a terminal or reorder the text a
+``keys list`` shows). A tenant holds at most ``MAX_ACTIVE_KEYS`` active keys (revoked ones
+do not count), so one admin key cannot grow the state database without bound.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import hashlib
 import hmac
 import re
 import secrets
+import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 from pydantic import BaseModel
 
@@ -35,6 +41,10 @@ PREFIX = "fm"
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_ID = re.compile(r"^[0-9a-f]{12}$")
 _COLUMNS = "id, tenant, permissions, name, created_at, revoked, revoked_at"
+NAME_MAX = 200
+"""The longest key name, in characters."""
+MAX_ACTIVE_KEYS = 1000
+"""The most active (not revoked) keys one tenant may hold."""
 
 
 class ApiKey(BaseModel):
@@ -79,6 +89,23 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
+def check_name(name: str) -> str:
+    """The name without surrounding spaces; refused when too long or holding a control or
+    format character (a terminal escape, a bidi override), naming the first one."""
+    name = name.strip()
+    if len(name) > NAME_MAX:
+        raise KeyRequestError(
+            f"key name is {len(name):,} characters long; at most {NAME_MAX} are allowed"
+        )
+    for position, char in enumerate(name):
+        if unicodedata.category(char) in ("Cc", "Cf", "Cs"):
+            raise KeyRequestError(
+                f"key name holds the control character U+{ord(char):04X} at position "
+                f"{position}; use printable text"
+            )
+    return name
+
+
 def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
@@ -90,8 +117,11 @@ def _now() -> str:
 class KeyStore:
     """The API keys of one knowledge base (or of every replica sharing a state database)."""
 
-    def __init__(self, database: Database | Path) -> None:
+    NAME_MAX: ClassVar[int] = NAME_MAX  # for the adapters, which see only ``flexmatch``
+
+    def __init__(self, database: Database | Path, *, max_active: int = MAX_ACTIVE_KEYS) -> None:
         self.database = SqliteDatabase(database) if isinstance(database, Path) else database
+        self.max_active = max_active
 
     @property
     def path(self) -> Path | None:
@@ -109,19 +139,23 @@ class KeyStore:
     def create(
         self, tenant: str, permissions: str | Iterable[str], name: str = ""
     ) -> tuple[ApiKey, str]:
-        """A new key and its token; the token is shown once and never stored."""
+        """A new key and its token; the token is shown once and never stored. A
+        ``KeyRequestError`` when the tenant already holds ``max_active`` active keys."""
         key = ApiKey(
             id=secrets.token_hex(6),
             tenant=check_tenant(tenant),
             permissions=parse_permissions(permissions),
-            name=name.strip()[:200],
+            name=check_name(name),
             created_at=_now(),
         )
         secret = secrets.token_urlsafe(32)
+        # one statement counts and inserts, so concurrent creates cannot both pass the cap
         with self.database.transaction() as db:
-            db.execute(
+            inserted = db.execute(
                 "INSERT INTO api_keys (id, secret_sha256, tenant, permissions, name, created_at)"
-                " VALUES (:id, :digest, :tenant, :permissions, :name, :created_at)",
+                " SELECT :id, :digest, :tenant, :permissions, :name, :created_at"
+                " WHERE (SELECT COUNT(*) FROM api_keys"
+                " WHERE tenant = :tenant AND revoked = 0) < :cap",
                 {
                     "id": key.id,
                     "digest": _digest(secret),
@@ -129,7 +163,13 @@ class KeyStore:
                     "permissions": ",".join(key.permissions),
                     "name": key.name,
                     "created_at": key.created_at,
+                    "cap": self.max_active,
                 },
+            ).rowcount
+        if not inserted:
+            raise KeyRequestError(
+                f"tenant '{key.tenant}' already has {self.max_active} active keys, the most "
+                "allowed; revoke unused ones first"
             )
         return key, f"{PREFIX}_{key.id}_{secret}"
 

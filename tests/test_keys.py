@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import stat
 from pathlib import Path
 
 import pytest
 
-from flexmatch.keys import KeyRequestError, KeyStore, keys_file_for, parse_permissions
+from flexmatch.keys import (
+    MAX_ACTIVE_KEYS,
+    NAME_MAX,
+    KeyRequestError,
+    KeyStore,
+    keys_file_for,
+    parse_permissions,
+)
 
 
 def test_create_verify_and_store_only_a_hash(tmp_path: Path) -> None:
@@ -68,3 +76,40 @@ def test_permissions_and_tenants_are_checked(tmp_path: Path) -> None:
             store.create(tenant, "read")
     key, _ = store.create("admins", "admin")
     assert key.allows("write") and key.allows("read")
+
+
+def test_names_are_short_printable_text(tmp_path: Path) -> None:
+    store = KeyStore.for_kb(tmp_path)
+    key, _ = store.create("acme", "read", "  " + "n" * NAME_MAX + "  ")
+    assert key.name == "n" * NAME_MAX  # surrounding spaces do not count
+    with pytest.raises(KeyRequestError, match="1,000,000 characters long; at most 200"):
+        store.create("acme", "read", "n" * 1_000_000)
+    for bad, code in (
+        ("\x1b]0;pwn\x07", "U+001B"),
+        ("line\nbreak", "U+000A"),
+        ("nul\x00", "U+0000"),
+        ("evil\u202etxt.exe", "U+202E"),  # a bidi override reorders what is shown
+    ):
+        with pytest.raises(KeyRequestError, match=re.escape(code)):
+            store.create("acme", "read", bad)
+    assert [k.name for k in store.list("acme")] == ["n" * NAME_MAX]  # nothing else stored
+    assert store.create("acme", "read", "Zoë's bot ✓")[0].name == "Zoë's bot ✓"
+
+
+def test_active_keys_per_tenant_are_capped(tmp_path: Path) -> None:
+    assert MAX_ACTIVE_KEYS == 1000
+    store = KeyStore(keys_file_for(tmp_path), max_active=3)
+    first = [store.create("acme", "read")[0] for _ in range(3)]
+    with pytest.raises(KeyRequestError, match="'acme' already has 3 active keys"):
+        store.create("acme", "read")
+    assert len(store.list("acme")) == 3  # the refused key was not stored
+    store.create("other", "read")  # another tenant has its own allowance
+    assert store.revoke(first[0].id)  # revoked keys do not count
+    store.create("acme", "read")
+    with pytest.raises(KeyRequestError):
+        store.create("acme", "read")
+    default = KeyStore.for_kb(tmp_path / "kb")
+    for _ in range(MAX_ACTIVE_KEYS):
+        default.create("big", "read")
+    with pytest.raises(KeyRequestError, match="already has 1000 active keys"):
+        default.create("big", "read")

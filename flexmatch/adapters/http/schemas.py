@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from flexmatch import ApiKey, DocumentOutcome, DocumentRecord, Permission, ToolResult
+from flexmatch import ApiKey, DocumentOutcome, DocumentRecord, KeyStore, Permission, ToolResult
 from flexmatch.adapters.http.jobs import JobStatus
 
 FILTERS_DOC = (
@@ -88,7 +88,11 @@ class SearchResponse(ToolResult):
 
 class KeyCreateRequest(_Strict):
     permissions: list[Permission] = Field(min_length=1)
-    name: str = ""
+    name: str = Field(
+        "",
+        max_length=KeyStore.NAME_MAX,
+        description="A note on who or what uses the key: printable text, no control characters.",
+    )
 
 
 class KeyCreated(BaseModel):

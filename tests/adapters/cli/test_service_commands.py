@@ -58,7 +58,11 @@ def test_keys_commands(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no key 'ffffffffffff'" in missing.stderr
     bad = run("keys", "create", "--kb", str(kb), "--permissions", "root")
     assert bad.returncode == 2 and "permissions must be" in bad.stderr
-    assert "Traceback" not in bad.stderr + missing.stderr
+    long = run("keys", "create", "--kb", str(kb), "--name", "n" * 300)
+    assert long.returncode == 2 and "300 characters long; at most 200" in long.stderr
+    escape = run("keys", "create", "--kb", str(kb), "--name", "\x1b]0;pwn\x07")
+    assert escape.returncode == 2 and "U+001B" in escape.stderr
+    assert "Traceback" not in bad.stderr + missing.stderr + long.stderr + escape.stderr
     nowhere = run("keys", "list", "--kb", str(tmp_path / "missing"))
     assert nowhere.returncode == 2 and "not a knowledge-base folder" in nowhere.stderr
 

@@ -7,9 +7,11 @@ import json
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.keys import MAX_ACTIVE_KEYS
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job
 
@@ -404,6 +406,32 @@ def test_admin_keys_api_and_revocation(api: Api) -> None:
     bad = api.client.post("/v1/keys", json={"permissions": ["root"]}, headers=auth(admin))
     assert_error(bad, 422, "validation_error")
     assert_error(api.client.delete("/v1/keys/ffffffffffff", headers=auth(admin)), 404, "not_found")
+
+
+def test_key_names_and_count_are_bounded(api: Api) -> None:
+    admin = api.key("capped admin", "capped", "admin")
+
+    def create(name: str = "") -> httpx.Response:
+        body = {"permissions": ["read"], "name": name}
+        return api.client.post("/v1/keys", json=body, headers=auth(admin))
+
+    long = create("n" * 1_000_000)
+    assert_error(long, 422, "validation_error")
+    assert "name" in long.json()["error"]["message"] and "200" in long.json()["error"]["message"]
+    escape = create("\x1b]0;pwn\x07")
+    assert_error(escape, 422, "invalid_request")
+    assert "U+001B" in escape.json()["error"]["message"]
+    names = [k["name"] for k in api.client.get("/v1/keys", headers=auth(admin)).json()]
+    assert names == ["capped admin"]  # neither was stored
+
+    for _ in range(MAX_ACTIVE_KEYS - 1):  # the admin key is the first of the tenant's keys
+        api.keys.create("capped", "read")
+    full = create("one too many")
+    assert_error(full, 422, "invalid_request")
+    assert "already has 1000 active keys" in full.json()["error"]["message"]
+    spare = api.keys.list("capped")[-1]
+    assert api.client.delete(f"/v1/keys/{spare.id}", headers=auth(admin)).status_code == 200
+    assert create("after a revoke").status_code == 201
 
 
 # -- errors -----------------------------------------------------------------------------------
