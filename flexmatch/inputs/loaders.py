@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -114,8 +116,29 @@ def discover(
                 if _selected(p.relative_to(path), include or [], exclude or [])
             )
         else:
-            missing.append(FailedDocument(uri=str(path), error=f"{path}: no such file or folder"))
+            missing.append(FailedDocument(uri=str(path), error=f"{path}: {_not_loadable(path)}"))
     return tasks, missing
+
+
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_loadable(path: Path) -> str:
+    """Why a named path that is neither a file nor a folder is refused: a FIFO or a device
+    exists (reading one would block or never end), so "no such file" would mislead."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "a special file")
+    return f"not a regular file: {kind}"
 
 
 def _selected(relative: Path, include: list[str], exclude: list[str]) -> bool:

@@ -27,3 +27,15 @@ def test_walk_skips_hidden_and_symlinks_and_applies_globs(tmp_path: Path) -> Non
     assert [t.path.name for t in tasks] == ["b.txt"]
     assert "no such file or folder" in missing[0].error
     assert "symlinks are not followed" in missing[1].error
+
+
+def test_named_special_files_are_refused_for_what_they_are(tmp_path: Path) -> None:
+    """A FIFO or a device exists: it is refused as not a regular file, not as missing."""
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    tasks, refused = discover([fifo, Path("/dev/zero"), tmp_path / "gone.md"])
+    assert tasks == []
+    errors = [failed.error for failed in refused]
+    assert errors[0] == f"{fifo}: not a regular file: a FIFO"
+    assert errors[1] == "/dev/zero: not a regular file: a character device"
+    assert errors[2].endswith("gone.md: no such file or folder")
