@@ -273,6 +273,25 @@ class IngestConfig(_Strict):
     fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
 
 
+class ConnectionsConfig(_Strict):
+    """How many connections ``flexmatch serve`` holds open, and how long it waits for a
+    request's head (``service.connections``); each server process keeps its own counts.
+
+    ``header_timeout``: seconds a connection may take to send a complete request line and
+    headers (from connecting, and again after each response) before it is closed.
+    ``per_address``: open connections one client address may hold (0: no cap; behind a
+    reverse proxy every client shares the proxy's address, so raise it or set 0 there).
+    ``total``: open connections in all (unset: 1,000, or fewer when the process's
+    open-file limit is low). ``log_interval``: seconds between two log lines about refused
+    or timed-out connections, or about running out of open files.
+    """
+
+    header_timeout: float = Field(default=10.0, gt=0, le=3_600)
+    per_address: int = Field(default=64, ge=0, le=1_000_000)
+    total: int | None = Field(default=None, ge=1, le=1_000_000)
+    log_interval: float = Field(default=60.0, gt=0, le=86_400)
+
+
 class ThrottleConfig(_Strict):
     """Budgets of failed API key checks and console sign-ins (``service.throttle``).
 
@@ -291,6 +310,21 @@ class ThrottleConfig(_Strict):
     max_entries: int = Field(default=10_000, ge=10, le=10_000_000)
 
 
+class QueueConfig(_Strict):
+    """How much work one tenant may have waiting in one server process (``service.queue``).
+
+    A job counts from its acceptance until it ends; an upload's bytes count while its files
+    wait in the spool folder. Past either cap a new job is refused with 429 and
+    ``Retry-After``, and other tenants go on. ``spool_dir``: where uploads wait for their
+    job, on disk, never in memory (default ``<kb>/.flexmatch/spool``; avoid a tmpfs).
+    """
+
+    max_jobs_per_tenant: int = Field(16, ge=1, le=100_000)
+    max_bytes_per_tenant: int = Field(1_000_000_000, ge=1)
+    retry_after_seconds: int = Field(30, ge=1, le=3600)
+    spool_dir: str | None = None
+
+
 class ServiceConfig(_Strict):
     """What the replicas of ``flexmatch serve`` share: API keys, jobs, cache generations.
 
@@ -298,10 +332,14 @@ class ServiceConfig(_Strict):
     ``sqlite:////var/lib/flexmatch/state.db``; needs the ``shared`` extra). Unset, they
     live in ``<kb>/.flexmatch/keys.sqlite``, which every process on this machine shares.
     ``throttle``: how failed key checks and sign-ins are limited (each process its own).
+    ``connections``: caps on open connections, and the deadline for a request's head.
+    ``queue``: the jobs and upload bytes one tenant may have waiting (each process its own).
     """
 
     state_url: str | None = None
     throttle: ThrottleConfig = ThrottleConfig()
+    connections: ConnectionsConfig = ConnectionsConfig()
+    queue: QueueConfig = QueueConfig()
 
     @field_validator("state_url", mode="before")
     @classmethod

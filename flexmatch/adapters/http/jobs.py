@@ -15,6 +15,13 @@ ends, and beats every ``heartbeat`` seconds (saving progress a re-index reports 
 between). If that process dies, the record stops beating: the first replica to read it
 ``lost_after`` seconds later marks it failed, saying so (the documents it finished stay
 stored). ``updated_at`` shows the last beat.
+
+Waiting work is bounded per tenant, in each process: at most ``max_jobs`` jobs not yet
+ended and ``max_bytes`` of upload bytes waiting in the spool folder (``spool``: on disk,
+never in memory). Past either cap ``reserve`` refuses the job (``QueueFull``, a 429 with
+``Retry-After``); other tenants are not affected. A job reads its inputs only once its
+turn in the tenant's write order has come, and at most ``readers`` inputs ahead of the
+one being written, so queued jobs hold no parsed documents either.
 """
 
 from __future__ import annotations
@@ -22,10 +29,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -41,7 +51,10 @@ from flexmatch import (
     SharedState,
     Usage,
 )
+from flexmatch.adapters.http.errors import ApiError
+from flexmatch.adapters.http.spool import UploadSpool
 from flexmatch.adapters.http.writes import TenantWriter, Ticket
+from flexmatch.knowledge_base import STATE_DIR
 
 log = logging.getLogger("flexmatch.adapters.http")
 
@@ -134,6 +147,34 @@ def _count(counts: JobCounts, outcome: DocumentOutcome) -> None:
     counts.matching_texts += outcome.matching_texts
 
 
+def spool_folder(kb: KnowledgeBase | None) -> Path:
+    """Where uploads wait: ``service.queue.spool_dir``, or ``<kb>/.flexmatch/spool`` (on
+    the knowledge base's disk, not a tmpfs that would hold them in memory again); a
+    registry without a knowledge base (tests of the job records) uses the temp folder."""
+    if kb is None:
+        return Path(tempfile.gettempdir()) / "flexmatch-spool"
+    configured = kb.config.service.queue.spool_dir
+    return Path(configured) if configured else kb.path / STATE_DIR / "spool"
+
+
+class QueueFull(ApiError):
+    """A tenant has as much work waiting as its cap allows: a 429 whose ``code`` names the
+    cap, with ``Retry-After``, wherever a job is submitted (API, console)."""
+
+    def __init__(self, code: str, message: str, retry_after: int) -> None:
+        super().__init__(429, code, message, headers={"Retry-After": str(retry_after)})
+
+
+@dataclass
+class Reservation:
+    """A job's place in its tenant's caps, held from acceptance until the job ends."""
+
+    tenant: str
+    bytes: int = 0  # spooled bytes not yet read back
+    folder: Path | None = None  # the job's spool folder
+    released: bool = False
+
+
 @dataclass
 class _Running:
     """A job this process runs: the live model, and how much of it is saved."""
@@ -147,8 +188,8 @@ class JobRegistry:
     """The jobs of one server: submitted, run as tasks on its loop, recorded in the shared
     state for polling from any replica.
 
-    A job's inputs are read concurrently (up to ``readers`` at once), outside the tenant's
-    write order, and written in the order they were accepted."""
+    A job's inputs are read concurrently (up to ``readers`` at once) once the tenant's
+    earlier writes are done, and written in the order they were accepted."""
 
     def __init__(
         self,
@@ -161,6 +202,10 @@ class JobRegistry:
         heartbeat: float = 5.0,
         lost_after: float = 60.0,
         clock: Callable[[], int] = time.time_ns,
+        spool: UploadSpool | None = None,
+        max_jobs: int = 16,
+        max_bytes: int = 1_000_000_000,
+        retry_after: int = 30,
     ) -> None:
         self.kb = kb
         self.writer = writer
@@ -174,6 +219,64 @@ class JobRegistry:
         self._running: dict[str, _Running] = {}
         self._saving = asyncio.Lock()  # one save at a time, so none overtakes another
         self._beat: asyncio.Task[None] | None = None
+        self.spool = spool or UploadSpool(spool_folder(kb))
+        self.spool.sweep()  # what a killed server left behind
+        self.max_jobs = max_jobs
+        self.max_bytes = max_bytes
+        self.retry_after = retry_after
+        self._jobs_waiting: Counter[str] = Counter()
+        self._bytes_waiting: Counter[str] = Counter()
+
+    def waiting(self, tenant: str) -> tuple[int, int]:
+        """The tenant's jobs not yet ended and upload bytes still spooled, in this process."""
+        return self._jobs_waiting[tenant], self._bytes_waiting[tenant]
+
+    def reserve(self, tenant: str, nbytes: int = 0) -> Reservation:
+        """Count a new job of ``nbytes`` upload bytes against the tenant's caps, or raise
+        ``QueueFull`` naming the cap it would pass. Release it (``release``) if the job is
+        never submitted; a submitted job releases it when it ends."""
+        jobs, queued = self.waiting(tenant)
+        if jobs >= self.max_jobs:
+            raise QueueFull(
+                "too_many_queued_jobs",
+                f"this tenant already has {jobs} jobs waiting or running, the cap "
+                f"(service.queue.max_jobs_per_tenant: {self.max_jobs}); retry when one has "
+                "finished (GET /v1/jobs)",
+                self.retry_after,
+            )
+        if queued + nbytes > self.max_bytes:
+            raise QueueFull(
+                "too_many_queued_bytes",
+                f"this upload ({nbytes:,} bytes) and the {queued:,} bytes of uploads this "
+                f"tenant already has waiting pass the cap (service.queue.max_bytes_per_tenant:"
+                f" {self.max_bytes:,} bytes); retry when its jobs have read them",
+                self.retry_after,
+            )
+        self._jobs_waiting[tenant] += 1
+        self._bytes_waiting[tenant] += nbytes
+        return Reservation(tenant=tenant, bytes=nbytes)
+
+    def consumed(self, reservation: Reservation, nbytes: int) -> None:
+        """``nbytes`` of the reservation's spooled files were read back and removed."""
+        nbytes = min(nbytes, reservation.bytes)
+        reservation.bytes -= nbytes
+        self._decrement(self._bytes_waiting, reservation.tenant, nbytes)
+
+    def release(self, reservation: Reservation) -> None:
+        """The job ended (or was never submitted): its place and its files go."""
+        if reservation.released:
+            return
+        reservation.released = True
+        self._decrement(self._jobs_waiting, reservation.tenant, 1)
+        self.consumed(reservation, reservation.bytes)
+        if reservation.folder is not None:
+            self.spool.remove(reservation.folder)
+
+    @staticmethod
+    def _decrement(counter: Counter[str], tenant: str, amount: int) -> None:
+        counter[tenant] -= amount
+        if counter[tenant] <= 0:
+            del counter[tenant]
 
     async def submit(
         self,
@@ -182,9 +285,28 @@ class JobRegistry:
         items: list[WorkItem],
         source: str | None = None,
         total: int | None = None,
+        reservation: Reservation | None = None,
     ) -> Job:
         """Register a job and start it; its writes queue behind earlier writes to the tenant.
-        ``total`` is how many documents it will process when that is not one per item."""
+        ``total`` is how many documents it will process when that is not one per item.
+        ``reservation``: its place in the tenant's caps, taken now when not given (this
+        may raise ``QueueFull``); released when the job ends."""
+        reservation = reservation or self.reserve(tenant)
+        try:
+            return await self._submit(tenant, kind, items, source, total, reservation)
+        except BaseException:
+            self.release(reservation)
+            raise
+
+    async def _submit(
+        self,
+        tenant: str,
+        kind: JobKind,
+        items: list[WorkItem],
+        source: str | None,
+        total: int | None,
+        reservation: Reservation,
+    ) -> Job:
         now = self.clock()
         job = Job(
             id=secrets.token_hex(8),
@@ -210,7 +332,7 @@ class JobRegistry:
         running = _Running(job)
         self._running[job.id] = running
         loop = asyncio.get_running_loop()
-        running.task = loop.create_task(self._run(running, items, tickets))
+        running.task = loop.create_task(self._run(running, items, tickets, reservation))
         if self._beat is None or self._beat.done():
             self._beat = loop.create_task(self._beat_while_running())
         return job
@@ -281,24 +403,37 @@ class JobRegistry:
                 except Exception as exc:  # the state database is down: beat again later
                     log.warning("job %s: saving its heartbeat failed: %s", running.job.id, exc)
 
-    async def _run(self, running: _Running, items: list[WorkItem], tickets: list[Ticket]) -> None:
+    async def _run(
+        self,
+        running: _Running,
+        items: list[WorkItem],
+        tickets: list[Ticket],
+        reservation: Reservation,
+    ) -> None:
         job = running.job
-        slots = asyncio.Semaphore(self.readers)
 
         async def read(item: WorkItem) -> list[Document | FailedDocument]:
-            async with slots:
-                try:
-                    return await item.read()
-                except FlexMatchError as exc:
-                    return [FailedDocument(uri=item.label, error=str(exc))]
+            try:
+                return await item.read()
+            except FlexMatchError as exc:
+                return [FailedDocument(uri=item.label, error=str(exc))]
 
-        reads: list[asyncio.Future[list[Document | FailedDocument]] | None] = [
-            asyncio.ensure_future(read(item)) for item in items
-        ]
+        reads: list[asyncio.Future[list[Document | FailedDocument]] | None] = [None] * len(items)
+
+        def read_ahead(index: int) -> None:
+            """Start the reads of items ``index`` to ``index + readers - 1`` (at most
+            ``readers`` inputs are read or held at once)."""
+            for ahead in range(index, min(index + self.readers, len(items))):
+                if reads[ahead] is None:
+                    reads[ahead] = asyncio.ensure_future(read(items[ahead]))
+
         try:
             job.status, job.started_at = "running", _now()
             await self._save(running)
+            if tickets:  # read nothing before the tenant's earlier writes are done
+                await tickets[0].turn()
             for index, (item, ticket) in enumerate(zip(items, tickets, strict=True)):
+                read_ahead(index)
                 pending = reads[index]
                 assert pending is not None
                 documents = await pending
@@ -327,6 +462,8 @@ class JobRegistry:
             for waiting in reads:
                 if waiting is not None:
                     waiting.cancel()
+            await asyncio.gather(*(r for r in reads if r is not None), return_exceptions=True)
+            self.release(reservation)  # the job's place in the caps, and its spooled files
             job.finished_at = _now()
             try:
                 await self._save(running)
@@ -370,6 +507,7 @@ class JobRegistry:
         if self._beat is not None:
             self._beat.cancel()
             await asyncio.gather(self._beat, return_exceptions=True)
+        self.spool.close()
 
 
 def _body(job: Job) -> dict[str, Any]:

@@ -90,6 +90,9 @@ class ServiceState:
                 shared,
                 keep=limits.jobs_kept,
                 readers=kb.config.ingest.fetch_workers,
+                max_jobs=kb.config.service.queue.max_jobs_per_tenant,
+                max_bytes=kb.config.service.queue.max_bytes_per_tenant,
+                retry_after=kb.config.service.queue.retry_after_seconds,
             ),
         )
         warm.append(state)

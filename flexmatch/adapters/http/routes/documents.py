@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import mimetypes
 import urllib.parse
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Response, UploadFile
@@ -22,7 +24,7 @@ from flexmatch import (
 )
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
-from flexmatch.adapters.http.jobs import JobKind, WorkItem
+from flexmatch.adapters.http.jobs import JobKind, Reservation, WorkItem
 from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.schemas import (
     Deleted,
@@ -75,11 +77,20 @@ async def _accepted(
     kind: JobKind,
     items: list[WorkItem],
     source: str,
+    reservation: Reservation | None = None,
 ) -> JobAccepted:
-    job = await state.jobs.submit(tenant, kind, items, source)
+    job = await state.jobs.submit(tenant, kind, items, source, reservation=reservation)
     url = f"/v1/jobs/{job.id}"
     response.headers["Location"] = url
     return JobAccepted(job_id=job.id, status=job.status, total=job.total, url=url)
+
+
+def _size(upload: UploadFile) -> int:
+    """The upload's size in bytes (Starlette counts it while parsing the form)."""
+    if upload.size is not None:
+        return upload.size
+    upload.file.seek(0, 2)
+    return upload.file.tell()
 
 
 # -- ingest ----------------------------------------------------------------------------
@@ -98,17 +109,34 @@ async def upload_documents(
     name = pick_source(state, source)
     extra = parse_metadata(metadata)
     tenant = principal.tenant
+    jobs = state.jobs
+    sizes = [_size(upload) for upload in files]
+    # counted before a byte is copied, so concurrent uploads cannot pass the caps (429)
+    reservation = jobs.reserve(tenant, sum(sizes))
     items = []
-    for upload in files:
-        filename = safe_filename(upload.filename or "upload")
-        data = await upload.read()
-        await upload.close()
+    try:
+        # the files wait for their job on disk (the spool), never in memory
+        folder = reservation.folder = await asyncio.to_thread(jobs.spool.job_folder)
+        for index, (upload, size) in enumerate(zip(files, sizes, strict=True)):
+            filename = safe_filename(upload.filename or "upload")
+            path = await asyncio.to_thread(jobs.spool.write, folder, index, upload.file)
+            await upload.close()
 
-        def read(filename: str = filename, data: bytes = data) -> Read:
-            return state.kb.aread_upload(filename, data, source=name, metadata=extra)
+            async def read(
+                filename: str = filename, path: Path = path, size: int = size
+            ) -> list[Document | FailedDocument]:
+                try:
+                    data = await asyncio.to_thread(path.read_bytes)
+                    await asyncio.to_thread(path.unlink, missing_ok=True)
+                finally:
+                    jobs.consumed(reservation, size)
+                return await state.kb.aread_upload(filename, data, source=name, metadata=extra)
 
-        items.append(WorkItem(label=filename, read=read))
-    return await _accepted(state, response, tenant, "upload", items, name)
+            items.append(WorkItem(label=filename, read=read))
+    except BaseException:
+        jobs.release(reservation)
+        raise
+    return await _accepted(state, response, tenant, "upload", items, name, reservation)
 
 
 @router.post("/documents/url", status_code=202, response_model=JobAccepted)
