@@ -9,6 +9,11 @@ life (the embedded store admits one process at a time). Transports:
   an API key (``Authorization: Bearer fm_...``, the REST API's keys), which gives the
   tenant and the permissions (read for the reading tools, write for the others). Without
   keys (``--no-auth``) it serves ``--tenant``, and only on a loopback address.
+
+``tools/list`` shows a key only the tools it may call (a read-only key sees no writing
+tools), and a call with an argument the tool does not take (``tenant``, a misspelt
+``top_k``) is refused by name rather than silently dropped: the tenant always comes
+from the key or ``--tenant``, and an agent learns at once that its argument did nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ INSTRUCTIONS = (
 )
 READ_ONLY_TOOLS = ("search_knowledge", "list_documents", "get_document")
 WRITE_TOOLS = ("ingest_url", "add_record")
+TOOL_NEEDS: dict[str, Permission] = {
+    **dict.fromkeys(READ_ONLY_TOOLS, "read"),
+    **dict.fromkeys(WRITE_TOOLS, "write"),
+}
 MAX_TOP_N = 20
 MAX_QUERY_CHARS = 2_000
 
@@ -80,7 +89,7 @@ def build_server(
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+    from mcp.types import Tool, ToolAnnotations
 
     check_tenant(tenant)
     auth: dict[str, Any] = {}
@@ -93,7 +102,35 @@ def build_server(
                 validate_token_resource=False,  # our keys are not audience-bound tokens
             ),
         }
-    server: MCPServer = MCPServer(
+
+    def may_call(name: str) -> bool:
+        """Whether this call's key (if keys are on) has the permission tool ``name`` needs."""
+        if keys is None:
+            return True
+        token = get_access_token()
+        scopes = token.scopes if token is not None else []
+        return TOOL_NEEDS.get(name, "admin") in scopes or "admin" in scopes
+
+    class _Server(MCPServer):
+        """Lists per key and refuses unknown arguments (the SDK would drop them)."""
+
+        async def list_tools(self) -> list[Tool]:
+            return [
+                tool.model_copy(update={"input_schema": _closed(tool.input_schema)})
+                for tool in await super().list_tools()
+                if may_call(tool.name)
+            ]
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                takes = list(tool.parameters.get("properties", {}))
+                unknown = sorted(set(arguments) - set(takes))
+                if unknown:
+                    raise ToolError(_unknown_arguments(name, unknown, takes))
+            return await super().call_tool(name, arguments, context)
+
+    server: MCPServer = _Server(
         "flexmatch", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", **auth
     )
 
@@ -229,6 +266,22 @@ def build_server(
         return json.dumps(report.outcome("record").summary(), ensure_ascii=False)
 
     return server
+
+
+def _unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
+    plural = "s" if len(unknown) > 1 else ""
+    message = (
+        f"{tool} does not take the argument{plural} {', '.join(map(repr, unknown))} "
+        f"(it takes: {', '.join(takes) or 'none'})"
+    )
+    if "tenant" in unknown:
+        message += "; the tenant is set by the server: the API key's, or its --tenant"
+    return message
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """The input schema, saying that no other argument is taken."""
+    return {**schema, "additionalProperties": False}
 
 
 class _Warm:

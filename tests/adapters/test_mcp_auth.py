@@ -50,6 +50,13 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
             result = await session.call_tool(tool, arguments)
             return bool(result.is_error), _text(result)
 
+    async def tools(token: str) -> dict[str, dict]:
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        transport = streamable_http_client(f"{url}/mcp", http_client=client)
+        async with Client(transport, read_timeout_seconds=60) as session:
+            listed = await session.list_tools()
+            return {tool.name: tool.input_schema for tool in listed.tools}
+
     try:
         with UvicornThread(app, port=port):
             # no key, a wrong key, a revoked key: refused before any tool runs
@@ -70,6 +77,20 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
                 call(acme_reader, "add_record", {"record": {"fact_id": "r1", "subject": "x"}})
             )
             assert error and "does not have the 'write' permission" in text
+            # a key is shown only the tools it may call, each closed to other arguments
+            read_tools = {"search_knowledge", "list_documents", "get_document"}
+            assert set(asyncio.run(tools(acme_reader))) == read_tools
+            writer_tools = asyncio.run(tools(acme))
+            assert set(writer_tools) == read_tools | {"ingest_url", "add_record"}
+            assert all(schema["additionalProperties"] is False for schema in writer_tools.values())
+            # an argument a tool does not take is refused by name, never dropped
+            error, text = asyncio.run(
+                call(other, "search_knowledge", {"query": QUESTION, "tenant": "acme"})
+            )
+            assert error and "search_knowledge does not take the argument 'tenant'" in text
+            assert "the tenant is set by the server" in text and "blankets" not in text
+            error, text = asyncio.run(call(acme, "list_documents", {"limit": 5, "top_k": 3}))
+            assert error and "'top_k' (it takes: source, limit, offset)" in text
             error, text = asyncio.run(
                 call(
                     acme, "add_record", {"record": {"fact_id": "gate", "subject": "Gate code 4711"}}
