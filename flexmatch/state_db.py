@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from flexmatch.engine.folders import private_folder
 from flexmatch.errors import ConfigError, StoreError
 from flexmatch.extras import require
 
@@ -151,7 +152,7 @@ class SqliteDatabase:
         except FileNotFoundError:
             if not create:
                 return None
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)  # .flexmatch: 700, as it holds every tenant's data
             fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)  # owner-only from the start
             os.close(fd)
             inode = path.stat().st_ino

@@ -5,10 +5,16 @@ that ``reindex`` can re-run changed chains without the user's inputs, a metadata
 update needs no new upload, and ``GET /v1/documents/{id}/original`` can give an uploaded
 file back. One file per (tenant, document) in ``.flexmatch/archive``, named by a hash, so
 no id a caller chooses can name a path.
+
+It holds every tenant's text, so it is its owner's alone: files 600 (``mkstemp``) and
+folders 700, made so, and narrowed at open when an older version made them 755
+(another local user could otherwise list the hash names and count each kind's entries).
+(``flexmatch.engine.folders`` makes the other state folders the same way.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -18,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from flexmatch.engine.folders import narrow_folder, private_folder
 from flexmatch.models import Document
 
 
@@ -35,13 +42,28 @@ class DocumentArchive:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._narrow()
+
+    def _narrow(self) -> None:
+        """This archive's existing folders (and the state folder it is in) to 700, at
+        open: a few hundred folders at most (two kinds of 256 shards)."""
+        narrow_folder(self.folder.parent)
+        if not self.folder.is_dir():
+            return
+        narrow_folder(self.folder)
+        for kind in ("documents", "originals"):
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(self.folder / kind):
+                    if entry.is_dir(follow_symlinks=False):
+                        narrow_folder(Path(entry.path))
+                narrow_folder(self.folder / kind)
 
     def _path(self, tenant: str, document_id: str, kind: str) -> Path:
         key = hashlib.sha256(json.dumps([tenant, document_id]).encode()).hexdigest()
         return self.folder / kind / key[:2] / f"{key}.gz"
 
     def _write(self, path: Path, payload: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent, root=self.folder.parent)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(handle, "wb") as out:

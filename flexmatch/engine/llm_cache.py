@@ -17,6 +17,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from flexmatch.engine.folders import private_folder
+
 
 def cache_key(
     model: str,
@@ -45,7 +47,7 @@ class LLMCache:
 
     def __init__(self, path: Path | None) -> None:
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
             _owner_only(path)
         self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

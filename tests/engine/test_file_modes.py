@@ -1,5 +1,6 @@
-"""The store and the LLM cache are their owner's alone: folders 700, files 600, whatever
-the process's umask, and a store or cache made before is narrowed when it is opened."""
+"""The store, the document archive, the keys database and the LLM cache are their owner's
+alone: folders 700 (``.flexmatch`` too), files 600, whatever the process's umask, and a
+store, archive or cache made before is narrowed when it is opened."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.engine.stores.base import StoredPoint
 from flexmatch.engine.stores.edge import EdgeStore
+from flexmatch.keys import KeyStore
+from flexmatch.models import Document, Element
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +59,7 @@ def test_the_store_is_owner_only(tmp_path: Path) -> None:
     store.close()
     modes = _modes(path)
     assert modes["."] == 0o700 and len(modes) > 3
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700  # .flexmatch, made by the store
     assert not _open_to_others(path)
     assert all(m == 0o600 for n, m in modes.items() if (path / n).is_file())
 
@@ -84,6 +89,7 @@ def test_the_llm_cache_is_owner_only(tmp_path: Path) -> None:
     path = tmp_path / ".flexmatch" / "llm-cache.sqlite"
     cache = LLMCache(path)
     cache.put("k", "an answer", {"tokens": 3})
+    assert _modes(path.parent)["."] == 0o700
     written = sorted(p.name for p in path.parent.iterdir())
     assert written == ["llm-cache.sqlite", "llm-cache.sqlite-shm", "llm-cache.sqlite-wal"]
     assert {n: oct(m) for n, m in _modes(path.parent).items() if n != "."} == {
@@ -98,3 +104,48 @@ def test_the_llm_cache_is_owner_only(tmp_path: Path) -> None:
     again.close()
     files = [p for p in path.parent.iterdir() if p.is_file()]
     assert files and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
+
+
+def _archived(folder: Path) -> DocumentArchive:
+    archive = DocumentArchive(folder)
+    for number in range(3):
+        document = Document(
+            id=f"doc-{number}",
+            uri=f"upload://doc-{number}.md",
+            source="default",
+            title="Gate",
+            elements=[Element(kind="paragraph", text="The gate code is 4711.")],
+            original=b"The gate code is 4711.",
+            original_name="gate.md",
+        )
+        archive.put("acme", document)
+    return archive
+
+
+def test_the_archive_is_owner_only(tmp_path: Path) -> None:
+    """Folders 700, not only files 600: another user cannot list or count the entries."""
+    state = tmp_path / "kb" / ".flexmatch"
+    archive = _archived(state / "archive")
+    assert archive.original("acme", "doc-1") is not None
+    modes = _modes(state)
+    assert {"archive/documents", "archive/originals"} <= set(modes)
+    assert len([n for n in modes if n.startswith("archive/originals/")]) >= 2  # shard, file
+    assert not _open_to_others(state), _open_to_others(state)
+
+
+def test_an_archive_made_world_readable_is_narrowed_when_opened(tmp_path: Path) -> None:
+    state = tmp_path / ".flexmatch"
+    _archived(state / "archive")
+    for path in (state, *state.rglob("*")):  # as an older version left its folders
+        if path.is_dir():
+            os.chmod(path, 0o755)
+    assert _open_to_others(state)
+    archive = DocumentArchive(state / "archive")
+    assert not _open_to_others(state), _open_to_others(state)
+    assert archive.get("acme", "doc-0") is not None
+
+
+def test_the_keys_database_folder_is_owner_only(tmp_path: Path) -> None:
+    KeyStore.for_kb(tmp_path / "kb").create("acme", "read")
+    assert stat.S_IMODE((tmp_path / "kb").stat().st_mode) == 0o755  # the user's folder
+    assert not _open_to_others(tmp_path / "kb" / ".flexmatch")

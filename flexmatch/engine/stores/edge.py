@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from flexmatch.engine.folders import private_folder
 from flexmatch.engine.stores.base import (
     DENSE,
     INDEXED_FIELDS,
@@ -241,7 +242,7 @@ class EdgeStore(QueryMethods):
     def _create(self, embedding_model: str, dimension: int) -> None:
         """Build the store aside and rename it into place, so a kill at any moment leaves
         either no store or a whole one; another process creating it at once wins cleanly."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self.path.parent)  # made 700 if missing (.flexmatch by default)
         self._clear_interrupted_creation()
         staging = (
             self.path.parent / f".{self.path.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}"
