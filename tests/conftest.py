@@ -32,6 +32,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tiers.apply(items)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Modules that ``-m`` leaves out whole are not imported at all (see ``tests/tiers.py``)."""
+    skip = tiers.left_out(collection_path, config.rootpath, config.option.markexpr)
+    return True if skip else None  # None, not False: let --ignore and the rest decide
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    tiers.note(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    tiers.summary(terminalreporter)  # quick tests that were not quick
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"

@@ -4,6 +4,7 @@ run on a small suite of their own (``pytester``)."""
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -42,6 +43,16 @@ def postgres_url():
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     tiers.apply(items)
+
+def pytest_ignore_collect(collection_path, config):
+    skip = tiers.left_out(collection_path, config.rootpath, config.option.markexpr)
+    return True if skip else None
+
+def pytest_runtest_logreport(report):
+    tiers.note(report)
+
+def pytest_terminal_summary(terminalreporter):
+    tiers.summary(terminalreporter)
 """
 
 
@@ -67,6 +78,15 @@ def test_the_quick_tier_leaves_out_every_slow_kind(suite: pytest.Pytester) -> No
     }
 
 
+def test_a_module_left_out_whole_is_not_even_imported(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_page="raise RuntimeError('imported')\n")  # marked browser, whole
+    quick = suite.runpytest_inprocess("-m", "not slow", "--co").parseoutcomes()
+    assert "error" not in quick and "errors" not in quick
+    assert quick["deselected"] == 4  # the other slow tests: collected, then deselected
+    # a run that may want it imports it
+    assert suite.runpytest_inprocess("-m", "browser", "--co").ret != 0
+
+
 def test_browser_postgres_and_ray_each_imply_slow(suite: pytest.Pytester) -> None:
     assert _selected(suite, "slow") == {
         "test_plain.py::test_heavy",  # by name
@@ -77,6 +97,28 @@ def test_browser_postgres_and_ray_each_imply_slow(suite: pytest.Pytester) -> Non
     }
     assert _selected(suite, "browser") == {"test_page.py::test_in_chromium"}
     assert _selected(suite, "postgres") == {"test_db.py::test_query", "test_own.py::test_store[pg]"}
+
+
+def test_a_quick_test_over_the_limit_is_named_at_the_end(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tiers, "QUICK_LIMIT", 0.0)  # every test is over it
+    monkeypatch.setattr(tiers, "_overtime", {})  # not this run's own list
+    named = suite.runpytest_inprocess().outlines
+    assert "tests not marked slow that took over 0 s" in "\n".join(named)
+    listed = {found[1] for line in named if (found := re.match(r"\s*[\d.]+s (\S+)$", line))}
+    assert "test_plain.py::test_quick" in listed
+    assert "test_plain.py::test_heavy" not in listed  # slow: expected to take its time
+
+
+def test_one_case_of_a_parametrised_test_can_be_slow(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tiers, "TESTS", {"test_own.py::test_store[file]": ("slow",)})
+    assert _selected(suite, "not slow") == {
+        "test_plain.py::test_quick",
+        "test_plain.py::test_heavy",
+    }
 
 
 def test_a_renamed_test_in_the_table_stops_the_run(
@@ -101,7 +143,7 @@ def test_the_tables_name_modules_and_tests_that_exist() -> None:
     for module in tiers.MODULES:
         assert (REPO / module).is_file(), module
     for entry in tiers.TESTS:
-        module, *names = entry.split("::")
+        module, *names = entry.split("[", 1)[0].split("::")
         tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
         defined = {
             node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.ClassDef)

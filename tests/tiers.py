@@ -8,7 +8,8 @@ tests. A test gets a marker from, in turn:
 - a fixture it uses (``FIXTURES``): building the wheel, a PostgreSQL database;
 - its module (``MODULES``): whole modules that drive Chromium, start ``flexmatch serve``
   or other processes, or run Ray;
-- itself (``TESTS``): a slow test in an otherwise quick module.
+- itself (``TESTS``): a slow test in an otherwise quick module, or one case of it
+  (``module::test[case]``).
 
 ``browser``, ``postgres`` and ``ray`` each imply ``slow``. A test may also carry a marker
 of its own (``@pytest.mark.slow``, a ``pytest.param(..., marks=...)`` case).
@@ -20,6 +21,10 @@ test per module (``tests/test_tiers.py`` checks what it can).
 """
 
 from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,9 +61,145 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/test_lifecycle.py": ("slow",),
     # property-based: hundreds of generated requests and documents
     "tests/adapters/http/test_fuzz.py": ("slow",),
+    # most of their tests take over 0.5 s on a loaded 2-core machine: command runs,
+    # ingests with the real model, LLM chains, stores broken and repaired on disk
+    "tests/adapters/cli/test_cli.py": ("slow",),
+    "tests/adapters/cli/test_code_source.py": ("slow",),
+    "tests/adapters/http/test_tenant_isolation.py": ("slow",),
+    "tests/adapters/test_mcp_auth.py": ("slow",),
+    "tests/adapters/test_one_output.py": ("slow",),
+    "tests/engine/chains/test_batching.py": ("slow",),
+    "tests/engine/stores/test_store_creation.py": ("slow",),
+    "tests/engine/test_embed_batching.py": ("slow",),
+    "tests/engine/test_file_modes.py": ("slow",),
+    "tests/engine/test_ingest.py": ("slow",),
+    "tests/engine/test_warnings.py": ("slow",),
+    "tests/inputs/test_records.py": ("slow",),
+    "tests/inputs/test_web_deadline.py": ("slow",),
+    "tests/test_estimate.py": ("slow",),
+    "tests/test_knowledge_base.py": ("slow",),
+    "tests/test_reindex.py": ("slow",),
 }
 
-TESTS: dict[str, tuple[str, ...]] = {}
+# each over 0.5 s on a loaded 2-core machine (``--durations``), in modules whose other
+# tests are quick (or the quick tier's only test of a package module: the agent tool,
+# MCP, the store doctor)
+TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
+    [
+        "tests/adapters/cli/test_terminal_text.py::test_an_error_quoting_hostile_text_shows_it_as_text",
+        "tests/adapters/cli/test_terminal_text.py::test_docs_list_and_show_show_hostile_text_as_text",
+        "tests/adapters/cli/test_terminal_text.py::test_keys_list_shows_a_hostile_key_name_as_text",
+        "tests/adapters/http/test_hostile_inputs.py::test_pathological_parse_costs_a_worker_not_the_server",
+        "tests/adapters/http/test_hostile_inputs.py::test_put_after_an_upload_job_is_applied_after_it",
+        "tests/adapters/http/test_http_api.py::test_bulk_upload_list_filters_and_pagination",
+        "tests/adapters/http/test_http_api.py::test_errors_are_one_json_shape",
+        "tests/adapters/http/test_http_api.py::test_upload_job_then_searchable",
+        "tests/adapters/http/test_http_api.py::test_url_import_applies_web_safety_rules",
+        "tests/adapters/http/test_input_edges.py::test_a_5000_character_file_name_does_not_refuse_its_batch",
+        "tests/adapters/http/test_input_edges.py::test_console_links_lead_to_their_own_document",
+        "tests/adapters/http/test_input_edges.py::test_ids_repeated_in_one_records_request_fail_alone",
+        "tests/adapters/http/test_preview_limits.py::test_a_hostile_preview_is_stopped_and_stalls_no_one",
+        "tests/adapters/http/test_shared_service.py::test_a_running_job_beats_and_a_shutdown_is_recorded",
+        "tests/adapters/http/test_throttle.py::test_a_key_id_guessed_from_many_addresses_still_lets_its_owner_in",
+        "tests/adapters/http/test_throttle.py::test_tables_are_bounded_and_a_zero_budget_turns_throttling_off",
+        "tests/adapters/test_agent.py::test_example_agent_loop_makes_a_tool_call_round_trip",
+        "tests/adapters/test_agent.py::test_example_returns_a_direct_answer_from_the_fake_llm",
+        "tests/adapters/test_agent.py::test_handle_tool_call_searches_and_reports_mistakes",
+        "tests/adapters/test_agent.py::test_handle_tool_call_writes_unless_read_only",
+        "tests/adapters/test_mcp.py::test_stdio_read_only_drops_write_tools",
+        "tests/adapters/test_mcp.py::test_stdio_session_lists_tools_and_searches",
+        "tests/adapters/test_mcp.py::test_streamable_http_and_tenant_scope",
+        "tests/engine/stores/test_repair.py::test_a_delete_that_reaches_an_unreadable_point_deletes_the_rest",
+        "tests/engine/stores/test_repair.py::test_doctor_finds_a_point_only_the_segments_hold",
+        "tests/engine/stores/test_repair.py::test_doctor_on_a_healthy_store_says_so_and_changes_nothing",
+        "tests/engine/stores/test_repair.py::test_doctor_refuses_a_store_in_use",
+        "tests/engine/stores/test_repair.py::test_doctor_repairs_a_bricked_store_and_keeps_every_good_point",
+        "tests/engine/stores/test_repair.py::test_doctor_repairs_a_log_that_spans_segment_files",
+        "tests/engine/stores/test_repair.py::test_flexmatch_doctor_unbricks_a_poisoned_knowledge_base",
+        "tests/engine/stores/test_repair.py::test_reads_skip_an_unreadable_point_and_say_to_run_the_doctor",
+        "tests/engine/stores/test_repair.py::test_the_rewrite_changes_only_the_bad_entry_and_keeps_checksums_valid",
+        "tests/engine/stores/test_repair.py::test_the_scan_flags_the_entries_the_engine_cannot_read",
+        "tests/engine/stores/test_stores.py::test_another_embedding_model_is_refused[edge]",
+        "tests/engine/stores/test_stores.py::test_delete_in_one_tenant_leaves_the_other[edge]",
+        "tests/engine/stores/test_stores.py::test_edge_store_builds_its_search_index_past_the_threshold",
+        "tests/engine/stores/test_stores.py::test_edge_store_persists_and_refuses_a_second_open",
+        "tests/engine/stores/test_stores.py::test_filters_and_ranking[edge]",
+        "tests/engine/stores/test_stores.py::test_lexical_search_ranks_by_bm25[edge]",
+        "tests/engine/stores/test_stores.py::test_points_without_vectors_are_never_search_hits[edge]",
+        "tests/engine/stores/test_stores.py::test_replace_keeps_only_the_new_version[edge]",
+        "tests/engine/stores/test_stores.py::test_retrieve_by_id_never_crosses_tenants[edge]",
+        "tests/engine/stores/test_stores.py::test_scroll_lists_a_tenants_points[edge]",
+        "tests/engine/stores/test_stores.py::test_search_batch_answers_each_search_in_order[edge]",
+        "tests/engine/stores/test_stores.py::test_search_is_scoped_to_the_tenant[edge]",
+        "tests/engine/stores/test_stores.py::test_tenant_payload_cannot_be_forged[edge]",
+        "tests/engine/stores/test_stores.py::test_threads_may_write_and_search_at_once",
+        "tests/engine/test_documents.py::test_a_second_writer_waits_then_fails_clearly",
+        "tests/engine/test_documents.py::test_concurrent_runs_in_one_tenant_do_not_repair_each_other",
+        "tests/engine/test_documents.py::test_document_listing_and_detail",
+        "tests/engine/test_documents.py::test_interrupted_write_is_repaired_on_the_next_run",
+        "tests/engine/test_embeddings.py::test_an_unfused_graph_is_served_with_a_warning",
+        "tests/engine/test_embeddings.py::test_int8_vectors_stay_close_to_fp32",
+        "tests/engine/test_embeddings.py::test_onnx_vectors_match_the_torch_model",
+        "tests/engine/test_embeddings.py::test_the_int8_graph_runs_integer_products",
+        "tests/engine/test_embeddings.py::test_the_query_path_imports_no_torch",
+        "tests/engine/test_ingest_run.py::test_progress_knows_the_plan_from_the_first_call",
+        "tests/engine/test_linear_steps.py::test_a_minified_scripts_outline_is_linear",
+        "tests/engine/test_linear_steps.py::test_the_near_duplicate_set_compares_few_vectors",
+        "tests/engine/test_llm.py::test_concurrency_limit_is_honoured",
+        "tests/engine/test_per_source_query.py::test_a_removed_sources_documents_stay_findable",
+        "tests/engine/test_per_source_query.py::test_each_source_is_searched_in_its_own_form",
+        "tests/engine/test_per_source_query.py::test_keyphrases_index_and_search_in_one_form",
+        "tests/engine/test_per_source_query.py::test_sources_with_their_own_reranker_and_formatter",
+        "tests/engine/test_retrieval.py::test_eval_command_end_to_end",
+        "tests/engine/test_retrieval.py::test_metadata_filters",
+        "tests/engine/test_retrieval.py::test_the_chunk_text_is_stored_once_per_chunk",
+        "tests/inputs/test_crawl.py::test_a_crawl_follows_only_the_links_kept_and_says_so",
+        "tests/inputs/test_crawl.py::test_a_page_that_fails_once_does_not_prune_what_lies_below_it",
+        "tests/inputs/test_crawl.py::test_a_partial_crawl_keeps_the_validators_of_pages_it_did_not_reach",
+        "tests/inputs/test_crawl.py::test_a_redirect_to_a_loopback_name_is_refused_on_its_hop",
+        "tests/inputs/test_crawl.py::test_a_robots_delay_is_capped_and_the_cap_reported",
+        "tests/inputs/test_crawl.py::test_a_robots_txt_over_512_kb_is_read_in_its_first_512_kb",
+        "tests/inputs/test_crawl.py::test_a_seed_that_robots_txt_disallows_is_not_fetched",
+        "tests/inputs/test_crawl.py::test_a_site_is_crawled_recrawled_for_free_and_pruned",
+        "tests/inputs/test_crawl.py::test_loopback_is_refused_without_allow_hosts",
+        "tests/inputs/test_crawl.py::test_max_depth_and_include_limit_what_is_read",
+        "tests/inputs/test_crawl.py::test_max_pages_stops_the_crawl_and_says_it_is_incomplete",
+        "tests/inputs/test_crawl.py::test_robots_crawl_delay_spaces_the_requests_to_a_host",
+        "tests/inputs/test_crawl.py::test_the_configured_delay_applies_when_robots_asks_for_less",
+        "tests/inputs/test_crawl.py::test_the_links_kept_from_a_page_are_capped_in_page_order",
+        "tests/inputs/test_input_edges.py::test_a_deep_config_file_is_a_clear_error",
+        "tests/inputs/test_input_edges.py::test_a_deep_yaml_fails_alone_in_an_ingest_with_its_own_reason",
+        "tests/inputs/test_input_edges.py::test_identical_records_without_an_id_are_one_document",
+        "tests/inputs/test_input_edges.py::test_records_ids_collide_by_value_and_are_reported",
+        "tests/inputs/test_isolation.py::test_workers_die_with_a_killed_parent",
+        "tests/inputs/test_source_types.py::test_a_plug_in_ingests_and_its_version_hint_skips_unchanged_items",
+        "tests/inputs/test_source_types.py::test_an_unknown_type_is_named_with_the_known_ones",
+        "tests/inputs/test_source_types.py::test_one_source_never_replaces_another_sources_document",
+        "tests/inputs/test_source_types.py::test_unchanged_files_are_not_parsed_again",
+        "tests/inputs/test_web.py::test_url_import_never_reads_local_paths",
+        "tests/inputs/test_web.py::test_url_in_a_files_source_without_allow_list_is_refused",
+        "tests/inputs/test_web.py::test_web_ingest_keeps_main_content_and_metadata",
+        "tests/test_extras.py::test_ingest_without_the_local_model_extra",
+        "tests/test_extras.py::test_mcp_without_the_mcp_extra",
+        "tests/test_payloads.py::test_a_poisoned_corpus_row_leaves_the_tenant_usable_through_the_cli",
+        "tests/test_payloads.py::test_hostile_corpus_rows_never_break_the_tenant",
+        "tests/test_payloads.py::test_hostile_plugin_documents_never_break_the_tenant",
+        "tests/test_payloads.py::test_hostile_records_never_break_the_tenant",
+        "tests/test_payloads.py::test_hostile_uploads_never_break_the_tenant",
+        "tests/test_payloads.py::test_metadata_is_stored_once_per_document_and_points_carry_what_filters_match",
+        "tests/test_payloads.py::test_the_store_refuses_an_unreadable_point_before_writing_any",
+        "tests/test_properties.py::test_any_bytes_parse_as_html_or_fail_clearly",
+        "tests/test_properties.py::test_filters_are_checked_or_refused",
+        "tests/test_properties.py::test_generated_html_keeps_its_words",
+        "tests/test_properties.py::test_records_render_or_fail_with_a_clear_error",
+        "tests/test_properties.py::test_the_boundary_is_never_inside_the_data",
+        "tests/test_shared_state.py::test_a_replica_killed_mid_job_leaves_its_job_failed_for_the_others",
+        "tests/test_shared_state.py::test_a_server_that_never_answers_fails_within_the_connect_timeout",
+        "tests/test_shared_state.py::test_concurrent_writers_from_several_processes_lose_nothing",
+        "tests/test_shared_state.py::test_concurrent_writers_from_several_processes_lose_nothing[default]",
+    ],
+    ("slow",),
+)
 
 
 def _module(nodeid: str) -> str:
@@ -80,7 +221,7 @@ def check_tables(items: list[pytest.Item]) -> None:
         if item is None:
             continue
         obj: object = item.module
-        for part in entry.split("::")[1:]:
+        for part in _test(entry).split("::")[1:]:
             obj = getattr(obj, part, None)
         if obj is None:
             missing.append(entry)
@@ -97,10 +238,62 @@ def markers_for(item: pytest.Item) -> set[str]:
         names.update(FIXTURES.get(fixture, ()))
     names.update(MODULES.get(_module(item.nodeid), ()))
     names.update(TESTS.get(_test(item.nodeid), ()))
+    names.update(TESTS.get(item.nodeid, ()))  # one case of a parametrised test
     own = {mark.name for mark in item.iter_markers()}
     if (names | own) & IMPLY_SLOW:
         names.add("slow")
     return names - own
+
+
+def left_out(path: Path, root: Path, markexpr: str) -> bool:
+    """Whether ``-m markexpr`` leaves out every test of the module at ``path`` whatever
+    markers its tests carry of their own: then it is not even imported (``-m "not slow"``
+    skips importing Playwright, Ray, ... for modules marked whole). Any doubt: collect it."""
+    if not markexpr or path.suffix != ".py":
+        return False
+    try:
+        marks = set(MODULES.get(path.relative_to(root).as_posix(), ()))
+        if not marks:
+            return False
+        if marks & IMPLY_SLOW:
+            marks.add("slow")
+        from _pytest.mark.expression import Expression  # what -m itself evaluates
+
+        expression = Expression.compile(markexpr)
+        free = [name for name in MARKERS if name not in marks]
+        for chosen in itertools.product((False, True), repeat=len(free)):
+            has = marks | {name for name, on in zip(free, chosen, strict=True) if on}
+
+            def matches(name: str, /, **_: Any) -> bool:
+                return name in has  # noqa: B023 (used at once, in this iteration)
+
+            if expression.evaluate(matches):
+                return False
+        return True
+    except Exception:  # a private API changed, or an expression it cannot read
+        return False
+
+
+# a quick test slower than this is named at the end of the run (under load, quick tests
+# take up to 2-3 s; one that takes more belongs in the tables above)
+QUICK_LIMIT = 5.0
+_overtime: dict[str, float] = {}
+
+
+def note(report: pytest.TestReport) -> None:
+    """Remember a test outside the slow tier that ran over ``QUICK_LIMIT``."""
+    if report.when == "call" and report.duration > QUICK_LIMIT and "slow" not in report.keywords:
+        _overtime[report.nodeid] = report.duration
+
+
+def summary(reporter: Any) -> None:
+    """Name the quick tests that were not quick, so whoever added them sees it."""
+    if not _overtime:
+        return
+    reporter.write_sep("-", f"tests not marked slow that took over {QUICK_LIMIT:.0f} s")
+    for nodeid, seconds in sorted(_overtime.items(), key=lambda item: -item[1]):
+        reporter.write_line(f"{seconds:6.1f}s {nodeid}")
+    reporter.write_line("mark them slow (tests/tiers.py) or make them faster")
 
 
 def apply(items: list[pytest.Item]) -> None:
