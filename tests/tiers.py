@@ -14,8 +14,9 @@ tests. A test gets a marker from, in turn:
 ``browser``, ``postgres`` and ``ray`` each imply ``slow``. A test may also carry a marker
 of its own (``@pytest.mark.slow``, a ``pytest.param(..., marks=...)`` case).
 
-When to add a test here: it takes more than about 2 seconds on a 2-core machine (find
-them with ``pytest --durations=20``), or needs a service the quick tier does not start.
+When to add a test here: it takes more than about half a second on a 2-core machine
+(find them with ``pytest --durations=20``; the quick tier names any that took over
+``QUICK_LIMIT``), or needs a service the quick tier does not start.
 The quick tier must still reach every module of the package: keep at least one quick
 test per module (``tests/test_tiers.py`` checks what it can).
 """
