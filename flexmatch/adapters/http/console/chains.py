@@ -188,7 +188,8 @@ def _json_failure(exc: Exception) -> JSONResponse:
     assert isinstance(exc, FlexMatchError)
     status, code = status_for(exc)
     # a template the user is writing fails to load or render: their input, so a 422
-    return error_response(422 if status == 500 else status, code, str(exc))
+    message = drafts.client_message(str(exc))
+    return error_response(422 if status == 500 else status, code, message)
 
 
 @router.post("/api/chains/preview")
@@ -283,7 +284,8 @@ async def save(request: Request, user: User, state: State) -> Response:
             edited.query_plan()  # every source's query transform, reranker, formatter
     except FlexMatchError as exc:
         document = text_field(form, "document")
-        return _editor(request, state, user, source, kind, document, 0, "", template, str(exc), 422)
+        message = drafts.client_message(str(exc))
+        return _editor(request, state, user, source, kind, document, 0, "", template, message, 422)
     drafts.save_prompt(state.kb, name, template)
     query = urllib.parse.urlencode({"source": source, "notice": "saved"})
     return redirect(f"{PATH}/chains/reindex?{query}")

@@ -13,12 +13,17 @@ prompt file changed", so this module builds them from public pieces, in one plac
   (``planned_calls``, the ingest's own grouping), or its own ``render``/``run``;
 - after a save, ``KnowledgeBase.reload_chains`` drops the open knowledge base's built
   chains so the next ingest and re-index load the new prompt.
+
+Errors of a draft name its files by their server paths (the temporary folder, the
+knowledge base's, the built-ins'); ``client_message`` cuts each path to its last two
+parts (``prompts/rewrite.j2``) before a tenant admin is shown it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
@@ -41,6 +46,12 @@ from flexmatch import (
 )
 
 PLACEHOLDER_MODEL = "console-preview/no-llm"  # never called: previews only render
+DRAFT_PREFIX = "flexmatch-console-"
+# an absolute path (a '/' after a space, quote or bracket, never after a word, ':' or '/'
+# as in a URL or a relative path): its leading folders, then its last two parts
+_PART = r"[^\s/'\"(),;:]+"
+_SERVER_PATH = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*?((?:{_PART}/)?{_PART})(?=$|[\s'\"(),;:])")
+_DRAFT_FOLDER = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*{re.escape(DRAFT_PREFIX)}{_PART}/?")
 SOURCE_KINDS = ("chunker", "matching_text", "qualifying_text")
 QUERY_KINDS = ("query_transform", "reranker", "result_formatter")
 KINDS = SOURCE_KINDS + QUERY_KINDS
@@ -89,7 +100,7 @@ def draft(
 ) -> Iterator[KnowledgeBase]:
     """A throw-away knowledge base with ``kb``'s chains and prompts and, if given, the
     prompt ``(name, text)`` replaced; ``llm`` keeps the configured model (to call it)."""
-    with tempfile.TemporaryDirectory(prefix="flexmatch-console-") as folder:
+    with tempfile.TemporaryDirectory(prefix=DRAFT_PREFIX) as folder:
         root = Path(folder)
         for sub in ("chains", "prompts"):
             own = kb.path / sub
@@ -111,6 +122,14 @@ def draft(
             yield preview
         finally:
             preview.close()
+
+
+def client_message(text: str) -> str:
+    """``text`` without server paths, for a client: a draft's temporary folder is dropped
+    (``prompts/rewrite.j2`` is what the admin edits) and any other absolute path is cut
+    to its last two parts (``/srv/kb/prompts/x.j2`` → ``prompts/x.j2``)."""
+    text = _DRAFT_FOLDER.sub("", text)
+    return _SERVER_PATH.sub(lambda match: match.group(1), text)
 
 
 def chain_of(kb: KnowledgeBase, source: str | None, kind: str) -> Any:
