@@ -155,7 +155,7 @@ class KeyStore:
                 "INSERT INTO api_keys (id, secret_sha256, tenant, permissions, name, created_at)"
                 " SELECT :id, :digest, :tenant, :permissions, :name, :created_at"
                 " WHERE (SELECT COUNT(*) FROM api_keys"
-                " WHERE tenant = :tenant AND revoked = 0) < :cap",
+                " WHERE tenant = :counted AND revoked = 0) < :cap",
                 {
                     "id": key.id,
                     "digest": _digest(secret),
@@ -163,6 +163,7 @@ class KeyStore:
                     "permissions": ",".join(key.permissions),
                     "name": key.name,
                     "created_at": key.created_at,
+                    "counted": key.tenant,  # its own name: PostgreSQL types each once
                     "cap": self.max_active,
                 },
             ).rowcount

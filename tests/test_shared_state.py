@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import pytest
 
-from flexmatch import ConfigError, JobRecord, KeyStore, SharedState, StoreError
+from flexmatch import ConfigError, JobRecord, KeyRequestError, KeyStore, SharedState, StoreError
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.writes import TenantWriter
@@ -71,6 +71,20 @@ def test_a_key_made_or_revoked_by_one_replica_holds_for_the_other(replicas: Open
     assert a.keys.verify(token) is None  # no cache outlives the revocation
     revoked = a.keys.get(key.id)
     assert revoked is not None and revoked.revoked and revoked.revoked_at
+
+
+def test_the_active_key_cap_holds_across_replicas(replicas: Open) -> None:
+    """One statement counts and inserts, on SQLite and PostgreSQL alike."""
+    a, b = replicas(), replicas()
+    a.keys.max_active = b.keys.max_active = 2
+    first, _ = a.keys.create("acme", "read")
+    b.keys.create("acme", "read")
+    with pytest.raises(KeyRequestError, match="'acme' already has 2 active keys"):
+        a.keys.create("acme", "read")
+    b.keys.create("other", "read")
+    assert b.keys.revoke(first.id)
+    a.keys.create("acme", "read")
+    assert len(b.keys.list("acme")) == 3
 
 
 def test_a_write_counted_by_one_replica_is_seen_by_the_other(replicas: Open) -> None:
