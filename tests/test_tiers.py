@@ -60,6 +60,7 @@ def pytest_terminal_summary(terminalreporter):
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setattr(tiers, "MODULES", {"test_page.py": ("browser",)})
     monkeypatch.setattr(tiers, "TESTS", {"test_plain.py::test_heavy": ("slow",)})
+    monkeypatch.setattr(tiers, "_overtime", {})  # this run's own slow tests stay out of it
     pytester.makeconftest(CONFTEST)
     for name, text in SUITE.items():
         pytester.makepyfile(**{name.removesuffix(".py"): text})
@@ -103,7 +104,6 @@ def test_a_quick_test_over_the_limit_is_named_at_the_end(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tiers, "QUICK_LIMIT", 0.0)  # every test is over it
-    monkeypatch.setattr(tiers, "_overtime", {})  # not this run's own list
     named = suite.runpytest_inprocess().outlines
     assert "tests not marked slow that took over 0 s" in "\n".join(named)
     listed = {found[1] for line in named if (found := re.match(r"\s*[\d.]+s (\S+)$", line))}
