@@ -103,6 +103,8 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/adapters/http/test_shared_service.py::test_a_running_job_beats_and_a_shutdown_is_recorded",
         "tests/adapters/http/test_throttle.py::test_a_key_id_guessed_from_many_addresses_still_lets_its_owner_in",
         "tests/adapters/http/test_throttle.py::test_tables_are_bounded_and_a_zero_budget_turns_throttling_off",
+        "tests/adapters/http/test_upload_queue.py::test_a_tenant_over_its_byte_cap_gets_429_and_spooled_files_are_owner_only_and_removed",
+        "tests/adapters/http/test_upload_queue.py::test_a_tenant_over_its_job_cap_gets_429_and_another_tenant_goes_on",
         "tests/adapters/test_agent.py::test_example_agent_loop_makes_a_tool_call_round_trip",
         "tests/adapters/test_agent.py::test_example_returns_a_direct_answer_from_the_fake_llm",
         "tests/adapters/test_agent.py::test_handle_tool_call_searches_and_reports_mistakes",
