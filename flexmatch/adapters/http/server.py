@@ -7,6 +7,10 @@ all reach one vector store: a Qdrant server (``store.url``), never the embedded 
 which one process holds locked. With the embedded store, ``serve`` claims the knowledge
 base before anything else (``claim_store``): a second ``serve`` on it is refused at start,
 not after reporting ready.
+
+Connections go through ``connections.GuardedH11Protocol``: a deadline for each request
+head and caps on open connections per client address and in total
+(``service.connections``), with repeated connection errors logged once per interval.
 """
 
 from __future__ import annotations
@@ -23,6 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch import ConfigError, KBConfig, KnowledgeBase, SharedState, StoreError, load_config
+from flexmatch.adapters.http.connections import (
+    ConnectionLimits,
+    GuardedH11Protocol,
+    install_repeat_filter,
+    raise_file_limit,
+)
 from flexmatch.adapters.http.limits import Limits
 from flexmatch.lifecycle import die_with_parent
 
@@ -122,9 +132,11 @@ def serve(
 
     install_logging(log_level)
     limits = limits or Limits()
+    file_limit = raise_file_limit()
     if workers > 1:
         config = load_config(kb_dir)
         check_workers(config, workers)
+        connections = ConnectionLimits.from_config(config.service.connections, file_limit)
         shared = SharedState.for_kb(kb_dir, config)
         shared.check()  # tables created once, before the workers race to; a bad URL fails here
         shared.close()
@@ -132,6 +144,7 @@ def serve(
             {
                 "kb": str(kb_dir),
                 "limits": dataclasses.asdict(limits),
+                "connections": dataclasses.asdict(connections),
                 "log_level": log_level,
                 "supervisor": os.getpid(),
             }
@@ -144,10 +157,14 @@ def serve(
             workers=workers,
             log_level=log_level,
             access_log=False,
+            http=f"{GuardedH11Protocol.__module__}:{GuardedH11Protocol.__name__}",
+            backlog=connections.backlog,
         )
         return
     kb_dir = kb_dir.expanduser().resolve()
     config = load_config(kb_dir)
+    connections = ConnectionLimits.from_config(config.service.connections, file_limit)
+    GuardedH11Protocol.configure(connections)
     # claimed first and released last: a server waiting for it never meets the store open
     with claim_store(kb_dir, config), KnowledgeBase.open(kb_dir, config=config) as kb:
         app = create_app(kb, limits=limits)
@@ -155,7 +172,16 @@ def serve(
         app.state.service.probe_store()  # a store held by another process fails here, clearly
         if app.state.service.readiness.store_error:
             raise StoreError(app.state.service.readiness.store_error)
-        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            access_log=False,
+            http=GuardedH11Protocol,
+            backlog=connections.backlog,
+        )
+        install_repeat_filter(connections.log_interval)  # after uvicorn set up its loggers
         uvicorn.Server(config).run()
 
 
@@ -168,5 +194,8 @@ def worker_app() -> Any:
     # a killed supervisor takes its workers along, even one killed while this one started
     die_with_parent(settings.get("supervisor", 0))
     install_logging(settings["log_level"])
+    connections = ConnectionLimits(**settings["connections"])
+    GuardedH11Protocol.configure(connections)
+    install_repeat_filter(connections.log_interval)
     kb = KnowledgeBase.open(Path(settings["kb"]))
     return create_app(kb, limits=Limits(**settings["limits"]), close_kb=True)
