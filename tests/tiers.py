@@ -58,6 +58,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_service_commands.py": ("slow",),
     "tests/adapters/http/test_replicas.py": ("slow",),
     "tests/adapters/http/test_stalls.py": ("slow",),
+    "tests/adapters/http/test_upload_queue_memory.py": ("slow",),
     "tests/test_deploy.py": ("slow",),
     "tests/test_lifecycle.py": ("slow",),
     # property-based: hundreds of generated requests and documents
