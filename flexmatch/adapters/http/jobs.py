@@ -54,9 +54,9 @@ from flexmatch import (
 from flexmatch.adapters.http.errors import ApiError
 from flexmatch.adapters.http.spool import UploadSpool
 from flexmatch.adapters.http.writes import TenantWriter, Ticket
-from flexmatch.knowledge_base import STATE_DIR
 
 log = logging.getLogger("flexmatch.adapters.http")
+SPOOL_DIR = Path(".flexmatch") / "spool"  # in the knowledge base's folder
 
 JobStatus = Literal["queued", "running", "done", "failed"]
 JobKind = Literal["upload", "url", "records", "reindex"]
@@ -154,7 +154,7 @@ def spool_folder(kb: KnowledgeBase | None) -> Path:
     if kb is None:
         return Path(tempfile.gettempdir()) / "flexmatch-spool"
     configured = kb.config.service.queue.spool_dir
-    return Path(configured) if configured else kb.path / STATE_DIR / "spool"
+    return Path(configured) if configured else kb.path / SPOOL_DIR
 
 
 class QueueFull(ApiError):
