@@ -18,7 +18,7 @@ stored). ``updated_at`` shows the last beat.
 
 Waiting work is bounded per tenant, in each process: at most ``max_jobs`` jobs not yet
 ended and ``max_bytes`` of upload bytes waiting in the spool folder (``spool``: on disk,
-never in memory). Past either cap ``reserve`` refuses the job (``QueueFull``, a 429 with
+never in memory). Past either cap ``reserve`` refuses the job (a 429 with
 ``Retry-After``); other tenants are not affected. A job reads its inputs only once its
 turn in the tenant's write order has come, and at most ``readers`` inputs ahead of the
 one being written, so queued jobs hold no parsed documents either.
@@ -157,12 +157,10 @@ def spool_folder(kb: KnowledgeBase | None) -> Path:
     return Path(configured) if configured else kb.path / SPOOL_DIR
 
 
-class QueueFull(ApiError):
+def queue_full(code: str, message: str, retry_after: int) -> ApiError:
     """A tenant has as much work waiting as its cap allows: a 429 whose ``code`` names the
     cap, with ``Retry-After``, wherever a job is submitted (API, console)."""
-
-    def __init__(self, code: str, message: str, retry_after: int) -> None:
-        super().__init__(429, code, message, headers={"Retry-After": str(retry_after)})
+    return ApiError(429, code, message, headers={"Retry-After": str(retry_after)})
 
 
 @dataclass
@@ -233,11 +231,11 @@ class JobRegistry:
 
     def reserve(self, tenant: str, nbytes: int = 0) -> Reservation:
         """Count a new job of ``nbytes`` upload bytes against the tenant's caps, or raise
-        ``QueueFull`` naming the cap it would pass. Release it (``release``) if the job is
+        a 429 ``ApiError`` naming the cap it would pass. Release it (``release``) if the job is
         never submitted; a submitted job releases it when it ends."""
         jobs, queued = self.waiting(tenant)
         if jobs >= self.max_jobs:
-            raise QueueFull(
+            raise queue_full(
                 "too_many_queued_jobs",
                 f"this tenant already has {jobs} jobs waiting or running, the cap "
                 f"(service.queue.max_jobs_per_tenant: {self.max_jobs}); retry when one has "
@@ -245,7 +243,7 @@ class JobRegistry:
                 self.retry_after,
             )
         if queued + nbytes > self.max_bytes:
-            raise QueueFull(
+            raise queue_full(
                 "too_many_queued_bytes",
                 f"this upload ({nbytes:,} bytes) and the {queued:,} bytes of uploads this "
                 f"tenant already has waiting pass the cap (service.queue.max_bytes_per_tenant:"
@@ -290,7 +288,7 @@ class JobRegistry:
         """Register a job and start it; its writes queue behind earlier writes to the tenant.
         ``total`` is how many documents it will process when that is not one per item.
         ``reservation``: its place in the tenant's caps, taken now when not given (this
-        may raise ``QueueFull``); released when the job ends."""
+        may raise the 429); released when the job ends."""
         reservation = reservation or self.reserve(tenant)
         try:
             return await self._submit(tenant, kind, items, source, total, reservation)
