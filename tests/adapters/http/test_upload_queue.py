@@ -273,3 +273,26 @@ def test_a_spool_sweeps_the_folders_of_stopped_servers_only(tmp_path: Path) -> N
     assert list(live_folder.glob("job*/*"))  # a live server's files stay
     live.close()  # a server stopping removes its own
     assert not live_folder.exists()
+
+
+def test_a_spool_that_cannot_be_written_is_a_clear_503_that_holds_nothing(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the spool folder should go")
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, f"service:\n  queue:\n    spool_dir: {blocker / 'spool'}\n")
+    kb = KnowledgeBase.open(kb_dir, embedder=embedder, env={})
+    app = create_app(kb, limits=Limits(rate_per_second=1_000, burst=1_000))
+    token = KeyStore.for_kb(kb_dir).create("g", "read,write")[1]
+    try:
+        with UvicornThread(app) as server, httpx.Client(base_url=server.url) as client:
+            response = client.post(
+                "/v1/documents", files=[("files", ("a.txt", b"text"))], headers=auth(token)
+            )
+            body = assert_error(response, 503, "spool_unavailable")
+            assert "on disk" in body["error"]["message"]
+            assert response.headers["Retry-After"] == "30"
+            assert app.state.service.jobs.waiting("g") == (0, 0)
+    finally:
+        kb.close()

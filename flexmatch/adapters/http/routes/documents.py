@@ -133,6 +133,15 @@ async def upload_documents(
                 return await state.kb.aread_upload(filename, data, source=name, metadata=extra)
 
             items.append(WorkItem(label=filename, read=read))
+    except OSError as exc:  # the spool's disk is full or gone: say so, never a traceback
+        jobs.release(reservation)
+        raise ApiError(
+            503,
+            "spool_unavailable",
+            f"the server could not keep the upload on disk for its job ({exc.strerror}); "
+            "retry later",
+            headers={"Retry-After": str(jobs.retry_after)},
+        ) from None
     except BaseException:
         jobs.release(reservation)
         raise
