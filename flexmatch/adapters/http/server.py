@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,9 @@ def claim_store(kb_dir: Path, config: KBConfig) -> Iterator[None]:
         handle.close()
 
 
+SWITCH_INTERVAL = 0.001  # seconds
+
+
 def serve(
     kb_dir: Path,
     *,
@@ -131,6 +135,9 @@ def serve(
     from flexmatch.adapters.http.app import create_app
 
     install_logging(log_level)
+    # a thread waiting for the GIL asks for it after 1 ms, not 5: the event loop answers
+    # between an ingest's pure-Python steps instead of waiting out several of them
+    sys.setswitchinterval(SWITCH_INTERVAL)
     limits = limits or Limits()
     file_limit = raise_file_limit()
     if workers > 1:
@@ -194,6 +201,7 @@ def worker_app() -> Any:
     # a killed supervisor takes its workers along, even one killed while this one started
     die_with_parent(settings.get("supervisor", 0))
     install_logging(settings["log_level"])
+    sys.setswitchinterval(SWITCH_INTERVAL)
     connections = ConnectionLimits(**settings["connections"])
     GuardedH11Protocol.configure(connections)
     install_repeat_filter(connections.log_interval)
