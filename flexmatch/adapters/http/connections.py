@@ -30,13 +30,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.utils import get_remote_addr
-
-from flexmatch.config import ConnectionsConfig
 
 log = logging.getLogger("flexmatch.connections")
 
@@ -67,6 +65,19 @@ _BUSY = _response("503 Service Unavailable", "too many open connections", b"Retr
 _TOO_SLOW = _response("408 Request Timeout", "the request head took too long")
 
 
+class ConnectionSettings(Protocol):
+    """What ``service.connections`` of ``flexmatch.yaml`` says (read-only here)."""
+
+    @property
+    def header_timeout(self) -> float: ...
+    @property
+    def per_address(self) -> int: ...
+    @property
+    def total(self) -> int | None: ...
+    @property
+    def log_interval(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class ConnectionLimits:
     """What one server process allows (``service.connections`` resolved at start)."""
@@ -80,7 +91,7 @@ class ConnectionLimits:
     backlog: int = MAX_BACKLOG
 
     @classmethod
-    def from_config(cls, config: ConnectionsConfig, file_limit: int) -> ConnectionLimits:
+    def from_config(cls, config: ConnectionSettings, file_limit: int) -> ConnectionLimits:
         """The configured limits for a process that may open ``file_limit`` files.
 
         After ``FILE_RESERVE`` for the process's own files, the rest holds the open
