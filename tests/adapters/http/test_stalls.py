@@ -1,5 +1,6 @@
 """No upload stalls anyone else: while a real ``flexmatch serve`` ingests a big input
-(one line of 1 MB prose, a 5 MB minified script, a 2 MB Python file), ``/health`` and
+(one line of 1 MB prose, a 5 MB minified script, a 2 MB Python file, a record of
+100,000 fields), ``/health`` and
 another tenant's searches keep answering within ``MAX_LATENCY``, and the server's
 resident memory stays within ``MAX_RSS_GROWTH`` of what it was before the upload.
 
@@ -11,6 +12,7 @@ chains and a good part of the embedding, whichever is the slow part for that inp
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -99,6 +101,14 @@ def _python(path: Path) -> Path:
         size += len(block)
         i += 1
     path.write_text("".join(blocks), encoding="utf-8")
+    return path
+
+
+def _wide_record(path: Path) -> Path:
+    """One record of 100,000 fields (~3 MB of JSON): every field once became metadata,
+    copied into every point, and such a record took over 21 GB."""
+    record = {"id": "wide", **{f"field{i}": f"value number {i}" for i in range(100_000)}}
+    path.write_text(json.dumps({"records": [record], "source": "facts"}), encoding="utf-8")
     return path
 
 
@@ -205,12 +215,17 @@ def _wait_job(client: httpx.Client, job_id: str, token: str, timeout: float) -> 
 
 @pytest.mark.parametrize(
     ("name", "make"),
-    [("prose.txt", _prose), ("bundle.min.js", _minified), ("big_module.py", _python)],
+    [
+        ("prose.txt", _prose),
+        ("bundle.min.js", _minified),
+        ("big_module.py", _python),
+        ("wide_record.json", _wide_record),
+    ],
 )
 def test_an_upload_stalls_no_one(tmp_path: Path, name: str, make: Callable[[Path], Path]) -> None:
     upload = make(tmp_path / name)
     kb = tmp_path / "kb"
-    write_config(kb, "sources:\n  default:\n    chunker: structure\n")
+    write_config(kb, "sources:\n  default:\n    chunker: structure\n  facts:\n    type: records\n")
     writer, other = _key(kb, "uploader"), _key(kb, "bystander")
     with _serving(kb) as (process, client):
         accepted = client.post(
@@ -243,10 +258,17 @@ def test_an_upload_stalls_no_one(tmp_path: Path, name: str, make: Callable[[Path
                 watch.latencies.clear()
                 watch.started.clear()
             uploaded = time.perf_counter()
-            with upload.open("rb") as data:
+            if name.endswith(".json"):  # records, sent as JSON to a records source
                 sent = client.post(
-                    "/v1/documents", files={"files": (name, data)}, headers=auth(writer)
+                    "/v1/records",
+                    content=upload.read_bytes(),
+                    headers={**auth(writer), "Content-Type": "application/json"},
                 )
+            else:
+                with upload.open("rb") as data:
+                    sent = client.post(
+                        "/v1/documents", files={"files": (name, data)}, headers=auth(writer)
+                    )
             assert sent.status_code == 202, sent.text
             job_id = sent.json()["job_id"]
             deadline = time.monotonic() + WATCH
