@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,10 @@ def test_shown_writes_controls_visibly_and_escapes_markup() -> None:
 def hostile_kb(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Path:
     kb_dir = tmp_path_factory.mktemp("terminal") / "kb"
     write_config(kb_dir, "sources:\n  default: {}\n")
-    KeyStore.for_kb(kb_dir).create("acme", "read", HOSTILE)
+    KeyStore.for_kb(kb_dir).create("acme", "read", "plain")
+    # key names are checked now; one stored by an older version may still hold anything
+    with sqlite3.connect(kb_dir / ".flexmatch" / "keys.sqlite") as db:
+        db.execute("UPDATE api_keys SET name = ?", (HOSTILE,))
     corpus = kb_dir.parent / "corpus.jsonl"
     row = {"_id": "doc-" + HOSTILE, "title": HOSTILE, "text": f"Body {HOSTILE}\nsecond line"}
     corpus.write_text(json.dumps(row) + "\n")
