@@ -35,7 +35,7 @@ from flexmatch.adapters.http.connections import (
     raise_file_limit,
 )
 from flexmatch.adapters.http.limits import Limits
-from flexmatch.lifecycle import die_with_parent
+from flexmatch.lifecycle import die_with_parent, quiet_collector
 
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 # how ``serve`` hands its arguments to the worker processes uvicorn spawns
@@ -175,6 +175,7 @@ def serve(
     # claimed first and released last: a server waiting for it never meets the store open
     with claim_store(kb_dir, config), KnowledgeBase.open(kb_dir, config=config) as kb:
         app = create_app(kb, limits=limits)
+        quiet_collector()
         app.state.service.shared.check()  # an unreachable state database fails here, clearly
         app.state.service.probe_store()  # a store held by another process fails here, clearly
         if app.state.service.readiness.store_error:
@@ -206,4 +207,6 @@ def worker_app() -> Any:
     GuardedH11Protocol.configure(connections)
     install_repeat_filter(connections.log_interval)
     kb = KnowledgeBase.open(Path(settings["kb"]))
-    return create_app(kb, limits=Limits(**settings["limits"]), close_kb=True)
+    app = create_app(kb, limits=Limits(**settings["limits"]), close_kb=True)
+    quiet_collector()
+    return app

@@ -116,4 +116,3 @@ def test_two_replicas_on_postgresql_share_state_and_survive_its_restart(
 
     for log in ("a.log", "b.log"):
         assert "Traceback" not in (tmp_path / log).read_text()
-
