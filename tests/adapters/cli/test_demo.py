@@ -41,7 +41,8 @@ def test_demo_puts_the_right_document_first(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     text = " ".join(again.stdout.split())  # as read, whatever the terminal's width
     assert "Ingested 7 documents (0 new, 7 unchanged): nothing to write" in text
-    assert "the last ferry to Gull Island leaves at 16:00" in text  # the Sunday timetable's text, shown under question 1
+    # the Sunday timetable's text, shown under question 1
+    assert "the last ferry to Gull Island leaves at 16:00" in text
     assert "Traceback" not in again.stderr
 
 
