@@ -199,6 +199,12 @@ class PromptTemplate:
             raise PromptError(f"{self.path}: {exc.message}") from exc
         except jinja2.TemplateError as exc:
             raise PromptError(f"{self.path}: could not render: {exc}") from exc
+        except PromptError:
+            raise
+        except Exception as exc:  # the template's own code failed: a range too big, an
+            # include with no loader, a division by zero... the author's error, named
+            kind = type(exc).__name__
+            raise PromptError(f"{self.path}: could not render: {kind}: {exc}") from exc
 
 
 def make_environment() -> SandboxedEnvironment:

@@ -43,6 +43,22 @@ def test_sandbox_blocks_unsafe_access() -> None:
         _template("{{ ''.__class__.__mro__[1].__subclasses__() }}").render()
 
 
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("{% for i in range(10**9) %}{% endfor %}", "OverflowError"),
+        ("{{ range(10**8)|list|length }}", "OverflowError"),
+        ("{% include '/etc/passwd' %}", "TypeError: no loader"),
+        ("{{ 1 / 0 }}", "ZeroDivisionError"),
+    ],
+)
+def test_a_template_whose_own_code_fails_is_a_prompt_error(source: str, says: str) -> None:
+    """A failure inside the template's code is its author's error, named by file: never a
+    traceback (a re-index with such a prompt ended in one)."""
+    with pytest.raises(PromptError, match=rf"t\.j2: could not render: .*{says}"):
+        _template(source).render()
+
+
 def test_syntax_error_names_file_and_line() -> None:
     with pytest.raises(PromptError, match=r"t\.j2:2: template syntax error"):
         _template("ok\n{% for x in %}")
