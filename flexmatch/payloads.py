@@ -29,6 +29,7 @@ MAX_METADATA_FIELDS = 128
 MAX_METADATA_BYTES = 16 * 1024  # a document's metadata, as JSON (copied into each point)
 MAX_METADATA_DEPTH = 8  # inside one metadata value
 MAX_KEY_CHARS = 128  # a metadata field name
+MAX_ID_CHARS = 4_096  # a document id (a path, a URL, a plug-in's id): as long as a path may be
 MAX_DERIVED_STRING = 1_000  # a string field longer than this stays text, not metadata
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -109,6 +110,18 @@ def check_payload(payload: Mapping[str, Any], where: str) -> None:
     if size > MAX_PAYLOAD_BYTES:
         raise PayloadError(
             f"{where}: the point's payload is about {size:,} bytes, over {MAX_PAYLOAD_BYTES:,}"
+        )
+
+
+def check_document_id(document_id: str, where: str) -> None:
+    """A document id the registry, the CLI and links can hold: 1 to ``MAX_ID_CHARS``
+    characters (an empty id cannot be named again; a huge one is not an id)."""
+    if not document_id.strip():
+        raise PayloadError(f"{where}: the document id is empty")
+    if len(document_id) > MAX_ID_CHARS:
+        raise PayloadError(
+            f"{where}: the document id is {len(document_id):,} characters, "
+            f"at most {MAX_ID_CHARS:,}"
         )
 
 

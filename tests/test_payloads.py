@@ -300,3 +300,23 @@ def test_metadata_is_stored_once_per_document_and_points_carry_what_filters_matc
         assert found and found[0].metadata["owner"]["name"] == "Ann"
         assert found[0].metadata["score"] == 0.5
         assert not kb.query("tide tables", filters={"team": "dev"})
+
+
+@pytest.mark.parametrize("document_id", ["", "   ", "x" * 100_000])
+def test_a_plugin_document_with_an_unusable_id_fails_alone(
+    hostile_kb: KnowledgeBase, document_id: str
+) -> None:
+    tenant = f"t{uuid.uuid4().hex[:12]}"
+    good = Document(
+        id="fine",
+        uri="plugin://fine",
+        source="default",
+        title="",
+        elements=[Element(kind="paragraph", text="Tides turn twice a day.")],
+    )
+    bad = good.model_copy(update={"id": document_id, "uri": "plugin://bad"})
+    report = hostile_kb.run_sync(hostile_kb.aingest_documents([bad, good], tenant=tenant))
+    (failed,) = report.failed
+    assert "document id is" in failed.error and failed.uri == "plugin://bad"
+    assert [r.id for r in hostile_kb.list_documents(tenant=tenant)] == ["fine"]
+    still_usable(hostile_kb, tenant)

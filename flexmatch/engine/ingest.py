@@ -51,7 +51,7 @@ from flexmatch.models import (
     Section,
     SkippedDocument,
 )
-from flexmatch.payloads import check_metadata, check_value
+from flexmatch.payloads import check_document_id, check_metadata, check_value
 
 
 @dataclass
@@ -459,8 +459,9 @@ def check_size(document: Document, limit: int) -> None:
 def check_storable(document: Document) -> None:
     """Refuse a document whose identity or metadata the store could not hold or read back
     (see ``flexmatch.payloads``), naming the field."""
-    where = document.uri or document.id
+    where = (document.uri or document.id)[:300]
     check_value([document.id, document.uri, document.title, document.source], where, 2)
+    check_document_id(document.id, where)
     check_metadata(document.metadata, where)
 
 
