@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -58,6 +61,30 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def cli_key(kb: Path, tenant: str, permissions: str, env: dict[str, str]) -> str:
+    """A new API key, made as an operator makes one: ``flexmatch keys create``."""
+    made = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "flexmatch"),
+            "keys",
+            "create",
+            "--kb",
+            str(kb),
+            "--tenant",
+            tenant,
+            "--permissions",
+            permissions,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
 
 
 def auth(token: str) -> dict[str, str]:

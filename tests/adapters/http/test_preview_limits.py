@@ -5,7 +5,6 @@ process stopped after ``PREVIEW_SECONDS``, and the server keeps answering meanwh
 from __future__ import annotations
 
 import re
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -16,8 +15,8 @@ import pytest
 from flexmatch.errors import PromptError
 from flexmatch.previews import PREVIEW_SECONDS
 from flexmatch.templates import MAX_REPEAT, PromptTemplate, make_environment, render_bounded
+from tests.adapters.http.servers import cli_key
 from tests.adapters.http.test_stalls import (
-    FLEXMATCH,
     IDLE_WATCH,
     MAX_LATENCY,
     _env,
@@ -66,26 +65,7 @@ def test_a_bounded_render_stops_at_its_output_limit() -> None:
 
 
 def _admin(kb: Path, tenant: str) -> str:
-    made = subprocess.run(
-        [
-            str(FLEXMATCH),
-            "keys",
-            "create",
-            "--kb",
-            str(kb),
-            "--tenant",
-            tenant,
-            "--permissions",
-            "read,write,admin",
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-        check=False,
-    )
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
+    return cli_key(kb, tenant, "read,write,admin", _env())
 
 
 def _signed_in(url: str, key: str) -> tuple[httpx.Client, str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.adapters.http.servers import auth, free_port
+from tests.adapters.http.servers import auth, cli_key, free_port
 from tests.conftest import stop, write_config
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
@@ -124,26 +124,7 @@ def _env() -> dict[str, str]:
 
 
 def _key(kb: Path, tenant: str) -> str:
-    made = subprocess.run(
-        [
-            str(FLEXMATCH),
-            "keys",
-            "create",
-            "--kb",
-            str(kb),
-            "--tenant",
-            tenant,
-            "--permissions",
-            "read,write",
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-        check=False,
-    )
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
+    return cli_key(kb, tenant, "read,write", _env())
 
 
 @contextmanager
