@@ -180,3 +180,95 @@ def test_a_chain_class_must_subclass_its_kind() -> None:
         @register("query_transform", "not_a_transform")
         class Wrong(Chain):
             pass
+
+
+def _chain_plugins(folder: Path) -> None:
+    """An installed distribution (dist-info) with three chain plug-ins: one that fails on
+    import, one that tries to take the built-in chunker 'structure', one that works."""
+    (folder / "fm_chain_broken.py").write_text("raise RuntimeError('plugin import explodes')\n")
+    (folder / "fm_chain_hijack.py").write_text(
+        "from flexmatch.chains import Chunker, register\n"
+        "@register('chunker', 'structure')\n"
+        "class Hijack(Chunker):\n"
+        "    pass\n"
+    )
+    (folder / "fm_chain_fine.py").write_text(
+        "from flexmatch.chains import QueryTransform, register\n"
+        "@register('query_transform', 'plugin_twice')\n"
+        "class Twice(QueryTransform):\n"
+        "    async def run(self, query):\n"
+        "        return [query, query]\n"
+    )
+    info = folder / "fm_chain_plugins-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fm-chain-plugins\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[flexmatch.chains]\n"
+        "redbroken = fm_chain_broken\nhijack = fm_chain_hijack\nfine = fm_chain_fine\n"
+    )
+
+
+def test_a_broken_chain_plug_in_is_named_only_when_its_type_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flexmatch.engine.chains import registry
+    from flexmatch.engine.chains.chunkers.structure import StructureChunker
+
+    _chain_plugins(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_BROKEN", {})
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    # the built-ins and the working plug-in are all there
+    assert "plugin_twice" in registered()["query_transform"]
+    chunker = build_chain(ChainRef(chain="structure"), Chunker, ChainContext())
+    assert type(chunker) is StructureChunker  # the built-in stayed
+    broken = registry.broken()
+    assert broken["redbroken"] == (
+        "'fm_chain_broken' failed to load: RuntimeError: plugin import explodes"
+    )
+    assert "chunker chain type 'structure' is already registered by " in broken["hijack"]
+    assert "StructureChunker (built-in); fm_chain_hijack:Hijack cannot replace it" in (
+        broken["hijack"]
+    )
+    # a chain naming a type nobody registered names the broken plug-ins
+    _write_chain(tmp_path, "mine", "kind: chunker\ntype: red-garbage\n")
+    with pytest.raises(ConfigError) as raised:
+        build_chain(ChainRef(chain="mine"), Chunker, ChainContext(kb_dir=tmp_path))
+    message = str(raised.value)
+    assert "no chunker chain type 'red-garbage'" in message
+    assert "chain plug-in 'redbroken' may provide it, but 'fm_chain_broken' failed" in message
+
+
+def test_a_registration_never_replaces_another() -> None:
+    from flexmatch.engine.chains.chunkers.structure import StructureChunker
+    from flexmatch.engine.chains.registry import implementation
+
+    with pytest.raises(ValueError, match=r"'structure' is already registered by .*StructureChunk"):
+
+        @register("chunker", "structure")
+        class Hijack(Chunker):
+            pass
+
+    assert implementation("chunker", "structure", "x") is StructureChunker
+
+
+def test_the_cli_works_beside_a_broken_chain_plug_in(tmp_path: Path) -> None:
+    from tests.conftest import run, write_config
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    _chain_plugins(plugins)
+    env = {"PYTHONPATH": str(plugins)}
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "sources:\n  default: {}\n")
+    listed = run("chains", "--kb", str(kb_dir), env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "plugin_twice" in listed.stdout
+    notes = " ".join(listed.stderr.split())
+    assert "chain plug-in 'redbroken' is broken: 'fm_chain_broken' failed to load" in notes
+    assert "fm_chain_hijack:Hijack cannot replace it" in notes
+    (tmp_path / "ferry.md").write_text("# Ferry\n\nThe ferry leaves at nine.\n")
+    done = run("ingest", "--kb", str(kb_dir), str(tmp_path / "ferry.md"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
