@@ -316,3 +316,67 @@ def test_one_source_never_replaces_another_sources_document(
         assert broken.failed[0].error.startswith(
             "listing the items of source 'b' (type 'test_notes') failed: IndexError"
         )
+
+
+@register("test_garbage")
+class _Garbage(SourceType):
+    """Lists and fetches what a careless plug-in might: wrong entries, documents that name
+    another source, a dict for a document; one good item among them (two the first time)."""
+
+    prunable = True
+    runs = 0
+
+    def list_items(self, inputs: list[str]) -> Iterator[object]:
+        _Garbage.runs += 1
+        if _Garbage.runs == 1:
+            yield ItemRef(id="g-first", uri="garbage:first", data="first")
+        yield 42
+        yield None
+        yield ItemRef(id=None, uri=None)  # type: ignore[arg-type]
+        yield ItemRef(id="", uri="garbage:empty")
+        for name in ("ok", "nowhere", "default", "dict"):
+            yield ItemRef(id=f"g-{name}", uri=f"garbage:{name}", data=name)
+
+    def fetch(self, ref: ItemRef) -> object:
+        if ref.data == "dict":
+            return {"id": ref.id, "uri": ref.uri}
+        source = self.context.name if ref.data in ("ok", "first") else ref.data
+        return Document(
+            id=ref.id,
+            uri=ref.uri,
+            source=source,
+            title=ref.data,
+            elements=[Element(kind="paragraph", text=f"The {ref.data} keeper rows out at dawn.")],
+        )
+
+
+def test_a_plug_in_s_wrong_entries_fail_alone(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "sources:\n  default: {}\n  junk:\n    type: test_garbage\n")
+    _Garbage.runs = 0
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        assert kb.ingest(source="junk").added == 2
+        # g-first is no longer listed, but the listing was not all items: nothing pruned
+        report = kb.ingest(source="junk", prune=True)
+        stored = [(d.id, d.source, d.status) for d in kb.list_documents()]
+    assert report.unchanged == 1 and report.removed == []
+    assert stored == [("g-first", "junk", "complete"), ("g-ok", "junk", "complete")]
+    what = "source 'junk' (type 'test_garbage')"
+    assert report.warnings == [f"not pruned: {what} listed something that is not an item"]
+    wrong = "(id and uri are non-empty strings, version a string or None, count a whole number)"
+    assert [f.error for f in report.failed[:2]] == [
+        f"{what} listed int, not an ItemRef or a document",
+        f"{what} listed NoneType, not an ItemRef or a document",
+    ]
+    errors = {f.uri: f.error for f in report.failed[2:]}
+    assert errors == {
+        "source:junk": f"{what} listed an item with a wrong id None, uri None {wrong}",
+        "garbage:empty": f"{what} listed an item with a wrong id '' {wrong}",
+        "garbage:nowhere": "garbage:nowhere: source type 'test_garbage' of source 'junk' "
+        "returned document 'g-nowhere' of source 'nowhere'; a source's documents name it "
+        "as their source",
+        "garbage:default": "garbage:default: source type 'test_garbage' of source 'junk' "
+        "returned document 'g-default' of source 'default'; a source's documents name it "
+        "as their source",
+        "garbage:dict": "garbage:dict: the source type returned dict, not a document",
+    }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -23,6 +23,7 @@ from flexmatch.inputs.sources.types import (
     StoredCopies,
     WebPage,
     checked,
+    listed,
     source_options,
     source_type,
 )
@@ -157,12 +158,14 @@ class SourceReader:
         return plan
 
     def _listing(self, inputs: list[str]) -> Iterator[ItemRef | Item]:
-        """The type's listing. A clear error (``FlexMatchError``) stops the run as it
-        says; a plug-in that breaks while listing is reported as one failed input naming
-        the source and its type (never a traceback), and the run counts as incomplete, so
-        nothing is pruned after it."""
+        """The type's listing, each entry checked (``listed``: anything but an item or a
+        document of this source is one failed input). A clear error (``FlexMatchError``)
+        stops the run as it says; a plug-in that breaks while listing is reported as one
+        failed input naming the source and its type (never a traceback), and the run
+        counts as incomplete, so nothing is pruned after it."""
         try:
-            yield from self.source_type.list_items(inputs)
+            for entry in self.source_type.list_items(inputs):
+                yield listed(entry, self.context)
         except FlexMatchError:
             raise
         except Exception as exc:
@@ -229,9 +232,11 @@ class SourceReader:
     def _fetched(self, ref: ItemRef) -> Iterator[Item]:
         try:
             result = self.source_type.fetch(ref)
-            single = isinstance(result, Document | FailedDocument)
-            for item in [result] if single else result:  # type: ignore[union-attr]
-                yield checked(item, ref)
+            # many: a list, a generator...; one: a document, or any mistake (a dict, a str)
+            single = isinstance(result, Document | FailedDocument | str | bytes | Mapping)
+            many = not single and isinstance(result, Iterable)
+            for item in result if many else [result]:  # type: ignore[union-attr]
+                yield checked(item, ref, self.context)
         except FlexMatchError as exc:
             yield FailedDocument(uri=ref.uri, error=str(exc))
         except Exception as exc:  # a plug-in's bug: report it, keep the batch going

@@ -358,10 +358,69 @@ def source_options(cls: type[SourceType], config: SourceConfig, where: str) -> A
         raise ConfigError(validation_message(f"{where} (options)", exc)) from None
 
 
-def checked(item: Any, ref: ItemRef) -> Item:
-    """One item a type's ``fetch`` gave, checked: anything but a document or a failure is
-    a plug-in's mistake, named as a failure of the item."""
-    if isinstance(item, Document | FailedDocument):
+def _short(value: Any) -> str:
+    """A plug-in's value in an error: its repr, at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _owned(document: Document, uri: str, context: SourceContext) -> Item:
+    """``document`` when it is of this source; else a failure of it alone. A document
+    naming another source would be chunked by that source's chains and stored as its,
+    or, when no such source exists, stop the whole run as a config error."""
+    if document.source == context.name:
+        return document
+    error = (
+        f"{uri}: source type '{context.config.type}' of source '{context.name}' returned "
+        f"document {_short(document.id)} of source {_short(document.source)}; a source's "
+        f"documents name it as their source"
+    )
+    return FailedDocument(uri=uri, error=error)
+
+
+def listed(entry: Any, context: SourceContext) -> ItemRef | Item:
+    """One entry a type's listing gave, checked: an ``ItemRef`` whose ``id`` and ``uri``
+    are text (and ``count`` a whole number), a document of this source, or a failure.
+    Anything else is a plug-in's mistake, named as one failed input; the run goes on,
+    counted incomplete (the entry may stand for an item that exists: nothing is pruned)."""
+    if isinstance(entry, FailedDocument):
+        return entry
+    if isinstance(entry, Document):
+        return _owned(entry, entry.uri, context)
+    what = f"source '{context.name}' (type '{context.config.type}')"
+    uri = f"source:{context.name}"
+    if isinstance(entry, ItemRef):
+        wrong = [name for name in ("id", "uri") if not _text(getattr(entry, name))]
+        if entry.version is not None and not isinstance(entry.version, str):
+            wrong.append("version")
+        if type(entry.count) is not int or entry.count < 0:
+            wrong.append("count")
+        if not wrong:
+            return entry
+        uri = entry.uri if _text(entry.uri) else uri
+        fields = ", ".join(f"{name} {_short(getattr(entry, name))}" for name in wrong)
+        error = (
+            f"{what} listed an item with a wrong {fields} (id and uri are non-empty "
+            f"strings, version a string or None, count a whole number)"
+        )
+    else:
+        error = f"{what} listed {type(entry).__name__}, not an ItemRef or a document"
+    reason = f"{what} listed something that is not an item"
+    if reason not in context.log.incomplete:
+        context.incomplete(reason)
+    return FailedDocument(uri=uri, error=error)
+
+
+def checked(item: Any, ref: ItemRef, context: SourceContext) -> Item:
+    """One item a type's ``fetch`` gave, checked: anything but a document of this source
+    or a failure is a plug-in's mistake, named as a failure of the item."""
+    if isinstance(item, FailedDocument):
         return item
+    if isinstance(item, Document):
+        return _owned(item, ref.uri, context)
     error = f"{ref.uri}: the source type returned {type(item).__name__}, not a document"
     return FailedDocument(uri=ref.uri, error=error)
