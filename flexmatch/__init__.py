@@ -91,6 +91,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "prepare_local_model": ("flexmatch.engine.embeddings", "prepare_local_model"),
     "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
+    "broken_chain_plugins": ("flexmatch.engine.chains.registry", "broken"),
     "require_extra": ("flexmatch.extras", "require"),
     "run_sync": ("flexmatch.knowledge_base", "run_sync"),
     "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
@@ -117,6 +118,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
     from flexmatch.engine.archive import Original
+    from flexmatch.engine.chains.registry import broken as broken_chain_plugins
     from flexmatch.engine.chains.registry import registered as registered_chains
     from flexmatch.engine.embeddings import prepare_local_model
     from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters

@@ -321,6 +321,7 @@ def test_public_api_is_pinned() -> None:
         "WebImportError",
         "answer_result",
         "bounded_previews",
+        "broken_chain_plugins",
         "check_tenant",
         "doctor_store",
         "evaluate",

@@ -343,9 +343,7 @@ def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     for kind, names in fm.registered_chains().items():
         table.add_row(shown(kind), shown(", ".join(names)))
     console.print(table)
-    from flexmatch.engine.chains.registry import broken
-
-    for plugin, reason in broken().items():
+    for plugin, reason in fm.broken_chain_plugins().items():
         errors.print(f"[yellow]note:[/] chain plug-in '{shown(plugin)}' is broken: {shown(reason)}")
     with fm.KnowledgeBase.open(kb) as base:
         used = Table(title="Chains in use")

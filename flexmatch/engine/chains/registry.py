@@ -71,7 +71,8 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    import flexmatch.engine.chains  # noqa: F401  (importing registers the built-ins)
+    # the built-ins are registered already: this module is only reached through its
+    # package, whose import registers them (its __init__ imports every built-in type)
 
     for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
