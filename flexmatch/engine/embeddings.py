@@ -398,7 +398,7 @@ _RUN_POOLS_LOCK = threading.Lock()
 BULK_NICENESS = 10  # how far below its process a bulk run thread is scheduled
 
 
-def _run_in_background() -> None:
+def run_in_background() -> None:
     """Schedule this thread ``BULK_NICENESS`` steps below its process's main thread
     (Linux schedules threads one by one): a bulk embedding keeps every core busy, and
     the event loop driving the LLM calls, or a query's embedding on its caller's thread,
@@ -423,7 +423,7 @@ def _run_pool(workers: int) -> ThreadPoolExecutor:
     with _RUN_POOLS_LOCK:
         if workers not in _RUN_POOLS:
             _RUN_POOLS[workers] = ThreadPoolExecutor(
-                workers, thread_name_prefix="flexmatch-embed", initializer=_run_in_background
+                workers, thread_name_prefix="flexmatch-embed", initializer=run_in_background
             )
         return _RUN_POOLS[workers]
 

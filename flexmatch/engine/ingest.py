@@ -29,7 +29,7 @@ from flexmatch.engine.chains import (
     build_chain,
 )
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, _run_in_background
+from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, run_in_background
 from flexmatch.engine.points import (
     CHUNK_FIELDS,
     CONTENT,
@@ -100,7 +100,7 @@ UPSERT_SLICE = 128  # points per store call (see ``Indexer._write_points``)
 # points): its own few, not asyncio's default pool, which a server's requests use (a
 # search embeds its query there) and which a big upload's work would otherwise fill.
 _INGEST_THREADS = ThreadPoolExecutor(
-    max_workers=2, thread_name_prefix="flexmatch-ingest", initializer=_run_in_background
+    max_workers=2, thread_name_prefix="flexmatch-ingest", initializer=run_in_background
 )
 
 
