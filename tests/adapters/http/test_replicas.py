@@ -88,6 +88,28 @@ def _upload(client: httpx.Client, token: str, name: str, text: str) -> str:
     return str(response.json()["job_id"])
 
 
+def keys_and_jobs_are_shared(a: httpx.Client, b: httpx.Client, admin: str) -> tuple[str, str]:
+    """A key created through replica A works on B, revoked through B it is refused by A at
+    once; a job accepted by A is polled and listed on B. Returns a writer's token and the
+    job's id."""
+    created = a.post("/v1/keys", json={"permissions": ["read", "write"]}, headers=auth(admin))
+    assert created.status_code == 201, created.text
+    writer, writer_id = created.json()["token"], created.json()["key"]["id"]
+    assert b.get("/v1/stats", headers=auth(writer)).status_code == 200
+    assert b.delete(f"/v1/keys/{writer_id}", headers=auth(admin)).status_code == 200
+    assert a.get("/v1/stats", headers=auth(writer)).status_code == 401
+    worker = b.post("/v1/keys", json={"permissions": ["read", "write"]}, headers=auth(admin))
+    token = str(worker.json()["token"])
+    job_id = _upload(a, token, "keys.md", "# Keys\n\nThe spare key is under the blue pot.")
+    done = _wait_done(b, job_id, token)
+    assert done["status"] == "done" and done["counts"]["added"] == 1, done
+    assert [d["input"] for d in done["documents"]] == ["keys.md"]
+    assert done["updated_at"] and job_id in [
+        j["id"] for j in b.get("/v1/jobs", headers=auth(token)).json()
+    ]
+    return token, job_id
+
+
 def test_two_replicas_share_keys_jobs_and_cache_invalidation(tmp_path: Path) -> None:
     state = tmp_path / "state.db"
     kb_a, kb_b = tmp_path / "a", tmp_path / "b"
@@ -113,24 +135,7 @@ def test_two_replicas_share_keys_jobs_and_cache_invalidation(tmp_path: Path) -> 
         _wait_ready(proc_a, a, tmp_path / "a.log")
         _wait_ready(proc_b, b, tmp_path / "b.log")
 
-        # a key created through A works on B; revoked through B, A refuses it at once
-        created = a.post("/v1/keys", json={"permissions": ["read", "write"]}, headers=auth(admin))
-        assert created.status_code == 201, created.text
-        writer, writer_id = created.json()["token"], created.json()["key"]["id"]
-        assert b.get("/v1/stats", headers=auth(writer)).status_code == 200
-        assert b.delete(f"/v1/keys/{writer_id}", headers=auth(admin)).status_code == 200
-        assert a.get("/v1/stats", headers=auth(writer)).status_code == 401
-        worker = b.post("/v1/keys", json={"permissions": ["read", "write"]}, headers=auth(admin))
-        token = worker.json()["token"]
-
-        # a job accepted by A is polled on B (and listed there)
-        job_id = _upload(a, token, "keys.md", "# Keys\n\nThe spare key is under the blue pot.")
-        done = _wait_done(b, job_id, token)
-        assert done["status"] == "done" and done["counts"]["added"] == 1, done
-        assert [d["input"] for d in done["documents"]] == ["keys.md"]
-        assert done["updated_at"] and job_id in [
-            j["id"] for j in b.get("/v1/jobs", headers=auth(token)).json()
-        ]
+        token, _ = keys_and_jobs_are_shared(a, b, admin)
 
         # A caches its answer; a write through B makes it unreachable on A
         def ask() -> httpx.Response:

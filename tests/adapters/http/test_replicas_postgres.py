@@ -24,6 +24,7 @@ from tests.adapters.http.test_replicas import (
     _upload,
     _wait_done,
     _wait_ready,
+    keys_and_jobs_are_shared,
 )
 from tests.conftest import REPO, write_config
 from tests.postgres import ensure_running, stop_server
@@ -59,21 +60,7 @@ def test_two_replicas_on_postgresql_share_state_and_survive_its_restart(
         _wait_ready(proc_a, a, tmp_path / "a.log")
         _wait_ready(proc_b, b, tmp_path / "b.log")
 
-        # a key made through A works on B; revoked through B, A refuses it at once
-        created = a.post("/v1/keys", json={"permissions": ["read", "write"]}, headers=auth(admin))
-        assert created.status_code == 201, created.text
-        writer, writer_id = created.json()["token"], created.json()["key"]["id"]
-        assert b.get("/v1/stats", headers=auth(writer)).status_code == 200
-        assert b.delete(f"/v1/keys/{writer_id}", headers=auth(admin)).status_code == 200
-        assert a.get("/v1/stats", headers=auth(writer)).status_code == 401
-        token = b.post("/v1/keys", json={"permissions": ["read", "write"]}, headers=auth(admin))
-        token = token.json()["token"]
-
-        # a job accepted by A is polled and listed on B
-        job_id = _upload(a, token, "keys.md", "# Keys\n\nThe spare key is under the blue pot.")
-        done = _wait_done(b, job_id, token)
-        assert done["status"] == "done" and done["counts"]["added"] == 1, done
-        assert job_id in [j["id"] for j in b.get("/v1/jobs", headers=auth(token)).json()]
+        token, job_id = keys_and_jobs_are_shared(a, b, admin)
 
         # A caches its answer; a write through B makes it unreachable on A
         def cached() -> str:
