@@ -8,15 +8,79 @@ load → ``Document`` (made of ``Element``s) → chunk → ``Section`` → enric
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 ElementKind = Literal["title", "heading", "paragraph", "list_item", "table", "code"]
 
 
+class Location(BaseModel):
+    """Where a piece of a document sits in its file, as precisely as the format allows, so
+    an answer can be cited (``handbook.pdf p. 7``, ``shutil.py:512-560``) and opened there.
+
+    Every field is optional: a parser fills what its format knows. Numbers are 1-based and
+    ranges inclusive; an ``_end`` left empty means the range is one page, slide or line.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    page: int | None = Field(None, ge=1, description="PDF page (the first, for a range).")
+    page_end: int | None = Field(None, ge=1, description="Last PDF page of a range.")
+    slide: int | None = Field(None, ge=1, description="Presentation slide.")
+    slide_end: int | None = Field(None, ge=1, description="Last slide of a range.")
+    sheet: str | None = Field(None, description="Spreadsheet sheet name.")
+    row_start: int | None = Field(None, ge=1, description="First row (sheet or CSV).")
+    row_end: int | None = Field(None, ge=1, description="Last row.")
+    line_start: int | None = Field(None, ge=1, description="First line of a text file.")
+    line_end: int | None = Field(None, ge=1, description="Last line.")
+    fragment: str | None = Field(None, description="HTML fragment id (``page.html#id``).")
+    attachment: str | None = Field(None, description="E-mail attachment file name.")
+
+    def is_empty(self) -> bool:
+        return all(value is None for _, value in self)
+
+    @classmethod
+    def spanning(cls, locations: Iterable[Location | None]) -> Location | None:
+        """One location covering ``locations`` (a chunk made of several elements): page,
+        slide, row and line ranges from the smallest start to the largest end; sheet and
+        attachment when they all share one; the first fragment. None when none is known."""
+        known = [loc for loc in locations if loc is not None and not loc.is_empty()]
+        if not known:
+            return None
+        values: dict[str, Any] = {}
+        for start, end in _RANGES:
+            starts = [v for loc in known if (v := getattr(loc, start)) is not None]
+            ends = [
+                v for loc in known if (v := getattr(loc, end) or getattr(loc, start)) is not None
+            ]
+            if starts:
+                first, last = min(starts), max(ends)
+                values[start] = first
+                values[end] = last if last != first or start == "line_start" else None
+        for name in ("sheet", "attachment"):
+            names = {getattr(loc, name) for loc in known}
+            if len(names) == 1:
+                values[name] = names.pop()
+        values["fragment"] = next((loc.fragment for loc in known if loc.fragment), None)
+        return cls.model_validate(values)
+
+
+_RANGES = (
+    ("page", "page_end"),
+    ("slide", "slide_end"),
+    ("row_start", "row_end"),
+    ("line_start", "line_end"),
+)
+
+
 class Element(BaseModel):
-    """One structural piece of a parsed document, in reading order."""
+    """One structural piece of a parsed document, in reading order.
+
+    ``page`` is kept for the parsers that set it alone; it and ``location.page`` are one
+    value (either fills the other).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -24,6 +88,17 @@ class Element(BaseModel):
     text: str
     level: int = 0  # heading level (1 = top); 0 for non-headings
     page: int | None = None
+    location: Location | None = None
+
+    @model_validator(mode="after")
+    def _one_page(self) -> Element:
+        location = self.location
+        if self.page is not None and (location is None or location.page is None):
+            extra = location.model_dump(exclude_none=True) if location else {}
+            object.__setattr__(self, "location", Location(**{**extra, "page": self.page}))
+        elif self.page is None and location is not None and location.page is not None:
+            object.__setattr__(self, "page", location.page)
+        return self
 
 
 class ParsedDocument(BaseModel):
@@ -65,6 +140,7 @@ class Section(BaseModel):
 
     text: str
     heading_path: list[str] = Field(default_factory=list)
+    location: Location | None = None
 
 
 class MatchingText(BaseModel):
@@ -84,6 +160,7 @@ class Chunk(BaseModel):
     heading_path: list[str] = Field(default_factory=list)
     qualifying_text: str = ""
     matching_texts: list[MatchingText] = Field(default_factory=list)
+    location: Location | None = None
 
 
 class Signals(BaseModel):
@@ -114,6 +191,50 @@ class SearchResult(BaseModel):
     score: float
     metadata: dict[str, Any] = Field(default_factory=dict)
     signals: Signals = Field(default_factory=Signals)
+    location: Location | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cite(self) -> str:
+        """A short reference to where the chunk is: ``handbook.pdf p. 7``."""
+        return cite(self.uri, self.title, self.location)
+
+
+def cite_name(uri: str, title: str = "") -> str:
+    """The name a citation gives a document: its file name (the last part of its path or
+    URL, without a query), else its title, else its whole URI."""
+    path = uri.split("#", 1)[0].split("?", 1)[0].rstrip("/\\")
+    name = path.replace("\\", "/").rsplit("/", 1)[-1] if path else ""
+    return name or title or uri
+
+
+def cite(uri: str, title: str, location: Location | None) -> str:
+    """A short citation: ``handbook.pdf p. 7``, ``shutil.py:512-560``, ``sales.xlsx › Q3
+    rows 2-40``, ``deck.pptx slide 3``, ``guide.html#install``, ``mail.eml › report.pdf
+    p. 2``; just the name when the location is not known."""
+    text = cite_name(uri, title)
+    if location is None:
+        return text
+    loc = location
+    if loc.attachment:
+        text += f" › {loc.attachment}"
+    if loc.line_start is not None:
+        end = loc.line_end if loc.line_end is not None else loc.line_start
+        text += f":{loc.line_start}" if end == loc.line_start else f":{loc.line_start}-{end}"
+    if loc.fragment:
+        text += f"#{loc.fragment}"
+    if loc.page is not None:
+        end = loc.page_end or loc.page
+        text += f" p. {loc.page}" if end == loc.page else f" pp. {loc.page}-{end}"
+    if loc.slide is not None:
+        end = loc.slide_end or loc.slide
+        text += f" slide {loc.slide}" if end == loc.slide else f" slides {loc.slide}-{end}"
+    if loc.sheet:
+        text += f" › {loc.sheet}"
+    if loc.row_start is not None:
+        end = loc.row_end or loc.row_start
+        text += f" row {loc.row_start}" if end == loc.row_start else f" rows {loc.row_start}-{end}"
+    return text
 
 
 class FailedDocument(BaseModel):
@@ -406,6 +527,7 @@ class ChunkView(BaseModel):
     content: str
     qualifying_text: str
     matching_texts: list[MatchingText]
+    location: Location | None = None
 
 
 class DocumentDetail(BaseModel):

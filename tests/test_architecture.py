@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundation",
         (
+            "flexmatch.deadlines",
             "flexmatch.errors",
             "flexmatch.extras",
             "flexmatch.lifecycle",
@@ -288,6 +289,7 @@ def test_public_api_is_pinned() -> None:
         "KeyStore",
         "KnowledgeBase",
         "LLMError",
+        "Location",
         "MatchingText",
         "MissingExtraError",
         "ModelMismatchError",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch.errors import EmptyDocumentError, FlexMatchError, ParseError
-from flexmatch.models import Element, ElementKind, ParsedDocument
+from flexmatch.models import Element, ElementKind, Location, ParsedDocument
 
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 _SPACES = re.compile(r"\s+")
@@ -51,6 +51,19 @@ def clean_code(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return _MANY_BLANK_LINES.sub("\n\n", text).strip("\n")
+
+
+def _code_lines(text: str, location: Location) -> tuple[str, Location]:
+    """Code cleaned like ``clean_code`` but line for line, with the lines it spans in the
+    file (``location.line_start`` is the file line of ``text``'s first line)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    lines = [line.rstrip() for line in text.split("\n")]
+    first = next((i for i, line in enumerate(lines) if line), len(lines))
+    last = max((i for i, line in enumerate(lines) if line), default=first)
+    start = (location.line_start or 1) + first
+    kept = "\n".join(lines[first : last + 1])
+    end = start + max(0, last - first)
+    return kept, location.model_copy(update={"line_start": start, "line_end": end})
 
 
 def table_text(rows: Iterable[Iterable[str]]) -> str:
@@ -111,9 +124,20 @@ class ElementBuilder:
     def __init__(self) -> None:
         self.elements: list[Element] = []
 
-    def add(self, kind: ElementKind, text: str, level: int = 0, page: int | None = None) -> None:
+    def add(
+        self,
+        kind: ElementKind,
+        text: str,
+        level: int = 0,
+        page: int | None = None,
+        location: Location | None = None,
+    ) -> None:
+        """Add one element. Code whose ``location`` has a first line keeps every line (no
+        blank lines collapsed) and gets its exact lines, so a piece of it can be cited."""
         if kind == "table":
             text = clean_lines(text)
+        elif kind == "code" and location is not None and location.line_start is not None:
+            text, location = _code_lines(text, location)
         elif kind == "code":
             text = clean_code(text)
         else:
@@ -121,7 +145,13 @@ class ElementBuilder:
         if not text.strip():
             return
         self.elements.append(
-            Element(kind=kind, text=text, level=level if kind == "heading" else 0, page=page)
+            Element(
+                kind=kind,
+                text=text,
+                level=level if kind == "heading" else 0,
+                page=page,
+                location=location,
+            )
         )
 
     def first_text(self, *kinds: ElementKind) -> str:
