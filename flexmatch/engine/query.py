@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
@@ -142,22 +144,29 @@ async def search(
     signal over all candidates, so sources compete on one scale); with different
     rerankers, see ``_rerank``."""
     started = time.perf_counter()
+    stages = StageTimer()
     scopes = _group_scopes(plan.groups, plan.default_source, filters)
     groups = [(g, f) for g, f, _ in scopes]
     group_k = _group_k(top_k, top_n, len(groups))
     with collecting_warnings() as warnings:
-        variant_lists = await asyncio.gather(*(g.transform.run(text) for g, _ in groups))
+        with stages("transform"):
+            variant_lists = await asyncio.gather(*(g.transform.run(text) for g, _ in groups))
         retrievers = [Retriever(store, tenant, settings, exclude) for _, _, exclude in scopes]
         texts = list(dict.fromkeys(v for variants in variant_lists for v in variants))
 
+        def embed_all() -> list[list[float]]:
+            with stages("embed"):
+                return embedder.embed(texts)
+
         def lexical_all() -> list[list[Hit]]:
-            return [
-                r.lexical_search(variants, group_k, f)
-                for r, variants, (_, f) in zip(retrievers, variant_lists, groups, strict=True)
-            ]
+            with stages("search"):
+                return [
+                    r.lexical_search(variants, group_k, f)
+                    for r, variants, (_, f) in zip(retrievers, variant_lists, groups, strict=True)
+                ]
 
         vectors, lexical = await asyncio.gather(  # BM25 needs no vectors: meanwhile
-            asyncio.to_thread(embedder.embed, texts) if texts else _none(),
+            asyncio.to_thread(embed_all) if texts else _none(),
             asyncio.to_thread(lexical_all),
         )
         vector_of = dict(zip(texts, vectors, strict=True))
@@ -165,28 +174,31 @@ async def search(
         if len({g.reranker_ref for g, _ in groups}) > 1:
             rerankers.append(plan.arbiter)
         read_first = any(r.reads_content for r in rerankers)
-        found = await asyncio.gather(  # the groups' searches overlap in the engine
-            *(
-                asyncio.to_thread(
-                    retriever.retrieve,
-                    variants,
-                    [vector_of[v] for v in variants],
-                    group_k,
-                    group_filters,
-                    hits,
-                    read_first,
-                )
-                for retriever, variants, (_, group_filters), hits in zip(
-                    retrievers, variant_lists, groups, lexical, strict=True
+        with stages("search"):
+            found = await asyncio.gather(  # the groups' searches overlap in the engine
+                *(
+                    asyncio.to_thread(
+                        retriever.retrieve,
+                        variants,
+                        [vector_of[v] for v in variants],
+                        group_k,
+                        group_filters,
+                        hits,
+                        read_first,
+                    )
+                    for retriever, variants, (_, group_filters), hits in zip(
+                        retrievers, variant_lists, groups, lexical, strict=True
+                    )
                 )
             )
-        )
-        reranked = await _rerank(text, [g for g, _ in groups], found, plan.arbiter)
+        with stages("rerank"):
+            reranked = await _rerank(text, [g for g, _ in groups], found, plan.arbiter)
         if read_first:
             results = reranked[:top_n]
         else:
             owner = {r.chunk_id: i for i, group in enumerate(found) for r in group}
-            results = await asyncio.to_thread(_read_kept, reranked, top_n, retrievers, owner)
+            with stages("search"):
+                results = await asyncio.to_thread(_read_kept, reranked, top_n, retrievers, owner)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(
         query=text,
@@ -194,7 +206,28 @@ async def search(
         results=results,
         warnings=warnings,
         took_ms=took,
+        stage_ms=stages.milliseconds(),
     )
+
+
+class StageTimer:
+    """Seconds spent per stage of one query (a stage entered twice adds up), so the
+    caller can report where a query's time went without the engine knowing how."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - started
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + spent
+
+    def milliseconds(self) -> dict[str, float]:
+        return {stage: round(s * 1000, 3) for stage, s in self.seconds.items()}
 
 
 def _read_kept(
