@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import yaml
+
 from flexmatch import resources
 from flexmatch.config import (
     CONFIG_FILE,
@@ -47,7 +49,7 @@ from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
 from flexmatch.errors import ConfigError, DocumentNotFoundError, StoreError
-from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, evaluate
+from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, deep_merge, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader, spooled
@@ -65,6 +67,7 @@ from flexmatch.models import (
     Stats,
 )
 from flexmatch.results import Answer, ResultItem, tool_result
+from flexmatch.yamlio import load_yaml_text
 
 DEFAULT_TENANT = "default"
 STATE_DIR = ".flexmatch"
@@ -73,6 +76,28 @@ T = TypeVar("T")
 
 
 _runners = threading.local()
+
+
+def _raw_yaml(path: Path) -> dict[str, Any]:
+    """A built-in YAML mapping as written (no ``${ENV}`` interpolation)."""
+    data = load_yaml_text(path.read_text(encoding="utf-8"), str(path))
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def _leading_comment(path: Path) -> list[str]:
+    """A YAML file's leading comment lines, without their ``#``: what the file is."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    return lines
+
+
+def _first_sentence(lines: list[str]) -> str:
+    text = " ".join(lines)
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
 
 
 def _thread_runner() -> asyncio.Runner:
@@ -174,19 +199,83 @@ class KnowledgeBase:
         return cls(folder, config or load_config(folder, env), env=env, embedder=embedder)
 
     @staticmethod
+    def templates() -> dict[str, str]:
+        """The built-in config templates ``init`` accepts, by name, each with what it is
+        (its file's first comment line): ``default``, and every built-in evaluation setup
+        (``configs/setups``), which is a fragment of a ``flexmatch.yaml`` over the default."""
+        found = {
+            "default": "The defaults: questions (sentences without an LLM), hybrid "
+            "retrieval, the offline reranker."
+        }
+        for path in sorted((resources.builtin_dir("configs") / "setups").glob("*.yaml")):
+            if path.stem not in found:
+                found[path.stem] = _first_sentence(_leading_comment(path))
+        return found
+
+    @staticmethod
+    def template_text(template: str) -> str:
+        """The ``flexmatch.yaml`` a template makes: ``default`` as shipped (comments and
+        all); a setup merged over it (``corpus_sources``, an evaluation setting, left
+        out); or a file named by path, as it is."""
+        as_path = Path(template)
+        if template == "default" or as_path.suffix in (".yaml", ".yml") or len(as_path.parts) > 1:
+            source = resources.find("configs", template, None, suffixes=("", ".yaml"))
+            return source.read_text(encoding="utf-8")
+        known = KnowledgeBase.templates()
+        if template not in known:
+            raise ConfigError(
+                f"no template '{template}': use one of {', '.join(known)}, or the path of a "
+                "flexmatch.yaml (.yaml)"
+            )
+        configs = resources.builtin_dir("configs")
+        base = _raw_yaml(configs / "default.yaml")  # ${ENV} kept as written
+        fragment = _raw_yaml(configs / "setups" / f"{template}.yaml")
+        fragment.pop("corpus_sources", None)
+        merged = deep_merge(base, fragment)
+        about = _leading_comment(configs / "setups" / f"{template}.yaml")
+        header = [f"FlexMatch knowledge base from the '{template}' template.", *about]
+        comment = "".join(f"# {line}\n".replace("# \n", "#\n") for line in header)
+        return comment + yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+
+    @staticmethod
     def init(path: str | Path, template: str = "default") -> Path:
-        """Create a knowledge-base folder from a built-in config template."""
+        """Create a knowledge-base folder from a config template (``templates()``, or a
+        file's path)."""
         folder = Path(path).expanduser().resolve()
         target = folder / CONFIG_FILE
         if target.exists():
             raise ConfigError(f"{target} already exists; not overwriting it")
-        source = resources.find("configs", template, None, suffixes=("", ".yaml", ".yml"))
-        template_text = source.read_text(encoding="utf-8")
+        template_text = KnowledgeBase.template_text(template)
         folder.mkdir(parents=True, exist_ok=True)
         for sub in ("chains", "prompts"):
             (folder / sub).mkdir(exist_ok=True)
         target.write_text(template_text, encoding="utf-8")
         load_config(folder)  # a template that does not validate is a bug: say so now
+        return target
+
+    @staticmethod
+    def builtin_prompts() -> list[str]:
+        """The file names of the prompts FlexMatch ships (``questions.j2``, …)."""
+        folder = resources.builtin_dir("prompts")
+        return sorted(p.name for p in folder.iterdir() if p.is_file())
+
+    @staticmethod
+    def eject_prompt(path: str | Path, name: str, *, force: bool = False) -> Path:
+        """Copy a built-in prompt into the knowledge base's ``prompts/`` folder to edit:
+        the knowledge base then uses that copy (its folder is searched first). An
+        existing copy is kept unless ``force``; a changed prompt re-indexes the documents
+        its chain wrote (``flexmatch reindex``)."""
+        known = KnowledgeBase.builtin_prompts()
+        stems = {k: {Path(k).stem, k.split(".", 1)[0]} for k in known}  # facts.md, facts
+        chosen = name if name in known else next((k for k in known if name in stems[k]), "")
+        if not chosen or Path(name).name != name:
+            raise ConfigError(f"no built-in prompt '{name}': one of {', '.join(known)}")
+        target = Path(path).expanduser().resolve() / "prompts" / chosen
+        if target.exists() and not force:
+            raise ConfigError(f"{target} already exists; not overwriting it (--force does)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = resources.builtin_dir("prompts") / chosen
+        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
         return target
 
     def _make_llm(self) -> LLM | None:

@@ -18,8 +18,15 @@ from rich.table import Table
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
 from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
+from flexmatch.adapters.cli import prompts as prompts_command
 from flexmatch.adapters.cli import service_commands
-from flexmatch.adapters.cli.options import DEFAULT_TENANT, JsonOption, KbOption, TenantOption
+from flexmatch.adapters.cli.options import (
+    DEFAULT_TENANT,
+    JsonOption,
+    KbOption,
+    TenantOption,
+    knowledge_base,
+)
 from flexmatch.adapters.cli.output import shown
 
 if TYPE_CHECKING:
@@ -37,6 +44,29 @@ console = Console()
 errors = Console(stderr=True)
 
 
+def _open(kb: Path) -> fm.KnowledgeBase:
+    """The knowledge base ``--kb`` names; a folder that is not one is refused."""
+    return fm.KnowledgeBase.open(knowledge_base(kb))
+
+
+def _version(show: bool) -> None:
+    if show:
+        console.print(f"flexmatch {fm.__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """FlexMatch: a question-indexed knowledge base for AI agents."""
+
+
 def _say_notices(kb: fm.KnowledgeBase) -> None:
     for notice in kb.notices:
         errors.print(f"[yellow]note:[/] {shown(notice)}")
@@ -50,10 +80,34 @@ def prepare() -> None:
     console.print(f"Embedding models (fp32, int8) ready in {shown(str(path.parent))}")
 
 
+def _list_templates(show: bool) -> None:
+    if not show:
+        return
+    table = Table(title="Templates (flexmatch init DIR --template NAME)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("what it is")
+    for name, about in fm.KnowledgeBase.templates().items():
+        table.add_row(shown(name), shown(about))
+    console.print(table)
+    raise typer.Exit()
+
+
 @app.command()
 def init(
     directory: Annotated[Path, typer.Argument(help="Folder to create the knowledge base in.")],
-    template: Annotated[str, typer.Option(help="Built-in config template.")] = "default",
+    template: Annotated[
+        str,
+        typer.Option(
+            help="Config template: default, a built-in setup (code, bm25, …: see "
+            "--templates), or the path of a flexmatch.yaml."
+        ),
+    ] = "default",
+    templates: Annotated[
+        bool,
+        typer.Option(
+            "--templates", callback=_list_templates, is_eager=True, help="List the templates."
+        ),
+    ] = False,
 ) -> None:
     """Create a knowledge base: flexmatch.yaml plus chains/ and prompts/ for overrides."""
     path = fm.KnowledgeBase.init(directory, template)
@@ -106,7 +160,7 @@ def ingest(
 ) -> None:
     """Load, chunk, enrich, embed and store documents; unchanged ones cost nothing."""
     on_ray: bool | str = ray_address or ray
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
         if dry_run:
             estimate = base.run_sync(base.aestimate(inputs or [], source=source))
             if as_json:
@@ -213,7 +267,7 @@ def query(
     ] = None,
 ) -> None:
     """Answer a query with the chunks that best match it."""
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
         answer = base.search(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
         for warning in answer.warnings:
             errors.print(f"[yellow]warning:[/] {shown(warning)}")
@@ -306,7 +360,7 @@ def reindex(
 ) -> None:
     """Re-index the documents whose chains changed (YAML, params, prompt text or model),
     from the knowledge base's stored copies; the LLM cache serves unchanged chains."""
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
         plan = base.run_sync(base.areindex_plan(source=source, tenant=tenant))
         if dry_run:
             if as_json:
@@ -333,7 +387,7 @@ def reindex(
 def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     """The chain types available, and the chains each source and the query path use."""
     if as_json:
-        with fm.KnowledgeBase.open(kb) as base:
+        with _open(kb) as base:
             uses = [use.model_dump() for use in base.chains_in_use()]
         console.print_json(json.dumps(uses, ensure_ascii=False))
         return
@@ -345,7 +399,7 @@ def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     console.print(table)
     for plugin, reason in fm.broken_chain_plugins().items():
         errors.print(f"[yellow]note:[/] chain plug-in '{shown(plugin)}' is broken: {shown(reason)}")
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
         used = Table(title="Chains in use")
         for column in ("where", "kind", "chain", "file"):
             used.add_column(column)
@@ -363,29 +417,61 @@ def docs_list(
     as_json: JsonOption = False,
 ) -> None:
     """The documents in the knowledge base."""
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
         records = base.list_documents(source=source, tenant=tenant)
     if as_json:
         console.print_json(json.dumps([r.model_dump() for r in records], ensure_ascii=False))
         return
     table = Table(title=f"Documents ({len(records)}) in tenant '{shown(tenant)}'")
-    for column in ("id", "source", "title", "status", "chunks", "uri"):
+    table.add_column("id", no_wrap=True, min_width=24)  # whole, to copy (24 hex digits)
+    for column in ("source", "title", "status", "chunks", "uri"):
         table.add_column(column, overflow="fold")
     for r in records:
         table.add_row(*(shown(v) for v in (r.id, r.source, r.title, r.status, r.chunks, r.uri)))
     console.print(table)
 
 
+def _document_id(base: fm.KnowledgeBase, wanted: str, tenant: str) -> str:
+    """The id of the one document ``wanted`` names: its id, an unambiguous start of its
+    id, or its address (a file's path, as given or from here, or its URL)."""
+    records = base.list_documents(tenant=tenant)
+    if any(r.id == wanted for r in records):
+        return wanted
+    addresses = {wanted, str(Path(wanted).expanduser().resolve())}
+    by_address = [r for r in records if r.uri in addresses]
+    if len(by_address) == 1:
+        return by_address[0].id
+    candidates = by_address or [r for r in records if wanted and r.id.startswith(wanted)]
+    if len(candidates) == 1:
+        return candidates[0].id
+    if not candidates:
+        raise fm.DocumentNotFoundError(
+            f"no document '{wanted}' in tenant '{tenant}' (by id, id prefix, path or URL; "
+            "see flexmatch docs list)"
+        )
+    listed = "; ".join(f"{r.id} ({r.uri})" for r in candidates[:10])
+    more = f" and {len(candidates) - 10} more" if len(candidates) > 10 else ""
+    raise fm.DocumentNotFoundError(
+        f"'{wanted}' names {len(candidates)} documents in tenant '{tenant}': {listed}{more}; "
+        "give more of the id"
+    )
+
+
 @docs_app.command("show")
 def docs_show(
-    document_id: Annotated[str, typer.Argument(help="Document id (see docs list).")],
+    document_id: Annotated[
+        str,
+        typer.Argument(
+            help="Document id, or the start of one, or the document's path or URL (see docs list)."
+        ),
+    ],
     kb: KbOption = Path("."),
     tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
 ) -> None:
     """A document's metadata, and its chunks with matching and qualifying texts."""
-    with fm.KnowledgeBase.open(kb) as base:
-        detail = base.get_document(document_id, tenant=tenant)
+    with _open(kb) as base:
+        detail = base.get_document(_document_id(base, document_id, tenant), tenant=tenant)
     if as_json:
         console.print_json(detail.model_dump_json())
         return
@@ -415,12 +501,16 @@ def docs_show(
 
 @docs_app.command("remove")
 def docs_remove(
-    document_id: Annotated[str, typer.Argument(help="Document id (see docs list).")],
+    document_id: Annotated[
+        str,
+        typer.Argument(help="Document id, or an unambiguous start of one, or its path or URL."),
+    ],
     kb: KbOption = Path("."),
     tenant: TenantOption = DEFAULT_TENANT,
 ) -> None:
     """Remove a document and everything derived from it."""
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
+        document_id = _document_id(base, document_id, tenant)
         base.remove_document(document_id, tenant=tenant)
     console.print(f"Removed {shown(document_id)}")
 
@@ -430,7 +520,7 @@ def stats(
     kb: KbOption = Path("."), tenant: TenantOption = DEFAULT_TENANT, as_json: JsonOption = False
 ) -> None:
     """Documents, chunks and matching texts per source; incomplete documents; store size."""
-    with fm.KnowledgeBase.open(kb) as base:
+    with _open(kb) as base:
         result = base.stats(tenant=tenant)
     if as_json:
         console.print_json(result.model_dump_json())
@@ -550,6 +640,7 @@ def _save_eval(
 service_commands.register(app)
 doctor_command.register(app)
 demo_command.register(app)
+prompts_command.register(app)
 
 
 def main() -> None:
@@ -559,7 +650,7 @@ def main() -> None:
     try:
         app()
     except fm.FlexMatchError as exc:
-        errors.print(f"[red]error:[/] {shown(str(exc))}")
+        errors.print(f"[red]error:[/] {shown(str(exc))}", soft_wrap=True)  # one line
         sys.exit(2)
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")

@@ -19,3 +19,23 @@ KbOption = Annotated[
 TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant scope.")]
 DEFAULT_TENANT = "default"  # the same as flexmatch.DEFAULT_TENANT, without importing it
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def knowledge_base(kb: Path) -> Path:
+    """The folder ``--kb`` names, resolved, if it is a knowledge base (it holds a
+    ``flexmatch.yaml``); else one line naming it and how to make one (exit 2). Without
+    this a wrong folder answered "No results", and ``ingest`` made a store there that
+    no config described."""
+    import flexmatch as fm  # names load on first use
+
+    folder = kb.expanduser().resolve()
+    init = f"create one with `flexmatch init {folder}`, or name one with --kb (or $FLEXMATCH_KB)"
+    if not folder.exists():
+        raise fm.ConfigError(f"no knowledge base at {folder}: the folder does not exist; {init}")
+    if not folder.is_dir():
+        raise fm.ConfigError(f"{folder} is a file, not a knowledge-base folder")
+    if not (folder / fm.CONFIG_FILE).is_file():
+        raise fm.ConfigError(
+            f"{folder} is not a knowledge base (it has no {fm.CONFIG_FILE}); {init}"
+        )
+    return folder

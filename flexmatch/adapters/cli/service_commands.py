@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use
-from flexmatch.adapters.cli.options import KbOption
+from flexmatch.adapters.cli.options import KbOption, knowledge_base
 from flexmatch.adapters.cli.output import shown
 
 HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
@@ -26,10 +26,7 @@ console = Console()
 
 
 def _kb_folder(kb: Path) -> Path:
-    folder = kb.expanduser().resolve()
-    if not folder.is_dir():
-        raise typer.BadParameter(f"{folder} is not a knowledge-base folder", param_hint="--kb")
-    return folder
+    return knowledge_base(kb)
 
 
 def serve(
@@ -44,7 +41,16 @@ def serve(
         float, typer.Option(min=0, help="Requests per second per API key (0: no limit).")
     ] = 10.0,
     burst: Annotated[int, typer.Option(min=1, help="Requests a key may make at once.")] = 30,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(help="Log level: debug, info (an access-log line per request), warning.")
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            envvar="FLEXMATCH_LOG_FORMAT",
+            help="text (for a terminal) or json (one object per line, for a log collector).",
+        ),
+    ] = "text",
     workers: Annotated[
         int,
         typer.Option(
@@ -59,6 +65,9 @@ def serve(
     from flexmatch.adapters.http.limits import Limits
     from flexmatch.adapters.http.server import serve as run_server
 
+    if log_format not in ("text", "json"):
+        raise typer.BadParameter("use text or json", param_hint="--log-format")
+    chosen_format: Literal["text", "json"] = "json" if log_format == "json" else "text"
     limits = Limits(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         max_query_chars=max_query_chars,
@@ -71,6 +80,7 @@ def serve(
         port=port,
         limits=limits,
         log_level=log_level,
+        log_format=chosen_format,
         workers=workers,
     )
 

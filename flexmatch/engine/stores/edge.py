@@ -2,8 +2,10 @@
 
 Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
 and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
-survives a kill -9. One process at a time: a second one waits for the lock, then fails
-with a clear message. The store is its owner's alone: its folder 700, its files 600
+survives a kill -9. One process at a time (the engine has no read-only open): a second
+one fails at once if ``flexmatch serve`` holds the store, naming the server and pointing to
+its HTTP API, and otherwise waits for the lock, then fails naming the holder
+(``holders``). The store is its owner's alone: its folder 700, its files 600
 (``_restrict``, at creation, open and close), as the engine creates them with the
 process's umask (often 644); while it runs, the 700 folder guards the files it adds.
 """
@@ -39,6 +41,7 @@ from flexmatch.engine.stores.base import (
     mismatch_message,
     scoped_conditions,
 )
+from flexmatch.engine.stores.holders import lock_holder, served_by
 from flexmatch.errors import ModelMismatchError, StoreError
 
 META_FILE = "flexmatch-store.json"
@@ -204,6 +207,7 @@ class EdgeStore(QueryMethods):
                     f"the store at {self.path} has schema {schema}, this FlexMatch reads "
                     f"schema {SCHEMA_VERSION}; re-ingest into a new knowledge base"
                 )
+            self._refuse_if_served()
             deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
@@ -213,13 +217,18 @@ class EdgeStore(QueryMethods):
                     break
                 except Exception as exc:
                     locked = "WouldBlock" in str(exc) or "lock" in str(exc).lower()
+                    if locked:
+                        self._refuse_if_served()  # a server that started meanwhile
                     if locked and time.monotonic() < deadline:
                         time.sleep(0.2)
                         continue
                     if locked:
+                        holder = lock_holder(self.path / "shard" / "wal")
+                        by = f" ({holder.describe()})" if holder else ""
                         raise StoreError(
-                            f"the store at {self.path} is in use by another FlexMatch process "
-                            f"(waited {self.lock_timeout:.0f}s); try again when it is done"
+                            f"the store at {self.path} is in use by another FlexMatch "
+                            f"process{by} (waited {self.lock_timeout:.0f}s); try again when "
+                            "it is done"
                         ) from exc
                     hint = ""
                     if "failed to read WAL entry" in str(exc):
@@ -227,7 +236,22 @@ class EdgeStore(QueryMethods):
                     raise StoreError(f"cannot open the store at {self.path}: {exc}{hint}") from exc
         return self._shard
 
+    def _refuse_if_served(self) -> None:
+        """Fail at once when ``flexmatch serve`` (another process) holds this store: it
+        keeps it for as long as it runs, so waiting would only end in "in use"."""
+        server = served_by(self.path)
+        if server is None:
+            return
+        api = f"{server.url}/docs" if server.url else "its /docs page"
+        raise StoreError(
+            f"the store at {self.path} is held by `flexmatch serve` ({server.describe()}); "
+            f"use its HTTP API instead ({api}: /search, /documents, /stats), or stop the "
+            "server first"
+        )
+
     def prepare(self, embedding_model: str, dimension: int) -> None:
+        if self._shard is None:
+            self._refuse_if_served()  # before a store is created under a server's feet
         if self.exists():
             meta = self._meta()
             if meta.get("embedding_model") != embedding_model or meta.get("dimension") != dimension:
