@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from flexmatch.models import SearchResult, Signals
+from flexmatch.models import Location, SearchResult, Signals
 
 
 class Answer(BaseModel):
@@ -23,6 +23,13 @@ class Answer(BaseModel):
     results: list[SearchResult] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
+    stage_ms: dict[str, float] = Field(
+        default_factory=dict,
+        exclude=True,  # a measurement of this process, not part of the answer's JSON
+        repr=False,
+        description="Milliseconds per stage (transform, embed, search, rerank); BM25 "
+        "search runs while the query is embedded, so the stages may add up to more.",
+    )
 
 
 class ResultItem(BaseModel):
@@ -35,6 +42,10 @@ class ResultItem(BaseModel):
     uri: str
     title: str
     heading_path: list[str]
+    location: Location | None = Field(
+        None, description="Where the chunk is in its document (absent when not known)."
+    )
+    cite: str = Field("", description="A short citation: 'handbook.pdf p. 7', 'shutil.py:12-40'.")
     qualifying_text: str
     content: str
     matched_text: str
@@ -75,6 +86,8 @@ def tool_result(
             uri=r.uri,
             title=r.title,
             heading_path=r.heading_path,
+            location=r.location,
+            cite=r.cite,
             qualifying_text=r.qualifying_text,
             content=r.content,
             matched_text=r.matched_text,

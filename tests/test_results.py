@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from flexmatch.models import SearchResult, Signals
+from flexmatch.models import Location, SearchResult, Signals
 from flexmatch.results import Answer, answer_result, tool_result
 
 
@@ -37,6 +37,7 @@ def test_tool_result_ranks_rounds_and_keeps_fields_in_order() -> None:
         "uri",
         "title",
         "heading_path",
+        "cite",
         "qualifying_text",
         "content",
         "matched_text",
@@ -45,6 +46,29 @@ def test_tool_result_ranks_rounds_and_keeps_fields_in_order() -> None:
     ]
     assert [r["rank"] for r in data["results"]] == [1, 2]
     assert first["score"] == 0.3333 and first["content"].endswith("ünïcode")
+    assert first["cite"] == "0.md"  # no location known (a chunk stored before they were kept)
+
+
+def test_location_and_cite_say_where_a_result_is() -> None:
+    cases = [
+        ("/docs/handbook.pdf", Location(page=7), "handbook.pdf p. 7"),
+        ("/docs/handbook.pdf", Location(page=7, page_end=9), "handbook.pdf pp. 7-9"),
+        ("/lib/shutil.py", Location(line_start=512, line_end=560), "shutil.py:512-560"),
+        ("/lib/shutil.py", Location(line_start=12, line_end=12), "shutil.py:12"),
+        (
+            "/x/sales.xlsx",
+            Location(sheet="Q3", row_start=2, row_end=40),
+            "sales.xlsx › Q3 rows 2-40",
+        ),
+        ("/x/deck.pptx", Location(slide=3), "deck.pptx slide 3"),
+        ("https://h.org/guide.html?v=2", Location(fragment="install"), "guide.html#install"),
+        ("/m/mail.eml", Location(attachment="report.pdf", page=2), "mail.eml › report.pdf p. 2"),
+    ]
+    for uri, location, cite in cases:
+        result = _result(0).model_copy(update={"uri": uri, "location": location})
+        item = json.loads(tool_result("q", [result]).to_json())["results"][0]
+        assert item["cite"] == cite
+        assert item["location"] == location.model_dump(exclude_none=True)
 
 
 def test_explain_adds_signals_and_variants() -> None:

@@ -195,6 +195,7 @@ class DocumentRegistry:
             )
             if "content" in hit.payload:  # the chunk's carrier point
                 view.index, view.heading_path = p.chunk_index, p.heading_path
+                view.location = p.location
                 view.content, view.qualifying_text = p.content, p.qualifying_text
             view.matching_texts.append(p.matching_text())
         ordered = sorted(chunks.values(), key=lambda c: c.index)

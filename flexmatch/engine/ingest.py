@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from flexmatch import deadlines
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
@@ -145,6 +147,7 @@ async def enrich(document: Document, sections: list[Section], chains: SourceChai
             index=index,
             text=section.text,
             heading_path=section.heading_path,
+            location=section.location,
             qualifying_text=qualifying[index],
             matching_texts=matching[index],
         )
@@ -152,11 +155,72 @@ async def enrich(document: Document, sections: list[Section], chains: SourceChai
     ]
 
 
-async def enrich_and_embed(document: Document, chains: SourceChains, embed: Embed) -> Enriched:
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+async def sections_of(document: Document, chunker: Chunker, limits: IngestConfig) -> list[Section]:
+    """The chunker's sections of ``document``, bounded and checked: at most
+    ``ingest.chunk_timeout`` seconds (a plug-in's chunker runs on a thread of its own, so
+    one that hangs holds no ingest thread), at most ``ingest.max_sections`` sections and
+    one per 4 characters of text (at least 100), their text at most 8 times the
+    document's, and every one a ``Section``. Anything else fails this document, naming
+    the chain and what it returned."""
+    spec = chunker.spec
+    what = f"chunker chain '{spec.name}' (type '{spec.type}')"
+
+    async def call() -> Any:
+        result = chunker.run(document)
+        return await result if inspect.isawaitable(result) else result
+
+    timeout = limits.chunk_timeout
+    try:
+        if type(chunker).__module__.split(".")[0] == "flexmatch":
+            result = await asyncio.wait_for(off_loop(call()), timeout)
+        else:
+            result = await deadlines.run_coroutine(call, timeout, "flexmatch-chunker")
+    except TimeoutError:
+        raise ChainError(
+            f"{document.uri}: {what} took longer than {timeout:g}s and was left "
+            "(ingest.chunk_timeout)"
+        ) from None
+    if not isinstance(result, list | tuple):
+        raise ChainError(
+            f"{document.uri}: {what} returned {_short(result)}, not a list of sections"
+        )
+    size = len(document.text)
+    cap = min(limits.max_sections, max(100, size // 4))
+    if len(result) > cap:
+        raise ChainError(
+            f"{document.uri}: {what} returned {len(result):,} sections for a {size:,}-character "
+            f"text, over the cap of {cap:,} (ingest.max_sections, and at most one section per "
+            "4 characters)"
+        )
+    wrong = [(i, s) for i, s in enumerate(result) if not isinstance(s, Section)]
+    if wrong:
+        index, first = wrong[0]
+        raise ChainError(
+            f"{document.uri}: {what} returned {len(wrong):,} of {len(result):,} sections that "
+            f"are not Section objects (the first, at {index}: {type(first).__name__} "
+            f"{_short(first)})"
+        )
+    total = sum(len(section.text) for section in result)
+    if total > max(8 * size, 100_000):
+        raise ChainError(
+            f"{document.uri}: {what} returned {total:,} characters of sections for a "
+            f"{size:,}-character text (at most 8 times the text)"
+        )
+    return list(result)
+
+
+async def enrich_and_embed(
+    document: Document, chains: SourceChains, embed: Embed, limits: IngestConfig | None = None
+) -> Enriched:
     """Enrich, and embed every matching text (``embed`` batches them with other
     documents' texts). The texts known before the LLM answers (the chunks' own text) are
     embedded while it works, the rest once it has."""
-    sections = await off_loop(chains.chunker.run(document))
+    sections = await sections_of(document, chains.chunker, limits or IngestConfig())
     known = {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
     early = asyncio.ensure_future(embed(list(known)))
     try:
@@ -312,7 +376,7 @@ class Indexer:
 
     async def _enrich_and_embed(self, document: Document, chains: SourceChains) -> Enriched:
         """The local work: this process's chains, its embedder through the run's batcher."""
-        return await enrich_and_embed(document, chains, self._embed)
+        return await enrich_and_embed(document, chains, self._embed, self.settings)
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         if self.batcher is not None:
@@ -349,6 +413,7 @@ class Indexer:
                     matched_text=matching.text,
                     match_kind=matching.kind,
                     metadata=metadata,
+                    location=chunk.location,
                 ).model_dump(exclude=None if position == 0 else set(CHUNK_FIELDS))
                 points.append(
                     StoredPoint(

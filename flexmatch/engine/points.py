@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from flexmatch.errors import FilterError
-from flexmatch.models import DocumentRecord, MatchingText, SearchResult, Signals
+from flexmatch.models import DocumentRecord, Location, MatchingText, SearchResult, Signals
 
 MATCH = "match"
 DOCUMENT = "document"
@@ -25,7 +25,7 @@ CONTENT = "content"  # the match kind of a chunk's own text
 QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
 
 POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
-CHUNK_FIELDS = ("content", "qualifying_text", "heading_path", "chunk_index")
+CHUNK_FIELDS = ("content", "qualifying_text", "heading_path", "chunk_index", "location")
 RANKING_FIELDS = ("document_id", "chunk_id", "version", "match_kind")  # what ranking reads
 
 FilterValue = str | int | bool | list[str] | list[int]
@@ -79,6 +79,7 @@ class MatchPayload(BaseModel):
     matched_text: str = ""
     match_kind: str = "question"
     metadata: dict[str, Any] = {}
+    location: Location | None = None  # none in chunks stored before locations were kept
 
     def matching_text(self) -> MatchingText:
         kind = self.match_kind if self.match_kind in _MATCH_KINDS else "question"
@@ -98,6 +99,7 @@ class MatchPayload(BaseModel):
             score=score,
             metadata=self.metadata,
             signals=Signals(first_stage=score),
+            location=self.location,
         )
 
 

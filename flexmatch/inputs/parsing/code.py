@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from flexmatch.errors import ParseError
 from flexmatch.extras import require
 from flexmatch.inputs.parsing._common import ElementBuilder, finish, parse_errors
-from flexmatch.models import ParsedDocument
+from flexmatch.models import Location, ParsedDocument
 
 if TYPE_CHECKING:
     from tree_sitter import Language, Node
@@ -572,6 +572,12 @@ def _code(source: bytes, start: int, end: int) -> str:
     return textwrap.dedent(source[start:end].decode("utf-8", "replace").expandtabs(4))
 
 
+def _lines(source: bytes, start: int) -> Location:
+    """Where code starting at byte ``start`` is: its first line (the builder finds the
+    rest from the code's own lines)."""
+    return Location(line_start=source.count(b"\n", 0, start) + 1)
+
+
 def _add_scope(
     builder: ElementBuilder,
     source: bytes,
@@ -588,17 +594,18 @@ def _add_scope(
         if _has_words(gap):
             if not first:  # back in this scope after a definition: say so
                 builder.add("title" if depth == 0 else "heading", heading, level=depth)
-            builder.add("code", gap)
+            builder.add("code", gap, location=_lines(source, position))
 
     for item in items:
         add_gap(item.start)
         first = False
-        builder.add("heading", item.label, level=depth + 1)
+        builder.add("heading", item.label, level=depth + 1, location=_lines(source, item.start))
         if item.children:
             inner = (item.start, item.end)
             _add_scope(builder, source, inner, item.children, depth + 1, item.label)
         else:
-            builder.add("code", _code(source, item.start, item.end))
+            code = _code(source, item.start, item.end)
+            builder.add("code", code, location=_lines(source, item.start))
         position = item.end
     add_gap(span[1])
 

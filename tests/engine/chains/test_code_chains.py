@@ -87,13 +87,13 @@ def test_code_chunker_merges_small_neighbours_under_their_shared_path(tmp_path: 
     document = _document(tmp_path, "service.py", SERVICE)
     sections = _sections(_chain("code", Chunker, merge_tokens=120), document)
     by_path = {tuple(s.heading_path): s.text for s in sections}
-    # two methods of one class: one chunk under the class
-    merged = by_path[("service.py", "class Server")]
+    # two methods of one class: one chunk under the class, naming both
+    merged = by_path[("service.py", "class Server", "start, stop")]
     assert merged.startswith("def start") and "def stop" in merged
     # the module's code took the class's own code; a method never joins code outside its class
     assert [s.heading_path for s in sections] == [
-        ["service.py"],
         ["service.py", "class Server"],
+        ["service.py", "class Server", "start, stop"],
         ["service.py", "def parse_request"],
     ]
     assert sections[0].text.endswith('class Server:\n    """Serves the pages of a site."""')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from flexmatch.models import Location
 from flexmatch.text import count_tokens, split_sentences, split_words
 
 
@@ -26,10 +27,18 @@ def pack(pieces: list[str], max_tokens: int, overlap_tokens: int) -> list[str]:
     A piece over budget is split into sentences (and an overlong sentence into word
     windows); sentences of one piece stay on one line, pieces are separated by a blank line.
     """
-    units: list[tuple[str, bool]] = []  # (text, starts a new paragraph)
-    for piece in pieces:
+    return [text for text, _, _ in pack_spans(pieces, max_tokens, overlap_tokens)]
+
+
+def pack_spans(
+    pieces: list[str], max_tokens: int, overlap_tokens: int
+) -> list[tuple[str, int, int]]:
+    """``pack``, each chunk with the indexes of the first and last piece it holds text of
+    (an overlap counts as the piece it was taken from), so a chunk can say where it is."""
+    units: list[tuple[str, bool, int]] = []  # (text, starts a new paragraph, piece)
+    for index, piece in enumerate(pieces):
         if count_tokens(piece) <= max_tokens:
-            units.append((piece, True))
+            units.append((piece, True, index))
             continue
         first = True
         for sentence in split_sentences(piece):
@@ -39,26 +48,50 @@ def pack(pieces: list[str], max_tokens: int, overlap_tokens: int) -> list[str]:
                 else split_words(sentence, max_tokens, overlap_tokens)
             )
             for part in parts:
-                units.append((part, first))
+                units.append((part, first, index))
                 first = False
-    chunks: list[str] = []
+    chunks: list[tuple[str, int, int]] = []
     current = ""
     used = 0
-    for text, new_paragraph in units:
+    span = (0, 0)
+    for text, new_paragraph, index in units:
         cost = count_tokens(text)
         if current and used + cost > max_tokens:
-            chunks.append(current)
+            chunks.append((current, *span))
             current = _overlap_tail(current, overlap_tokens)
             used = count_tokens(current)
             if used + cost > max_tokens:
                 current, used = "", 0
+            span = (span[1], span[1])  # the tail is the last piece's
             new_paragraph = False
         separator = "\n\n" if new_paragraph else " "
+        span = (span[0] if current else index, index)
         current = f"{current}{separator}{text}" if current else text
         used += cost
     if current:
-        chunks.append(current)
+        chunks.append((current, *span))
     return chunks
+
+
+def line_locations(
+    text: str, pieces: list[str], location: Location | None
+) -> list[Location | None]:
+    """Where each of ``pieces`` (consecutive runs of ``text``'s lines, as ``split_lines``
+    cuts them) is, when ``location`` gives the file line of ``text``'s first line."""
+    if location is None or location.line_start is None:
+        return [location] * len(pieces)
+    found: list[Location | None] = []
+    position = 0
+    for piece in pieces:
+        at = text.find(piece, position)
+        if at < 0:
+            found.append(location)
+            continue
+        first = location.line_start + text.count("\n", 0, at)
+        last = first + piece.count("\n")
+        found.append(location.model_copy(update={"line_start": first, "line_end": last}))
+        position = at + len(piece)
+    return found
 
 
 def _overlap_tail(text: str, overlap_tokens: int) -> str:

@@ -5,26 +5,29 @@ path is the file's path in its folder, then the symbols around it
 (``src/app.py › class Server › def start``). A definition over the budget is split between
 statements (the cheapest line breaks of its syntax tree, so a piece never stops inside a
 call or a string when it can help it), every piece keeping the symbol path; small
-neighbours are merged up to ``merge_tokens`` under the path they share. Prose elements (a
-document that is not code) are packed as the ``structure`` chunker packs them.
+neighbours are merged up to ``merge_tokens`` under the path they share, and a merged
+chunk's path ends with the names of every symbol it holds (``uuid.py › uuid3, uuid4``),
+so none of them is hidden. Prose elements (a document that is not code) are packed as the
+``structure`` chunker packs them. Every chunk has its lines in the file as its location.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch.engine.chains.chunkers._budget import (
     blank_lines_cheaper,
     line_costs,
-    pack,
+    line_locations,
+    pack_spans,
     split_lines,
 )
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
-from flexmatch.inputs.parsing.code import GRAMMARS, syntax_tree
-from flexmatch.models import Document, Section
+from flexmatch.inputs.parsing.code import GRAMMARS, symbol_name, syntax_tree
+from flexmatch.models import Document, Element, Location, Section
 from flexmatch.text import count_tokens
 
 _NO_CUT = 1000.0  # a line no statement starts on (inside a call, a string, a closing brace)
@@ -49,6 +52,8 @@ class _Piece:
     text: str
     tokens: int
     whole: bool  # a whole definition (or block of prose): may merge with its neighbours
+    location: Location | None = None
+    members: list[list[str]] = field(default_factory=list)  # paths merged into this one
 
 
 @register("chunker", "code")
@@ -64,14 +69,15 @@ class CodeChunker(Chunker):
         budget = self.params.max_tokens
         pieces: list[_Piece] = []
         headings: list[tuple[int, str]] = []
-        prose: list[str] = []
+        prose: list[Element] = []
 
         def path() -> list[str]:
             return [root, *(text for _, text in headings)]
 
         def flush_prose() -> None:
-            for text in pack(prose, budget, 0):
-                pieces.append(_Piece(path(), text, count_tokens(text), True))
+            for text, first, last in pack_spans([e.text for e in prose], budget, 0):
+                where = Location.spanning(e.location for e in prose[first : last + 1])
+                pieces.append(_Piece(path(), text, count_tokens(text), True, where))
             prose.clear()
 
         for element in document.elements:
@@ -87,16 +93,39 @@ class CodeChunker(Chunker):
                 flush_prose()
                 tokens = count_tokens(element.text)
                 if tokens <= budget:
-                    pieces.append(_Piece(path(), element.text, tokens, True))
+                    pieces.append(_Piece(path(), element.text, tokens, True, element.location))
                     continue
                 costs = syntax_costs(element.text, language)
-                for text in split_lines(element.text, budget, costs):
-                    pieces.append(_Piece(path(), text, count_tokens(text), False))
+                texts = split_lines(element.text, budget, costs)
+                wheres = line_locations(element.text, texts, element.location)
+                for text, where in zip(texts, wheres, strict=True):
+                    pieces.append(_Piece(path(), text, count_tokens(text), False, where))
             else:
-                prose.append(element.text)
+                prose.append(element)
         flush_prose()
         merged = _merge(pieces, self.params.merge_tokens)
-        return [Section(text=piece.text, heading_path=piece.path) for piece in merged]
+        return [
+            Section(
+                text=piece.text,
+                heading_path=_named_path(piece, language),
+                location=piece.location,
+            )
+            for piece in merged
+        ]
+
+
+def _named_path(piece: _Piece, language: object) -> list[str]:
+    """A merged chunk's path: the scope it was merged under, then the names of the symbols
+    it holds below that scope (``uuid.py › uuid3, uuid4``); any other chunk's own path."""
+    if not piece.members:
+        return piece.path
+    depth = len(piece.path)
+    labels = list(dict.fromkeys(m[depth] for m in piece.members if len(m) > depth))
+    if len(labels) < 2:  # one symbol (and its scope's code): its own heading
+        return [*piece.path, *labels]
+    grammar = language if isinstance(language, str) and language in GRAMMARS else None
+    names = [symbol_name(label, grammar) if grammar else label for label in labels]
+    return [*piece.path, ", ".join(names)]
 
 
 def _merge(pieces: list[_Piece], limit: int) -> list[_Piece]:
@@ -118,7 +147,9 @@ def _merge(pieces: list[_Piece], limit: int) -> list[_Piece]:
             continue
         scope = joined
         text, tokens = f"{last.text}\n\n{piece.text}", last.tokens + piece.tokens
-        merged[-1] = _Piece(joined, text, tokens, True)
+        where = Location.spanning([last.location, piece.location])
+        members = [*(last.members or [last.path]), piece.path]
+        merged[-1] = _Piece(joined, text, tokens, True, where, members)
     return merged
 
 

@@ -1,12 +1,33 @@
-"""``structure``: split on the document's own headings, pack each section to a budget."""
+"""``structure``: split on the document's own headings, pack each section to a budget.
+
+Every section says where it is (``Location.spanning`` of the elements it holds). A heading
+with nothing under it before a heading of its level or above (``## Installing on Windows``
+directly followed by ``## Installing on Linux``) is kept as a section of its own: dropped,
+the words a reader searches for would not be in the index at all.
+"""
 
 from __future__ import annotations
 
-from flexmatch.engine.chains.chunkers._budget import BudgetParams, pack, split_lines
+from dataclasses import dataclass
+
+from flexmatch.engine.chains.chunkers._budget import (
+    BudgetParams,
+    line_locations,
+    pack,
+    pack_spans,
+    split_lines,
+)
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
-from flexmatch.models import Document, Element, Section
+from flexmatch.models import Document, Element, Location, Section
 from flexmatch.text import count_tokens
+
+
+@dataclass
+class _Heading:
+    level: int
+    element: Element
+    used: bool = False  # something (text, or a deeper heading) came under it
 
 
 @register("chunker", "structure")
@@ -18,33 +39,59 @@ class StructureChunker(Chunker):
     async def run(self, document: Document) -> list[Section]:
         budget = (self.params.max_tokens, self.params.overlap_tokens)
         sections: list[Section] = []
-        headings: list[tuple[int, str]] = []
+        headings: list[_Heading] = []
         body: list[Element] = []
 
+        def path() -> list[str]:
+            return [h.element.text for h in headings]
+
+        def add_packed(elements: list[Element]) -> None:
+            texts = [element.text for element in elements]
+            for text, first, last in pack_spans(texts, *budget):
+                where = Location.spanning(e.location for e in elements[first : last + 1])
+                sections.append(Section(text=text, heading_path=path(), location=where))
+
         def flush() -> None:
-            path = [text for _, text in headings]
-            texts: list[str] = []
+            if body and headings:
+                headings[-1].used = True
+            run: list[Element] = []
             for element in body:
                 if _long_code(element, budget[0]):  # lines kept: code read as sentences is lost
-                    pieces = [*pack(texts, *budget), *split_lines(element.text, budget[0])]
-                    sections.extend(Section(text=piece, heading_path=path) for piece in pieces)
-                    texts = []
+                    add_packed(run)
+                    run = []
+                    pieces = split_lines(element.text, budget[0])
+                    for piece, where in zip(
+                        pieces, line_locations(element.text, pieces, element.location), strict=True
+                    ):
+                        sections.append(Section(text=piece, heading_path=path(), location=where))
                 else:
-                    texts.append(element.text)
-            sections.extend(Section(text=c, heading_path=path) for c in pack(texts, *budget))
+                    run.append(element)
+            add_packed(run)
             body.clear()
+
+        def pop() -> None:
+            heading = headings.pop()
+            if not heading.used:  # nothing under it: its own section, under its parents
+                element = heading.element
+                where = element.location
+                sections.append(Section(text=element.text, heading_path=path(), location=where))
 
         for element in document.elements:
             if element.kind in ("title", "heading"):
                 flush()
                 level = 0 if element.kind == "title" else max(1, element.level)
-                while headings and headings[-1][0] >= level:
-                    headings.pop()
-                headings.append((level, element.text))
+                while headings and headings[-1].level >= level:
+                    pop()
+                if headings:
+                    headings[-1].used = True
+                headings.append(_Heading(level, element))
             else:
                 body.append(element)
         flush()
-        if not sections:  # a document of headings only: index the headings themselves
+        had_text = bool(sections) or any(h.used for h in headings)
+        while headings and had_text:
+            pop()
+        if not had_text:  # a document of headings only: index the headings themselves
             texts = [element.text for element in document.elements]
             sections = [Section(text=chunk) for chunk in pack(texts, *budget)]
         return sections

@@ -77,8 +77,9 @@ def signature_texts(
         return texts
     found = outline(section.text, language)
     labels = section.heading_path[1:]  # the symbols the chunk sits in (after its file)
-    if found.definitions and labels and labels[-1] == found.definitions[0].label:
-        labels = labels[:-1]  # … the last one being the chunk's own definition
+    names = ", ".join(d.name for d in found.definitions)
+    if found.definitions and labels and labels[-1] in (found.definitions[0].label, names):
+        labels = labels[:-1]  # … the last one being the chunk's own definition(s)
     around = [symbol_name(label, language) for label in labels]
     if found.doc:
         add_doc(section.heading_path[0] if section.heading_path else document.title, found.doc)
