@@ -16,9 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from flexmatch.testing.embedder import HashEmbedder
-from flexmatch.testing.fake_llm import FakeLLMServer, RecordedRequest
 
 if TYPE_CHECKING:
+    from flexmatch.testing.fake_llm import FakeLLMServer, RecordedRequest
     from flexmatch.testing.store import InMemoryStore, memory_knowledge_base
 
 __all__ = [
@@ -30,13 +30,16 @@ __all__ = [
 ]
 
 _LAZY = {
+    # lazy too, so ``python -m flexmatch.testing.fake_llm`` runs the module only once
+    "FakeLLMServer": "flexmatch.testing.fake_llm",
+    "RecordedRequest": "flexmatch.testing.fake_llm",
     "InMemoryStore": "flexmatch.testing.store",
     "memory_knowledge_base": "flexmatch.testing.store",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The store helpers, imported on first use (PEP 562)."""
+    """The lazily loaded helpers, imported on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'flexmatch.testing' has no attribute '{name}'")

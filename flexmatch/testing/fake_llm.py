@@ -1,7 +1,11 @@
-"""A real, local, deterministic fake LLM server for tests.
+"""A real, local, deterministic fake LLM server for tests, demos and benchmarks.
 
 Tests exercise the real litellm and cohere client code against this server over HTTP on
-127.0.0.1 instead of patching clients. Standard library only.
+127.0.0.1 instead of patching clients. Standard library only. It is also a command, for
+trying FlexMatch (or an agent loop) offline, with no key and no model::
+
+    python -m flexmatch.testing.fake_llm --port 8001 [--latency 0.2] [--api-key KEY]
+    FLEXMATCH_LLM=openai/fake FLEXMATCH_LLM_API_BASE=http://127.0.0.1:8001/v1 flexmatch ...
 
 Endpoints
 ---------
@@ -10,7 +14,17 @@ Endpoints
 - ``POST /v1/embeddings`` (also ``/embeddings``): OpenAI shape, hashed bag-of-words vectors.
 - ``POST /v2/rerank``: Cohere v2 shape, token-overlap scores in [0, 1].
 - ``GET /v1/models`` (also ``/models``): a small model list.
+- ``GET /stats``: requests so far (``calls``), tokens, and counts per path and status.
 - anything else: 404 with an OpenAI-style error body.
+
+Tool calls: a chat request that offers ``tools`` is answered the way a tool-using model
+answers (unless ``tool_calls`` is off or a ``responder`` is set): first with an
+``assistant`` message whose ``tool_calls`` call the offered tool that takes a ``query``
+(else the first) with the last user message as the query; once the conversation holds
+the tool's result, with words quoting it ("According to <uri>: <passage>").
+
+With ``api_key`` set, a model request without ``Authorization: Bearer <key>`` gets a 401,
+as a provider answers a wrong key.
 
 Usage::
 
@@ -21,18 +35,21 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import base64
 import contextlib
 import hashlib
 import json
 import math
 import re
+import signal
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,7 +60,9 @@ __all__ = [
     "RecordedRequest",
     "default_responder",
     "embed_text",
+    "main",
     "overlap_score",
+    "tool_call_message",
 ]
 
 MALFORMED_CONTENT = (
@@ -312,6 +331,64 @@ def default_responder(messages: list[dict]) -> str:
     return "OK"
 
 
+def _chosen_tool(tools: list[Any]) -> dict[str, Any] | None:
+    """The offered function that takes a ``query`` (a search tool), else the first one."""
+    functions = [
+        t["function"]
+        for t in tools
+        if isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name")
+    ]
+    for function in functions:
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if "query" in properties:
+            return function
+    return functions[0] if functions else None
+
+
+def _tool_answer(content: str) -> str:
+    """Words quoting a tool's result: its first passage and where it came from."""
+    try:
+        result = json.loads(content)
+    except ValueError:
+        result = None
+    if isinstance(result, dict) and isinstance(result.get("results"), list):
+        if not result["results"]:
+            return "The knowledge base has nothing on that."
+        first = result["results"][0] if isinstance(result["results"][0], dict) else {}
+        where = first.get("uri") or first.get("title") or "the knowledge base"
+        passage = " ".join(str(first.get("content", "")).split())[:400]
+        return f"According to {where}: {passage}"
+    if isinstance(result, dict) and result.get("error"):
+        return f"The tool failed: {result['error']}"
+    return "The tool returned: " + " ".join(content.split())[:400]
+
+
+def tool_call_message(messages: list[dict], tools: list[Any], call_id: str) -> dict[str, Any]:
+    """The assistant message a tool-using model sends: a call of the offered search tool
+    while the conversation has no tool result since the user spoke, then an answer."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    results = [m for m in messages[last_user + 1 :] if m.get("role") == "tool"]
+    if results:
+        return {"role": "assistant", "content": _tool_answer(_message_text(results[-1]))}
+    function = _chosen_tool(tools)
+    if function is None:
+        return {"role": "assistant", "content": "OK"}
+    properties = (function.get("parameters") or {}).get("properties") or {}
+    question = _message_text(messages[last_user]) if last_user >= 0 else ""
+    arguments = {"query": question} if "query" in properties else {}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": function["name"], "arguments": json.dumps(arguments)},
+            }
+        ],
+    }
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -325,6 +402,18 @@ class RecordedRequest:
     headers: dict[str, str]
     status: int = 0
     timestamp: float = field(default_factory=time.time)
+
+
+@dataclass
+class _Totals:
+    """Running counts for ``/stats`` (``requests`` may be trimmed; these never are)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: int = 0
+    paths: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -450,10 +539,16 @@ class _Handler(BaseHTTPRequestHandler):
                 bad_json = True
                 body = raw.decode("utf-8", "replace")
 
+        if self.command == "GET" and path == "/stats":  # not itself counted
+            self._send_json(200, fake.stats())
+            return
         route = self._route(path)
         injected = fake._next_failure() if route is not None else None
+        refused = route is not None and not self._authorised(fake.api_key)
         if route is None:
             status = 404
+        elif refused:
+            status = 401
         elif injected is not None:
             status = injected
         elif self.command == "POST" and (bad_json or not isinstance(body, dict)):
@@ -476,6 +571,9 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             self._send_error_json(404, f"Unknown path: {self.command} {path}")
             return
+        if refused:
+            self._send_error_json(401, "Incorrect API key provided")
+            return
         if injected is not None:
             self._send_error_json(injected)
             return
@@ -488,6 +586,12 @@ class _Handler(BaseHTTPRequestHandler):
             raise
         except Exception as exc:  # pragma: no cover - defensive: answer, never hang
             self._send_error_json(500, f"Fake server error: {exc!r}")
+
+    def _authorised(self, key: str | None) -> bool:
+        if key is None:
+            return True
+        given = self.headers.get("Authorization") or ""
+        return given == f"Bearer {key}" or self.headers.get("x-api-key") == key
 
     def _route(self, path: str) -> Callable[[dict], None] | None:
         if self.command == "POST":
@@ -508,23 +612,34 @@ class _Handler(BaseHTTPRequestHandler):
         messages = body.get("messages") or []
         if not isinstance(messages, list):
             messages = []
+        messages = [m for m in messages if isinstance(m, dict)]
+        tools = body.get("tools")
+        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        message: dict[str, Any]
         if fake.malformed:
-            content = MALFORMED_CONTENT
+            message = {"role": "assistant", "content": MALFORMED_CONTENT}
+        elif tools and isinstance(tools, list) and fake.tool_calls and fake.responder is None:
+            message = tool_call_message(messages, tools, f"call_{cid[-12:]}")
         else:
             responder = fake.responder or default_responder
-            content = str(responder(messages))
+            message = {"role": "assistant", "content": str(responder(messages))}
+        content = message["content"] or ""
+        calls = message.get("tool_calls") or []
         model = str(body.get("model") or "fake")
         prompt_tokens = sum(_word_count(_message_text(m)) for m in messages)
-        completion_tokens = _word_count(content)
+        completion_tokens = _word_count(content) + sum(
+            _word_count(c["function"]["arguments"]) for c in calls
+        )
+        fake._count(prompt_tokens, completion_tokens, len(calls))
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
-        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
+        finish = "tool_calls" if calls else "stop"
         if body.get("stream"):
-            payload = self._sse(cid, created, model, content, usage, body)
+            payload = self._sse(cid, created, model, message, usage, body)
             self._send(200, payload, "text/event-stream", {"Cache-Control": "no-cache"})
             return
         self._send_json(
@@ -538,9 +653,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": content},
+                        "message": message,
                         "logprobs": None,
-                        "finish_reason": "stop",
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": usage,
@@ -548,7 +663,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     @staticmethod
-    def _sse(cid: str, created: int, model: str, content: str, usage: dict, body: dict) -> bytes:
+    def _sse(
+        cid: str, created: int, model: str, message: dict[str, Any], usage: dict, body: dict
+    ) -> bytes:
         def chunk(delta: dict, finish: str | None) -> dict:
             return {
                 "id": cid,
@@ -562,10 +679,14 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         events: list[dict] = [chunk({"role": "assistant", "content": ""}, None)]
-        pieces = re.findall(r"\S+\s*|\s+", content)
+        pieces = re.findall(r"\S+\s*|\s+", message["content"] or "")
         for piece in pieces:
             events.append(chunk({"content": piece}, None))
-        events.append(chunk({}, "stop"))
+        calls = message.get("tool_calls") or []
+        if calls:
+            indexed = [{"index": i, **call} for i, call in enumerate(calls)]
+            events.append(chunk({"tool_calls": indexed}, None))
+        events.append(chunk({}, "tool_calls" if calls else "stop"))
         stream_options = body.get("stream_options")
         if isinstance(stream_options, dict) and stream_options.get("include_usage"):
             last = chunk({}, None)
@@ -658,9 +779,20 @@ class FakeLLMServer:
       (a 429 carries ``Retry-After: 0``; all failures carry an OpenAI-style error body).
     - ``malformed``: chat completions answer with non-JSON, off-task content.
     - ``responder``: ``messages -> content`` override for chat completions.
+    - ``tool_calls``: answer requests that offer tools with tool calls (default on).
+    - ``api_key``: the only key accepted (None: any or none).
+    - ``keep``: how many requests ``requests`` holds, the oldest dropped (None: all).
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, embedding_dim: int = 64):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        embedding_dim: int = 64,
+        *,
+        api_key: str | None = None,
+        keep: int | None = None,
+    ):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("FakeLLMServer only binds to the loopback interface")
         self.host = "127.0.0.1" if host == "localhost" else host
@@ -670,7 +802,11 @@ class FakeLLMServer:
         self.fail_next: list[int] = []
         self.malformed: bool = False
         self.responder: Callable[[list[dict]], str] | None = None
+        self.tool_calls: bool = True
+        self.api_key = api_key
+        self.keep = keep
         self.requests: list[RecordedRequest] = []
+        self._totals = _Totals()
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -734,6 +870,36 @@ class FakeLLMServer:
     def _record(self, req: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(req)
+            if self.keep is not None and len(self.requests) > self.keep:
+                del self.requests[: len(self.requests) - self.keep]
+            self._totals.calls += 1
+            self._totals.paths[req.path] = self._totals.paths.get(req.path, 0) + 1
+            status = str(req.status)
+            self._totals.statuses[status] = self._totals.statuses.get(status, 0) + 1
+
+    def _count(self, prompt_tokens: int, completion_tokens: int, tool_calls: int) -> None:
+        with self._lock:
+            self._totals.prompt_tokens += prompt_tokens
+            self._totals.completion_tokens += completion_tokens
+            self._totals.tool_calls += tool_calls
+
+    def stats(self) -> dict[str, Any]:
+        """What ``GET /stats`` answers: requests (failures included), chat tokens, tool
+        calls made, and requests per path and per status, since start or ``reset``."""
+        with self._lock:
+            totals = self._totals
+            return {
+                "calls": totals.calls,
+                "tokens": {
+                    "prompt": totals.prompt_tokens,
+                    "completion": totals.completion_tokens,
+                    "total": totals.prompt_tokens + totals.completion_tokens,
+                },
+                "tool_calls": totals.tool_calls,
+                "paths": dict(sorted(totals.paths.items())),
+                "statuses": dict(sorted(totals.statuses.items())),
+                "latency": self.latency,
+            }
 
     def _next_failure(self) -> int | None:
         with self._lock:
@@ -763,6 +929,66 @@ class FakeLLMServer:
         with self._lock:
             self.requests.clear()
             self.fail_next = []
+            self._totals = _Totals()
         self.latency = 0.0
         self.malformed = False
         self.responder = None
+        self.tool_calls = True
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m flexmatch.testing.fake_llm",
+        description=(
+            "A deterministic OpenAI- and Cohere-compatible LLM server on the loopback "
+            "interface: chat (with tool calls), embeddings, rerank, and GET /stats."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 or ::1 (loopback only).")
+    parser.add_argument("--port", type=int, default=8001, help="Port (0: any free one).")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, metavar="S", help="Seconds before each answer."
+    )
+    parser.add_argument("--api-key", default=None, help="Refuse (401) any other key.")
+    parser.add_argument(
+        "--no-tool-calls",
+        action="store_true",
+        help="Answer requests that offer tools in words, never with a tool call.",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until interrupted (Ctrl+C or SIGTERM); the first line printed says where."""
+    args = _parser().parse_args(argv)
+    if args.latency < 0:
+        print("error: --latency must be 0 or more seconds", file=sys.stderr)
+        return 2
+    try:
+        server = FakeLLMServer(args.host, args.port, api_key=args.api_key, keep=1000)
+        server.latency = args.latency
+        server.tool_calls = not args.no_tool_calls
+        server.start()
+    except (ValueError, OSError) as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    print(
+        f"Fake LLM server on {server.base_url} (stats: {server.root_url}/stats); Ctrl+C stops it",
+        flush=True,
+    )
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
