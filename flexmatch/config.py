@@ -271,6 +271,13 @@ class IngestConfig(_Strict):
     parse_memory_mb: int = Field(2048, ge=256, le=65536)
     parse_workers: int = Field(2, ge=1, le=64)  # parser processes
     fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
+    # a source plug-in's fetch of one item: seconds spent waiting for it, documents it gives
+    plugin_fetch_timeout: float = Field(300.0, gt=0, le=86_400)
+    plugin_max_documents: int = Field(10_000, ge=1, le=10_000_000)
+    # a chunker's run on one document: seconds, and sections (also at most one per 4 characters
+    # of the document's text, at least 100)
+    chunk_timeout: float = Field(300.0, gt=0, le=86_400)
+    max_sections: int = Field(50_000, ge=1, le=10_000_000)
 
 
 class ConnectionsConfig(_Strict):

@@ -78,6 +78,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/engine/test_warnings.py": ("slow",),
     "tests/inputs/test_records.py": ("slow",),
     "tests/inputs/test_web_deadline.py": ("slow",),
+    "tests/inputs/test_source_limits.py": ("slow",),  # plug-in fetches left at a deadline
+    "tests/engine/test_chunker_limits.py": ("slow",),  # a chunker left at its deadline
     "tests/test_estimate.py": ("slow",),
     "tests/test_knowledge_base.py": ("slow",),
     "tests/test_reindex.py": ("slow",),

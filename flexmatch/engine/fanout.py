@@ -198,7 +198,9 @@ class IngestWorker:
         result = WorkResult()
         try:
             chains = self._source_chains(document.source)
-            enriched = await enrich_and_embed(document, chains, self.batcher.embed)
+            enriched = await enrich_and_embed(
+                document, chains, self.batcher.embed, self.config.ingest
+            )
             result.chunks = enriched.chunks
             result.vectors = np.asarray(enriched.vectors, dtype=np.float32)
             result.fingerprint = chains.fingerprint()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from flexmatch import deadlines
 from flexmatch.config import CONFIG_FILE, IngestConfig, SourceConfig
 from flexmatch.errors import FlexMatchError
 from flexmatch.inputs.isolation import IsolatedPool
@@ -132,6 +133,9 @@ class SourceReader:
             fetchers=fetchers,  # fetch web pages in these processes
         )
         self.source_type = cls(self.context)
+        # a plug-in's fetch is bounded per item (time and documents); the built-ins bound
+        # their own work (parse and fetch processes, byte caps)
+        self.plugin = cls.__module__.split(".")[0] != "flexmatch"
 
     @property
     def log(self) -> ReadLog:
@@ -229,18 +233,55 @@ class SourceReader:
             return None
         return self.context.reuse(ref.id, {VERSION_KEY: ref.version})
 
+    def _results(self, ref: ItemRef) -> Iterator[Any]:
+        """What the type's ``fetch`` gives for ``ref``, one entry at a time."""
+        result = self.source_type.fetch(ref)
+        # many: a list, a generator...; one: a document, or any mistake (a dict, a str)
+        single = isinstance(result, Document | FailedDocument | str | bytes | Mapping)
+        many = not single and isinstance(result, Iterable)
+        yield from result if many else [result]  # type: ignore[misc]
+
     def _fetched(self, ref: ItemRef) -> Iterator[Item]:
+        """The item's documents, checked. A plug-in's fetch runs on a thread of its own,
+        bounded per item: ``ingest.plugin_fetch_timeout`` seconds of waiting for it and
+        ``ingest.plugin_max_documents`` documents. Past either, the item fails naming the
+        plug-in (what it gave before is kept) and the run counts as incomplete: the item
+        may hold more, so nothing is pruned after it."""
+        limits = self.limits
+        what = f"source '{self.name}' (type '{self.config.type}')"
+        results = (
+            deadlines.iterate(lambda: self._results(ref), limits.plugin_fetch_timeout)
+            if self.plugin
+            else self._results(ref)
+        )
+        count = 0
         try:
-            result = self.source_type.fetch(ref)
-            # many: a list, a generator...; one: a document, or any mistake (a dict, a str)
-            single = isinstance(result, Document | FailedDocument | str | bytes | Mapping)
-            many = not single and isinstance(result, Iterable)
-            for item in result if many else [result]:  # type: ignore[union-attr]
+            for item in results:
+                if self.plugin and count >= limits.plugin_max_documents:
+                    self.context.incomplete(f"{what} gave too many documents for {ref.uri}")
+                    error = (
+                        f"{ref.uri}: {what} gave more than {limits.plugin_max_documents:,} "
+                        f"documents for this item; the first {count:,} were kept, the rest "
+                        "not read (ingest.plugin_max_documents)"
+                    )
+                    yield FailedDocument(uri=ref.uri, error=error)
+                    return
+                count += 1
                 yield checked(item, ref, self.context)
+        except deadlines.Overdue:
+            self.context.incomplete(f"{what} did not finish fetching {ref.uri}")
+            error = (
+                f"{ref.uri}: {what} did not finish fetching this item within "
+                f"{limits.plugin_fetch_timeout:g}s and was left; {count:,} document(s) of it "
+                "were kept (ingest.plugin_fetch_timeout)"
+            )
+            yield FailedDocument(uri=ref.uri, error=error)
         except FlexMatchError as exc:
             yield FailedDocument(uri=ref.uri, error=str(exc))
         except Exception as exc:  # a plug-in's bug: report it, keep the batch going
             yield FailedDocument(uri=ref.uri, error=f"{ref.uri}: {type(exc).__name__}: {exc}")
+        finally:
+            results.close()  # type: ignore[attr-defined]
 
     @staticmethod
     def _versioned(item: Item, ref: ItemRef) -> Item:
