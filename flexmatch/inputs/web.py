@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import mimetypes
+import re
 import socket
 import tempfile
 import threading
@@ -131,7 +132,8 @@ def check_url(url: str, policy: WebPolicy) -> str:
             host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
         )
     except (socket.gaierror, UnicodeError) as exc:
-        raise WebImportError(f"{url}: cannot resolve host '{host}': {exc}") from exc
+        why = getattr(exc, "strerror", None) or exc
+        raise WebImportError(f"{url}: cannot resolve host '{host}' ({why})") from exc
     for info in infos:
         reason = refused_address(str(info[4][0]))
         if reason:
@@ -243,6 +245,65 @@ def _connect_in_time(connection: Any, deadline: _Deadline, connect: Callable[[],
     raise failed
 
 
+_SSL_TEXT = re.compile(r"\[[^\]]*\] (.*?)(?: \(_ssl\.c:\d+\))?$")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps: causes, contexts, urllib3's ``reason`` and exceptions
+    in ``args`` (requests and urllib3 nest the real error three or four deep)."""
+    found: list[BaseException] = []
+    todo = [exc]
+    while todo:
+        current = todo.pop(0)
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        reason = getattr(current, "reason", None)
+        inner = [current.__cause__, current.__context__, reason, *current.args]
+        todo.extend(e for e in inner if isinstance(e, BaseException))
+    return found
+
+
+def plain_error(exc: BaseException, timeout: float) -> str:
+    """What went wrong with a fetch, as a person would say it ("connection refused", "TLS
+    handshake failed: certificate has expired"), not urllib3's pool and retry wrappers."""
+    import ssl
+    from http.client import BadStatusLine, IncompleteRead, RemoteDisconnected
+
+    from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    chain = _chain(exc)
+
+    def first(kind: type[BaseException] | tuple[type[BaseException], ...]) -> Any:
+        return next((e for e in chain if isinstance(e, kind)), None)
+
+    if (cert := first(ssl.SSLCertVerificationError)) is not None:
+        reason = cert.verify_message or cert.reason or "the certificate was not accepted"
+        return f"TLS handshake failed: certificate verify failed: {reason}"
+    if (tls := first(ssl.SSLError)) is not None:
+        text = str(tls.args[1]) if len(tls.args) > 1 else str(tls)
+        match = _SSL_TEXT.match(text)
+        return f"TLS handshake failed: {match.group(1) if match else text}"
+    if first(ConnectionRefusedError) is not None:
+        return "connection refused"
+    if first(RemoteDisconnected) is not None:
+        return "the server closed the connection without answering"
+    if first(ConnectionResetError) is not None:
+        return "connection reset by the server"
+    if first(socket.gaierror) is not None:
+        return "cannot resolve host"
+    if first((ConnectTimeoutError, ReadTimeoutError, TimeoutError)) is not None:
+        return f"timed out after {timeout:g}s"
+    if (bad := first(BadStatusLine)) is not None:
+        return f"the server did not answer in HTTP (it sent {str(bad)[:40]!r})"
+    if first(IncompleteRead) is not None or "Connection broken" in str(exc):
+        return "the connection broke before the whole page came"
+    if (os_error := first(OSError)) is not None and os_error.strerror:
+        return str(os_error.strerror).lower()
+    root = chain[-1]
+    return f"{type(root).__name__}: {root}" if str(root) else type(root).__name__
+
+
 def _guarded_session(policy: WebPolicy, deadline: _Deadline | None = None) -> Any:
     """A requests session whose every new connection checks the address it reached (and
     is shut at the ``deadline``)."""
@@ -330,7 +391,8 @@ def request(
             except requests.RequestException as exc:
                 if deadline.passed:
                     raise deadline.error(url, current) from None
-                raise WebImportError(f"{current}: fetch failed: {exc}") from exc
+                reason = plain_error(exc, policy.timeout)
+                raise WebImportError(f"{current}: {reason}") from exc
             with response:
                 if response.is_redirect:
                     location = urljoin(current, response.headers.get("Location", ""))
@@ -349,7 +411,10 @@ def request(
                     except (requests.RequestException, OSError) as exc:
                         if deadline.passed:
                             raise deadline.error(url, current) from None
-                        raise WebImportError(f"{current}: reading the page failed: {exc}") from exc
+                        reason = plain_error(exc, policy.timeout)
+                        raise WebImportError(
+                            f"{current}: reading the page failed: {reason}"
+                        ) from exc
                 return FetchedPage(
                     current,
                     content_type,
