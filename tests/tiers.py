@@ -67,6 +67,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # ingests with the real model, LLM chains, stores broken and repaired on disk
     "tests/adapters/cli/test_cli.py": ("slow",),
     "tests/adapters/cli/test_code_source.py": ("slow",),
+    "tests/adapters/cli/test_rough_edges.py": ("slow",),  # command runs, a real serve
     "tests/adapters/http/test_tenant_isolation.py": ("slow",),
     "tests/adapters/test_mcp_auth.py": ("slow",),
     "tests/adapters/test_one_output.py": ("slow",),
@@ -103,6 +104,8 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/adapters/http/test_input_edges.py::test_a_5000_character_file_name_does_not_refuse_its_batch",
         "tests/adapters/http/test_input_edges.py::test_console_links_lead_to_their_own_document",
         "tests/adapters/http/test_input_edges.py::test_ids_repeated_in_one_records_request_fail_alone",
+        "tests/adapters/http/test_metrics.py::test_a_search_counts_its_stages_and_the_caches",
+        "tests/adapters/http/test_metrics.py::test_an_ingest_counts_documents_chunks_failures_and_jobs",
         "tests/adapters/http/test_preview_limits.py::test_a_hostile_preview_is_stopped_and_stalls_no_one",
         "tests/adapters/http/test_shared_service.py::test_a_running_job_beats_and_a_shutdown_is_recorded",
         "tests/adapters/http/test_throttle.py::test_a_key_id_guessed_from_many_addresses_still_lets_its_owner_in",
