@@ -11,23 +11,28 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 
 from flexmatch import KnowledgeBase, SharedState, __version__
+from flexmatch.adapters.http.access import RequestLog
 from flexmatch.adapters.http.auth import AuthMiddleware
 from flexmatch.adapters.http.console.router import mount as mount_console
+from flexmatch.adapters.http.console.sessions import PATH as CONSOLE_PATH
 from flexmatch.adapters.http.errors import install_error_handlers
 from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
-from flexmatch.adapters.http.routes import documents, health, jobs, keys, search
+from flexmatch.adapters.http.routes import documents, health, jobs, keys, metrics, search
 from flexmatch.adapters.http.state import ServiceState
 
 DESCRIPTION = """\
 A question-indexed knowledge base for AI agents.
 
-The web console is at `/console/` (sign in with an API key).
+The web console is at `/console/` (sign in with an API key); `/` leads there.
 
 Every `/v1` call needs an API key (`flexmatch keys create`), sent as
 `Authorization: Bearer fm_...` or `X-API-Key`. The key's tenant scopes everything the
 call can see or change. Errors are `{"error": {"code": ..., "message": ...}}`.
+
+Prometheus metrics are at `/metrics` (an `admin` key).
 """
 
 
@@ -66,10 +71,18 @@ def create_app(
     )
     app.state.service = state
     install_error_handlers(app)
-    for module in (health, documents, jobs, search, keys):
+    for module in (health, documents, jobs, search, keys, metrics):
         app.include_router(module.router)
     mount_console(app)  # the web console, under /console
-    # the last added runs first: the size cap, then the key, then the routes
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        """A person who opens the server's address finds the console."""
+        return RedirectResponse(f"{CONSOLE_PATH}/", status_code=307)
+
+    # the last added runs first: the access log and request metrics (which see every
+    # answer, refusals too), the size cap, then the key, then the routes
     app.add_middleware(AuthMiddleware, state=state)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=limits.max_body_bytes)
+    app.add_middleware(RequestLog, metrics=state.metrics, routes=app.router.routes)
     return app

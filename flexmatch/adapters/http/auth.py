@@ -139,6 +139,17 @@ def client_host(scope: Scope) -> str:
     return str(client[0]) if client else ""
 
 
+def remember(scope: Scope, principal: Principal) -> None:
+    """Keep the caller on the request (the routes and the access log read it there)."""
+    scope.setdefault("state", {})[_PRINCIPAL] = principal
+
+
+def principal_in(scope: Scope) -> Principal | None:
+    """The caller a key check found for this request, if one did."""
+    principal = scope.get("state", {}).get(_PRINCIPAL)
+    return principal if isinstance(principal, Principal) else None
+
+
 class AuthMiddleware:
     """Authenticate every ``/v1`` request up front and hand the ``Principal`` to the route."""
 
@@ -158,7 +169,7 @@ class AuthMiddleware:
                 status, code = status_for(exc)
                 await error_response(status, code, str(exc))(scope, receive, send)
                 return
-            scope.setdefault("state", {})[_PRINCIPAL] = principal
+            remember(scope, principal)
         await self.app(scope, receive, send)
 
 
@@ -168,10 +179,11 @@ async def authenticate(
     header: Annotated[str | None, Depends(_header)],
 ) -> Principal:
     """The principal the middleware found (or, without the middleware, check now)."""
-    principal = request.scope.get("state", {}).get(_PRINCIPAL)
-    if isinstance(principal, Principal):
-        return principal
-    return await identify(get_state(request), request.headers, client_host(request.scope))
+    principal = principal_in(request.scope)
+    if principal is None:
+        principal = await identify(get_state(request), request.headers, client_host(request.scope))
+        remember(request.scope, principal)
+    return principal
 
 
 def permits(principal: Principal, *permissions: Permission) -> bool:

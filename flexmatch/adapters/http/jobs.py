@@ -52,6 +52,7 @@ from flexmatch import (
     Usage,
 )
 from flexmatch.adapters.http.errors import ApiError
+from flexmatch.adapters.http.metrics import Metrics
 from flexmatch.adapters.http.spool import UploadSpool
 from flexmatch.adapters.http.writes import TenantWriter, Ticket
 
@@ -204,8 +205,10 @@ class JobRegistry:
         max_jobs: int = 16,
         max_bytes: int = 1_000_000_000,
         retry_after: int = 30,
+        metrics: Metrics | None = None,
     ) -> None:
         self.kb = kb
+        self.metrics = metrics
         self.writer = writer
         self.ready = ready
         self.records = shared.jobs
@@ -224,6 +227,10 @@ class JobRegistry:
         self.retry_after = retry_after
         self._jobs_waiting: Counter[str] = Counter()
         self._bytes_waiting: Counter[str] = Counter()
+
+    def counts(self) -> Counter[str]:
+        """How many of the jobs this process runs are queued and how many running."""
+        return Counter(r.job.status for r in self._running.values())
 
     def waiting(self, tenant: str) -> tuple[int, int]:
         """The tenant's jobs not yet ended and upload bytes still spooled, in this process."""
@@ -441,6 +448,8 @@ class JobRegistry:
                 for outcome in outcomes:
                     job.documents.append(outcome)
                     _count(job.counts, outcome)
+                if self.metrics is not None:
+                    self.metrics.ingested(outcomes)
                 if item.write is None:
                     job.processed += 1  # a write item counts its documents itself
                 try:
@@ -463,6 +472,8 @@ class JobRegistry:
             await asyncio.gather(*(r for r in reads if r is not None), return_exceptions=True)
             self.release(reservation)  # the job's place in the caps, and its spooled files
             job.finished_at = _now()
+            if self.metrics is not None:
+                self.metrics.job_finished(job.status)
             try:
                 await self._save(running)
             except Exception as exc:  # the state database is gone: say so in the log

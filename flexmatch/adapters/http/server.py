@@ -19,9 +19,7 @@ import contextlib
 import dataclasses
 import fcntl
 import json
-import logging
 import os
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,28 +33,11 @@ from flexmatch.adapters.http.connections import (
     raise_file_limit,
 )
 from flexmatch.adapters.http.limits import Limits
+from flexmatch.adapters.http.logs import LogFormat, install_logging
 from flexmatch.lifecycle import die_with_parent, quiet_collector
 
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 # how ``serve`` hands its arguments to the worker processes uvicorn spawns
 _WORKER_ENV = "FLEXMATCH_SERVE_WORKER"
-
-
-class EscapingFormatter(logging.Formatter):
-    """Log lines with client-sent text escaped: a control character (NUL, ESC, CR…) in a
-    file name or URL is written as ``\\xNN``, never raw into the log."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
-
-
-def install_logging(level: str) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(EscapingFormatter("%(levelname)s:     %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def check_workers(config: KBConfig, workers: int) -> None:
@@ -127,14 +108,17 @@ def serve(
     port: int = 8000,
     limits: Limits | None = None,
     log_level: str = "info",
+    log_format: LogFormat = "text",
     workers: int = 1,
 ) -> None:
-    """Serve the HTTP API until interrupted; the store stays open for the whole run."""
+    """Serve the HTTP API until interrupted; the store stays open for the whole run.
+    Uvicorn gets no logging config of its own: its lines go through ``install_logging``'s
+    handler, in ``log_format``, like every other line."""
     import uvicorn
 
     from flexmatch.adapters.http.app import create_app
 
-    install_logging(log_level)
+    install_logging(log_level, log_format)
     # a thread waiting for the GIL asks for it after 1 ms, not 5: the event loop answers
     # between an ingest's pure-Python steps instead of waiting out several of them
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -153,6 +137,7 @@ def serve(
                 "limits": dataclasses.asdict(limits),
                 "connections": dataclasses.asdict(connections),
                 "log_level": log_level,
+                "log_format": log_format,
                 "supervisor": os.getpid(),
             }
         )
@@ -163,6 +148,7 @@ def serve(
             port=port,
             workers=workers,
             log_level=log_level,
+            log_config=None,
             access_log=False,
             http=f"{GuardedH11Protocol.__module__}:{GuardedH11Protocol.__name__}",
             backlog=connections.backlog,
@@ -185,6 +171,7 @@ def serve(
             host=host,
             port=port,
             log_level=log_level,
+            log_config=None,
             access_log=False,
             http=GuardedH11Protocol,
             backlog=connections.backlog,
@@ -201,7 +188,7 @@ def worker_app() -> Any:
     settings = json.loads(os.environ[_WORKER_ENV])
     # a killed supervisor takes its workers along, even one killed while this one started
     die_with_parent(settings.get("supervisor", 0))
-    install_logging(settings["log_level"])
+    install_logging(settings["log_level"], settings.get("log_format", "text"))
     sys.setswitchinterval(SWITCH_INTERVAL)
     connections = ConnectionLimits(**settings["connections"])
     GuardedH11Protocol.configure(connections)

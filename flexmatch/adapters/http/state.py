@@ -20,6 +20,7 @@ from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, Knowledge
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.limits import Limits, RateLimiter
+from flexmatch.adapters.http.metrics import Metrics
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.adapters.http.writes import TenantWriter
 
@@ -52,6 +53,7 @@ class ServiceState:
     limiter: RateLimiter
     writer: TenantWriter
     jobs: JobRegistry
+    metrics: Metrics
     readiness: Readiness = field(default_factory=Readiness)
     throttle: Throttle = field(default_factory=Throttle)  # failed key checks
     # API key checks read the key store here, off the event loop, on threads of their own
@@ -68,6 +70,8 @@ class ServiceState:
         )
         writer = TenantWriter(cache)
         warm: list[ServiceState] = []  # the jobs wait for the state's warm-up
+        # the metrics read the jobs running when scraped; the jobs count into the metrics
+        metrics = Metrics.for_service(kb, lambda: warm[0].jobs.counts() if warm else {})
 
         async def ready() -> None:
             await warm[0].warmed()
@@ -93,7 +97,9 @@ class ServiceState:
                 max_jobs=kb.config.service.queue.max_jobs_per_tenant,
                 max_bytes=kb.config.service.queue.max_bytes_per_tenant,
                 retry_after=kb.config.service.queue.retry_after_seconds,
+                metrics=metrics,
             ),
+            metrics=metrics,
         )
         warm.append(state)
         return state

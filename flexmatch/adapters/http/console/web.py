@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData, Headers
 
 from flexmatch import FlexMatchError, Permission, __version__
-from flexmatch.adapters.http.auth import Principal, client_host, identify, permits
+from flexmatch.adapters.http.auth import Principal, client_host, identify, permits, remember
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
     CSRF_FIELD,
@@ -208,6 +208,7 @@ async def current_user(request: Request) -> ConsoleUser:
             message = "The API key of this session is no longer valid; sign in again."
             raise ApiError(401, "signed_out", message) from None
         raise
+    remember(request.scope, principal)  # the access log names the tenant
     user = ConsoleUser(principal=principal, session=session)
     request.state.console_user = user
     return user

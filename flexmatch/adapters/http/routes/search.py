@@ -54,13 +54,17 @@ async def run_search(
     explain = explain and kind == "search"
     key = state.cache.key(tenant, kind, text, top_n, filters, explain)
     cached = state.cache.get(key)
+    state.metrics.cache_lookup(cached is not None)
     if cached is not None:
         response.headers["X-Cache"] = "hit"
         return cached.model_copy(update={"cached": True})
     await state.warmed()
     if kind == "search":
         answer = await state.kb.asearch(text, top_n=top_n, filters=filters, tenant=tenant)
+        formatting = time.perf_counter()
         result, took = answer_result(answer, explain=explain), answer.took_ms
+        format_ms = (time.perf_counter() - formatting) * 1000
+        state.metrics.search({**answer.stage_ms, "format": format_ms})
     else:
         started = time.perf_counter()
         results = await state.kb.asimilar(text, top_n=top_n or 5, filters=filters, tenant=tenant)
