@@ -202,10 +202,14 @@ class SearchResult(BaseModel):
 
 def cite_name(uri: str, title: str = "") -> str:
     """The name a citation gives a document: its file name (the last part of its path or
-    URL, without a query), else its title, else its whole URI."""
-    path = uri.split("#", 1)[0].split("?", 1)[0].rstrip("/\\")
+    URL, without a query; with its fragment: a record's ``corpus.jsonl#42``), else its
+    title, else its whole URI."""
+    address, _, fragment = uri.partition("#")
+    path = address.split("?", 1)[0].rstrip("/\\")
     name = path.replace("\\", "/").rsplit("/", 1)[-1] if path else ""
-    return name or title or uri
+    if not name:
+        return title or uri
+    return f"{name}#{fragment}" if fragment else name
 
 
 def cite(uri: str, title: str, location: Location | None) -> str:
@@ -216,6 +220,8 @@ def cite(uri: str, title: str, location: Location | None) -> str:
     if location is None:
         return text
     loc = location
+    if loc.fragment:  # the part of the page, not the one the address named
+        text = text.split("#", 1)[0]
     if loc.attachment:
         text += f" › {loc.attachment}"
     if loc.line_start is not None:

@@ -103,13 +103,14 @@ def _looks_like_markdown(text: str) -> bool:
 def parse_text(text: str, title: str = "") -> ParsedDocument:
     """Parse a plain string: paragraphs split on blank lines, markdown headings honoured.
 
-    The title is ``title`` if given, else the first level-1 heading, else "".
+    The title is ``title`` if given, else the first level-1 heading, else "". Its elements
+    have no lines: a string is not a file a citation could point into.
     """
     label = title or "text"
     if _looks_like_markdown(text):
-        builder, front_title = markdown_to_builder(text)
+        builder, front_title = markdown_to_builder(text, lines=False)
         h1 = next((e.text for e in builder.elements if e.kind == "heading" and e.level == 1), "")
         return finish(label, builder, title or front_title or h1)
     builder = ElementBuilder()
-    add_text_blocks(builder, text)
+    add_text_blocks(builder, text, first_line=None)
     return finish(label, builder, title)

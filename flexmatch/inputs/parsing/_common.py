@@ -83,19 +83,25 @@ def split_list_lines(lines: Iterable[str]) -> list[tuple[ElementKind, str]]:
     Lines that follow a bullet and start with a lowercase letter or an indent continue
     that item; any other line starts (or continues) a plain paragraph.
     """
-    out: list[tuple[ElementKind, list[str]]] = []
-    for raw in lines:
+    return [(kind, text) for kind, text, _, _ in split_list_line_spans(lines)]
+
+
+def split_list_line_spans(lines: Iterable[str]) -> list[tuple[ElementKind, str, int, int]]:
+    """``split_list_lines``, each piece with the indexes of its first and last line."""
+    out: list[tuple[ElementKind, list[str], int, int]] = []
+    for index, raw in enumerate(lines):
         if not raw.strip():
             continue
         bullet = _BULLET.match(raw)
         if bullet or _NUMBERED.match(raw):
             text = raw[bullet.end() :] if bullet else raw
-            out.append(("list_item", [text]))
+            out.append(("list_item", [text], index, index))
         elif out and (out[-1][0] == "paragraph" or raw[:1].isspace() or raw.lstrip()[:1].islower()):
-            out[-1][1].append(raw)
+            kind, parts, first, _ = out[-1]
+            out[-1] = (kind, [*parts, raw], first, index)
         else:
-            out.append(("paragraph", [raw]))
-    return [(kind, join_wrapped(parts)) for kind, parts in out]
+            out.append(("paragraph", [raw], index, index))
+    return [(kind, join_wrapped(parts), first, last) for kind, parts, first, last in out]
 
 
 def join_wrapped(lines: Iterable[str]) -> str:

@@ -1,7 +1,9 @@
 """E-mail messages (.eml) via the standard library's modern ``email`` API.
 
 The plain-text body is preferred (it is what the sender wrote); the HTML body goes through
-the HTML parser only when there is no plain one. Attachments are listed, not parsed.
+the HTML parser only when there is no plain one. Attachments are listed, not parsed. A
+body's lines are not the message file's (headers, MIME parts and transfer encodings come
+between), so its elements carry no location; an attachment's would name it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def parse_email(path: Path) -> ParsedDocument:
             if body.get_content_subtype() == "html":
                 builder.elements.extend(_html_body(str(body.get_content())))
             else:
-                add_text_blocks(builder, str(body.get_content()))
+                add_text_blocks(builder, str(body.get_content()), first_line=None)
             if builder.elements:
                 break
         attachments = []
@@ -61,6 +63,8 @@ def _html_body(content: str) -> list[Element]:
 
     try:
         data = b'<meta charset="utf-8">' + content.encode("utf-8")
-        return parse_html_bytes(data, "e-mail body").elements
+        elements = parse_html_bytes(data, "e-mail body").elements
+        # a fragment of the body is no place in the message a reader could open
+        return [e.model_copy(update={"location": None}) for e in elements]
     except EmptyDocumentError:
         return []

@@ -4,6 +4,12 @@ Encoding order: byte-order mark, then the declared charset (``<meta>`` or XML
 declaration), then strict UTF-8, then cp1252 (what browsers use for undeclared legacy
 pages; latin-1 labels also mean cp1252 on the web). Page chrome (navigation, headers,
 footers, scripts, forms) is dropped; the rest is walked in document order.
+
+Every element's location names the fragment id of the part of the page it is in (a
+heading's own id, its permalink's target, or the id of the ``<section>`` around it), so a
+result links to ``page.html#that-part``. Permalink anchors in headings (Sphinx's ``¶``,
+the ``#`` of Node.js and GitHub pages, empty anchors: any link without a letter or digit)
+are left out of the heading's text.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from flexmatch.inputs.parsing._common import (
     meaningful_title,
     parse_errors,
 )
-from flexmatch.models import ParsedDocument
+from flexmatch.models import ElementKind, Location, ParsedDocument
 
 if TYPE_CHECKING:
     from bs4.element import PageElement, Tag
@@ -54,6 +60,7 @@ _BLOCKS = {
     "thead", "tr", "ul", "caption", "h1", "h2", "h3", "h4", "h5", "h6",
 }  # fmt: skip
 _LISTS = {"ul", "ol", "menu"}
+_SECTIONS = {"section", "article"}  # their id names the part of the page they hold
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 # WHATWG: these labels are decoded as windows-1252; a declared UTF-16 in a byte stream
 # that parsed as ASCII-compatible is really UTF-8.
@@ -146,6 +153,31 @@ def _block_holders(root: Tag) -> set[int]:
     return holders
 
 
+def _fragment_id(value: object) -> str | None:
+    """An id usable in a URL fragment (bs4 gives a list for multi-valued attributes)."""
+    text = value[0] if isinstance(value, list) and value else value
+    return text.strip() or None if isinstance(text, str) else None
+
+
+def _heading_anchor(heading: Tag) -> str | None:
+    """The heading's fragment id, its permalink anchors removed from it: its own id, else
+    an id inside it, else where a link inside it to this page points."""
+    from bs4.element import Tag
+
+    anchors = [a for a in heading.find_all("a") if isinstance(a, Tag)]
+    fragment = _fragment_id(heading.get("id"))
+    for anchor in anchors:
+        fragment = fragment or _fragment_id(anchor.get("id")) or _fragment_id(anchor.get("name"))
+    for anchor in anchors:
+        href = anchor.get("href")
+        if not fragment and isinstance(href, str) and href.startswith("#") and len(href) > 1:
+            fragment = href[1:]
+    for anchor in anchors:
+        if not any(ch.isalnum() for ch in anchor.get_text()):  # ¶, #, §, 🔗 or nothing
+            anchor.decompose()
+    return fragment
+
+
 class _Walker:
     """Walks the cleaned tree in document order and emits elements, without recursion."""
 
@@ -153,10 +185,15 @@ class _Walker:
         self.builder = ElementBuilder()
         self._buffer: list[str] = []
         self._holders = _block_holders(root)
+        self._fragment: str | None = None  # of the part of the page being read
+
+    def _add(self, kind: ElementKind, text: str, level: int = 0) -> None:
+        where = Location(fragment=self._fragment) if self._fragment else None
+        self.builder.add(kind, text, level=level, location=where)
 
     def _flush(self) -> None:
         if self._buffer:
-            self.builder.add("paragraph", "".join(self._buffer))
+            self._add("paragraph", "".join(self._buffer))
             self._buffer.clear()
 
     def walk(self, root: Tag) -> None:
@@ -176,18 +213,21 @@ class _Walker:
             if not isinstance(child, Tag):
                 continue
             name = child.name
+            if name in _SECTIONS and _fragment_id(child.get("id")):
+                self._fragment = _fragment_id(child.get("id"))
             if name in _HEADINGS:
                 self._flush()
-                self.builder.add("heading", _text(child), level=_HEADINGS[name])
+                self._fragment = _heading_anchor(child) or self._fragment
+                self._add("heading", _text(child), level=_HEADINGS[name])
             elif name == "p":
                 self._flush()
-                self.builder.add("paragraph", _text(child))
+                self._add("paragraph", _text(child))
             elif name == "li":
                 self._flush()
                 stack.append(iter(self._list_item(child)))
             elif name == "pre":
                 self._flush()
-                self.builder.add("code", _text(child, "\n"))
+                self._add("code", _text(child, "\n"))
             elif name == "table":
                 self._flush()
                 self._table(child)
@@ -210,7 +250,7 @@ class _Walker:
                 nested.append(child)
             else:
                 parts.append(_text(child))
-        self.builder.add("list_item", "".join(parts))
+        self._add("list_item", "".join(parts))
         return nested
 
     def _table(self, table: Tag) -> None:
@@ -218,7 +258,7 @@ class _Walker:
 
         caption = next((c for c in table.contents if getattr(c, "name", None) == "caption"), None)
         if caption is not None:
-            self.builder.add("paragraph", _text(caption))
+            self._add("paragraph", _text(caption))
         rows: list[Tag] = []
         for child in table.contents:  # the table's own rows, not those of nested tables
             if not isinstance(child, Tag):
@@ -238,9 +278,9 @@ class _Walker:
             if any(cells):
                 lines.append(" | ".join(c for c in cells if c))
         if not lines:  # a "table" holding text but no rows: keep the text
-            self.builder.add("paragraph", _text(table))
+            self._add("paragraph", _text(table))
             return
-        self.builder.add("table", "\n".join(lines))
+        self._add("table", "\n".join(lines))
 
 
 def _parse_html(data: bytes, label: Path | str, base_title: str) -> ParsedDocument:

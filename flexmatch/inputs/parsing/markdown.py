@@ -2,7 +2,8 @@
 
 Indented code blocks are switched off: many ``.md`` files are plain text with indented
 paragraphs (licences, notes) and would otherwise turn into one long "code" element;
-fenced code blocks still become ``code`` elements.
+fenced code blocks still become ``code`` elements. Every element has its lines in the
+file (from the parser's own line map), so a result cites ``README.md:40-52``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from flexmatch.errors import ParseError
 from flexmatch.inputs.parsing._common import ElementBuilder, finish, parse_errors
-from flexmatch.models import ElementKind, ParsedDocument
+from flexmatch.models import ElementKind, Location, ParsedDocument
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -58,11 +59,22 @@ def _markdown() -> MarkdownIt:
     return MarkdownIt("commonmark").enable("table").disable("code")
 
 
-def markdown_to_builder(text: str) -> tuple[ElementBuilder, str]:
-    """Parse markdown text into elements; also return the title from front matter, if any."""
+def markdown_to_builder(text: str, lines: bool = True) -> tuple[ElementBuilder, str]:
+    """Parse markdown text into elements; also return the title from front matter, if any.
+    ``lines``: give each element its lines (False for a text that is not a file's)."""
     body, front_title = _strip_front_matter(text)
+    offset = text[: len(text) - len(body)].count("\n")  # lines of the front matter
     tokens = _markdown().parse(body)
     builder = ElementBuilder()
+
+    def span(token: Token, skip: int = 0) -> Location | None:
+        """The lines of ``token``'s block (``skip``: leading lines that are not its text)."""
+        if not token.map or not lines:
+            return None
+        first, end = token.map
+        return Location(line_start=offset + first + 1 + skip, line_end=offset + max(end, first + 1))
+
+    table_open: Token | None = None
     list_depth = 0
     heading_level = 0
     table_rows: list[list[str]] | None = None
@@ -80,10 +92,13 @@ def markdown_to_builder(text: str) -> tuple[ElementBuilder, str]:
         elif kind == "list_item_open" and token.info:
             item_number = f"{token.info}{token.markup} "
         elif kind == "table_open":
-            table_rows = []
+            table_rows, table_open = [], token
         elif kind == "table_close":
             if table_rows is not None:
-                builder.add("table", "\n".join(" | ".join(row) for row in table_rows))
+                where = span(table_open) if table_open else None
+                builder.add(
+                    "table", "\n".join(" | ".join(row) for row in table_rows), location=where
+                )
             table_rows = None
         elif kind == "tr_open" and table_rows is not None:
             table_rows.append([])
@@ -93,15 +108,16 @@ def markdown_to_builder(text: str) -> tuple[ElementBuilder, str]:
                 if table_rows and content.strip():
                     table_rows[-1].append(content.strip())
             elif heading_level:
-                builder.add("heading", content, level=heading_level)
+                builder.add("heading", content, level=heading_level, location=span(token))
             else:
                 element_kind: ElementKind = "list_item" if list_depth else "paragraph"
-                builder.add(element_kind, item_number + content)
+                builder.add(element_kind, item_number + content, location=span(token))
                 item_number = ""
         elif kind in ("fence", "code_block"):
-            builder.add("code", token.content)
+            builder.add("code", token.content, location=span(token, kind == "fence"))
         elif kind == "html_block":
-            builder.add("paragraph", html.unescape(_TAG.sub(" ", token.content)))
+            block = html.unescape(_TAG.sub(" ", token.content))
+            builder.add("paragraph", block, location=span(token))
     return builder, front_title
 
 

@@ -1,4 +1,5 @@
-"""PowerPoint decks (.pptx) via python-pptx, one slide at a time (``page`` = slide number).
+"""PowerPoint decks (.pptx) via python-pptx, one slide at a time (each element's location
+names its slide).
 
 The slide title becomes a level-1 heading so each slide reads as a section; other shapes
 follow top-to-bottom, left-to-right. Body-placeholder paragraphs and indented or bulleted
@@ -18,7 +19,7 @@ from flexmatch.inputs.parsing._common import (
     parse_errors,
     table_text,
 )
-from flexmatch.models import ElementKind, ParsedDocument
+from flexmatch.models import ElementKind, Location, ParsedDocument
 
 if TYPE_CHECKING:
     from pptx.shapes.base import BaseShape
@@ -80,21 +81,22 @@ def parse_pptx(path: Path) -> ParsedDocument:
     with parse_errors(path, "PowerPoint (.pptx)"):
         deck = Presentation(str(path))
         for number, slide in enumerate(deck.slides, start=1):
+            where = Location(slide=number)
             shapes = list(_iter_shapes(slide.shapes))
             titles = [s for s in shapes if _is_title(s) and s.has_text_frame]
             for shape in titles:
-                builder.add("heading", shape.text_frame.text, level=1, page=number)
+                builder.add("heading", shape.text_frame.text, level=1, location=where)
             for shape in shapes:
                 if shape in titles:
                     continue
                 if getattr(shape, "has_table", False) and shape.has_table:
                     rows = ([cell.text for cell in row.cells] for row in shape.table.rows)
-                    builder.add("table", table_text(rows), page=number)
+                    builder.add("table", table_text(rows), location=where)
                 elif shape.has_text_frame:
                     in_body = _is_body_placeholder(shape)
                     for paragraph in shape.text_frame.paragraphs:
                         kind = _paragraph_kind(paragraph, in_body)
-                        builder.add(kind, paragraph.text, page=number)
+                        builder.add(kind, paragraph.text, location=where)
         deck_title = meaningful_title(deck.core_properties.title)
     title = deck_title or meaningful_title(builder.first_text("heading"))
     return finish(path, builder, title or path.stem, {"slides": len(deck.slides)})

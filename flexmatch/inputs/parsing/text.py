@@ -10,10 +10,14 @@ import re
 from pathlib import Path
 
 from flexmatch.errors import ParseError
-from flexmatch.inputs.parsing._common import ElementBuilder, finish, parse_errors, split_list_lines
-from flexmatch.models import ParsedDocument
+from flexmatch.inputs.parsing._common import (
+    ElementBuilder,
+    finish,
+    parse_errors,
+    split_list_line_spans,
+)
+from flexmatch.models import Location, ParsedDocument
 
-_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
@@ -44,12 +48,32 @@ def looks_binary(data: bytes) -> bool:
     return len(_CONTROL.findall(text)) / len(text) > 0.05
 
 
-def add_text_blocks(builder: ElementBuilder, text: str) -> None:
-    """Add paragraphs (split on blank lines) and bullet list items from plain text."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n")
-    for block in _BLANK_LINE.split(text):
-        for kind, content in split_list_lines(block.split("\n")):
-            builder.add(kind, content)
+def add_text_blocks(builder: ElementBuilder, text: str, first_line: int | None = 1) -> None:
+    """Add paragraphs (split on blank lines and page breaks) and bullet list items from
+    plain text, each with its lines (``first_line`` is the number of ``text``'s first; None
+    when ``text`` is not a file's, and its lines would cite nothing)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    block: list[tuple[int, str]] = []  # (line number, text) of the block being read
+
+    def flush() -> None:
+        numbers = [number for number, _ in block]
+        for kind, content, first, last in split_list_line_spans([line for _, line in block]):
+            where = None
+            if first_line is not None:
+                where = Location(line_start=numbers[first], line_end=numbers[last])
+            builder.add(kind, content, location=where)
+        block.clear()
+
+    for number, line in enumerate(lines, start=first_line or 1):
+        parts = line.split("\f")  # a page break ends a paragraph, even inside a line
+        for i, part in enumerate(parts):
+            if i:
+                flush()
+            if part.strip():
+                block.append((number, part))
+            else:
+                flush()
+    flush()
 
 
 def parse_text_file(path: Path) -> ParsedDocument:

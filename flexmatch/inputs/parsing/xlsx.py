@@ -1,9 +1,10 @@
 """Excel workbooks (.xlsx/.xlsm) via openpyxl in read-only mode, cached values only.
 
-Each sheet becomes a heading (the sheet name) and a table. When a header row is found,
-every data row is written as "Header: value; Header: value", so a single retrieved line
-still says what each number means. Single-cell rows above the header (captions) are kept
-as paragraphs unless they only repeat the sheet name.
+Each sheet becomes a heading (the sheet name) and its rows, one table element per row
+located by its sheet and row number (so a chunk cites ``sales.xlsx › Q3 rows 2-40``).
+When a header row is found, every data row is written as "Header: value; Header: value",
+so a single retrieved line still says what each number means. Single-cell rows above the
+header (captions) are kept as paragraphs unless they only repeat the sheet name.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from flexmatch.inputs.parsing._common import (
     meaningful_title,
     parse_errors,
 )
-from flexmatch.models import ParsedDocument
+from flexmatch.models import Location, ParsedDocument
 
 
 def _cell(value: Any) -> str:
@@ -53,24 +54,31 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _sheet_lines(rows: list[list[str]]) -> tuple[list[str], list[str]]:
-    """(caption lines, table lines) for the non-empty rows of a sheet."""
+Line = tuple[int, str]  # a row's number in its sheet, and its text
+
+
+def _sheet_lines(rows: list[list[str]], numbers: list[int]) -> tuple[list[Line], list[Line]]:
+    """(caption lines, table lines) for the non-empty rows of a sheet (``numbers``: their
+    row numbers)."""
     # Up to three single-cell rows before the first wider row are captions (titles).
     start = next((i for i, row in enumerate(rows[:4]) if sum(1 for c in row if c) > 1), 0)
-    captions = [next(c for c in row if c) for row in rows[:start]]
+    captions = [(numbers[i], next(c for c in row if c)) for i, row in enumerate(rows[:start])]
     header, data = rows[start], rows[start + 1 :]
     if not _looks_like_header(header, data):
-        lines = [" | ".join(c for c in row if c) for row in rows[start:]]
+        lines = [
+            (numbers[start + i], " | ".join(c for c in row if c))
+            for i, row in enumerate(rows[start:])
+        ]
         return captions, lines
     lines = []
-    for row in data:
+    for number, row in zip(numbers[start + 1 :], data, strict=True):
         pairs = []
         for i, value in enumerate(row):
             if not value:
                 continue
             label = header[i] if i < len(header) and header[i] else f"Column {i + 1}"
             pairs.append(f"{label}: {value}")
-        lines.append("; ".join(pairs))
+        lines.append((number, "; ".join(pairs)))
     return captions, lines
 
 
@@ -84,17 +92,24 @@ def parse_xlsx(path: Path) -> ParsedDocument:
         try:
             sheets = []
             for sheet in workbook.worksheets:
-                rows = [[_cell(v) for v in row] for row in sheet.iter_rows(values_only=True)]
-                rows = [row for row in rows if any(row)]
-                if not rows:
+                numbered = [  # iter_rows starts at row 1 and fills in missing rows
+                    (number, [_cell(v) for v in row])
+                    for number, row in enumerate(sheet.iter_rows(values_only=True), start=1)
+                ]
+                numbered = [(number, row) for number, row in numbered if any(row)]
+                if not numbered:
                     continue
                 sheets.append(sheet.title)
-                builder.add("heading", sheet.title, level=1)
-                captions, lines = _sheet_lines(rows)
-                for caption in captions:
+                builder.add("heading", sheet.title, level=1, location=Location(sheet=sheet.title))
+                numbers, rows = [n for n, _ in numbered], [row for _, row in numbered]
+                captions, lines = _sheet_lines(rows, numbers)
+                for number, caption in captions:
                     if caption.strip().lower() != sheet.title.strip().lower():
-                        builder.add("paragraph", caption)
-                builder.add("table", "\n".join(lines))
+                        where = Location(sheet=sheet.title, row_start=number, row_end=number)
+                        builder.add("paragraph", caption, location=where)
+                for number, line in lines:
+                    where = Location(sheet=sheet.title, row_start=number, row_end=number)
+                    builder.add("table", line, location=where)
             book_title = meaningful_title(workbook.properties.title)
         finally:
             workbook.close()
