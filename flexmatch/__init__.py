@@ -22,6 +22,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "ChainUse": ("flexmatch.models", "ChainUse"),
     "Chunk": ("flexmatch.models", "Chunk"),
     "ChunkView": ("flexmatch.models", "ChunkView"),
+    "Client": ("flexmatch.client", "Client"),
     "ConfigError": ("flexmatch.errors", "ConfigError"),
     "CostEstimate": ("flexmatch.models", "CostEstimate"),
     "DEFAULT_TENANT": ("flexmatch.knowledge_base", "DEFAULT_TENANT"),
@@ -43,6 +44,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "Filters": ("flexmatch.engine.points", "Filters"),
     "FlexMatchError": ("flexmatch.errors", "FlexMatchError"),
     "IngestReport": ("flexmatch.models", "IngestReport"),
+    "Job": ("flexmatch.client", "Job"),
     "JobRecord": ("flexmatch.shared_state", "JobRecord"),
     "KBConfig": ("flexmatch.config", "KBConfig"),
     "KeyRequestError": ("flexmatch.errors", "KeyRequestError"),
@@ -63,6 +65,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "PromptError": ("flexmatch.errors", "PromptError"),
     "QueryConfig": ("flexmatch.config", "QueryConfig"),
     "ReindexPlan": ("flexmatch.models", "ReindexPlan"),
+    "ServiceError": ("flexmatch.errors", "ServiceError"),
     "ResultItem": ("flexmatch.results", "ResultItem"),
     "Scores": ("flexmatch.evaluation", "Scores"),
     "SearchResult": ("flexmatch.models", "SearchResult"),
@@ -117,6 +120,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from flexmatch.client import Client, Job
     from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
     from flexmatch.engine.archive import Original
     from flexmatch.engine.chains.registry import broken as broken_chain_plugins
@@ -141,6 +145,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ParseError,
         PayloadError,
         PromptError,
+        ServiceError,
         SourceChoiceError,
         StoreError,
         ToolCallError,

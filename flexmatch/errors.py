@@ -19,6 +19,7 @@ FlexMatchError
 ├── PayloadError       a document holds what the store could not read back (names the field)
 ├── KeyRequestError    an API key could not be created or changed as asked
 ├── ToolCallError      an agent's tool call was malformed (unknown tool, bad arguments)
+├── ServiceError       a FlexMatch server refused a request, or could not be reached
 └── StoreError         the vector store refused an operation
     └── ModelMismatchError  the store was built with another embedding model
 """
@@ -105,6 +106,17 @@ class KeyRequestError(FlexMatchError):
 
 class ToolCallError(FlexMatchError):
     """A tool call the model got wrong: unknown tool, bad or missing arguments."""
+
+
+class ServiceError(FlexMatchError):
+    """A FlexMatch server (``Client``) answered an error no other class names (a bad key,
+    a missing permission, overload) or could not be reached; ``status`` is the HTTP
+    status (0: no answer) and ``code`` the server's error code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
 
 
 class StoreError(FlexMatchError):
