@@ -81,6 +81,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/inputs/test_web_deadline.py": ("slow",),
     "tests/inputs/test_source_limits.py": ("slow",),  # plug-in fetches left at a deadline
     "tests/engine/test_chunker_limits.py": ("slow",),  # a chunker left at its deadline
+    "tests/inputs/test_plugin_ids_cli.py": ("slow",),  # CLI runs with a plug-in on the path
+    "tests/test_reindex_hostile_prompts.py": ("slow",),  # CLI re-index runs
     "tests/test_estimate.py": ("slow",),
     "tests/test_knowledge_base.py": ("slow",),
     "tests/test_reindex.py": ("slow",),
