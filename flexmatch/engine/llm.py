@@ -1,4 +1,11 @@
-"""The one way FlexMatch calls an LLM: litellm, async, bounded, retried, cached, counted."""
+"""The one way FlexMatch calls an LLM: litellm, async, bounded, retried, cached, counted.
+
+Only what may pass is retried (rate limits, timeouts, a server's 5xx). A refused key
+(401/403) or a missing one is the user's to fix: it is reported at once, without a
+retry, and every later call of the same model fails with the same message without
+asking the server again. A local OpenAI-compatible server (an ``api_base``) needs no
+key: the client library refuses to send none, so a placeholder is sent instead.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +41,45 @@ def _takes_cache_control(model: str) -> bool:
     (OpenAI's cache prefixes by themselves, and other servers may refuse the field)."""
     name = model.lower()
     return name.startswith(("anthropic/", "claude")) or "/claude" in name or "anthropic." in name
+
+
+# sent to a local server that takes no key (the OpenAI client library refuses to send none)
+NO_KEY = "no-key"
+
+
+def _is_refusal(litellm: Any, exc: BaseException) -> bool:
+    """The provider said no to the credentials (litellm maps some 403s to a plain
+    APIError, hence the status too): retrying cannot help."""
+    refusals = (litellm.AuthenticationError, litellm.PermissionDeniedError)
+    return isinstance(exc, refusals) or getattr(exc, "status_code", None) in (401, 403)
+
+
+def missing_keys(model: str, api_base: str | None, api_key: str | None) -> list[str]:
+    """The environment variables holding a key that ``model``'s provider needs and that
+    are unset, when no ``api_key`` is given (a base URL such as Ollama's is not a key)."""
+    if api_key:
+        return []
+    litellm = import_litellm()
+    try:
+        found = litellm.validate_environment(model=model, api_base=api_base)
+    except Exception:  # a model litellm cannot place: the call itself will say so
+        return []
+    return [k for k in found.get("missing_keys", []) if "KEY" in k or "TOKEN" in k]
+
+
+def credential_problem(model: str, api_base: str | None, api_key: str | None) -> str | None:
+    """Why calls to ``model`` will be refused for want of a key, or None. A model behind
+    an ``api_base`` (a local server) may take none, so only a provider's own API counts."""
+    if api_base:
+        return None
+    missing = missing_keys(model, api_base, api_key)
+    if not missing:
+        return None
+    return (
+        f"the LLM '{model}' needs an API key and none is set: set FLEXMATCH_LLM_API_KEY "
+        f"(models.llm_api_key) or {' / '.join(missing)}; for a local OpenAI-compatible "
+        "server set FLEXMATCH_LLM_API_BASE (models.llm_api_base) instead"
+    )
 
 
 def _transient_errors(litellm: Any) -> tuple[type[BaseException], ...]:
@@ -86,6 +132,7 @@ class LLM:
         self.cache = cache if cache is not None else LLMCache(None)
         self.temperature = temperature
         self.usage = Usage()
+        self._refused: dict[str, str] = {}  # model -> why its credentials were refused
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
     @classmethod
@@ -134,6 +181,39 @@ class LLM:
             return [{"role": "user", "content": content}]
         return [{"role": "user", "content": prompt}]
 
+    def credential_problem(self, model: str | None = None) -> str | None:
+        """Why calls to ``model`` (default: this LLM's) would fail for want of a key, or
+        None: what ``ingest --dry-run`` warns about before anything is spent."""
+        return credential_problem(model or self.model, self.api_base, self.api_key)
+
+    def _credentials(self, litellm: Any, model: str) -> str | None:
+        """The key to send to ``model``: the configured one, a placeholder for a local
+        server that takes none, or (the provider's own variable being set) None."""
+        if model in self._refused:
+            raise LLMError(self._refused[model])
+        if self.api_key:
+            return self.api_key
+        problem = credential_problem(model, self.api_base, self.api_key)
+        if problem is not None:
+            self._refused[model] = problem
+            raise LLMError(problem)
+        if self.api_base and missing_keys(model, self.api_base, None):
+            return NO_KEY
+        return None
+
+    def _refusal(self, model: str, exc: BaseException) -> str:
+        status = getattr(exc, "status_code", None)
+        where = f" at {self.api_base}" if self.api_base else ""
+        said = str(exc)  # litellm's "litellm.X: X: OpenAIException - <the server's words>"
+        said = said.split("Exception - ", 1)[-1].strip() or type(exc).__name__
+        message = (
+            f"the LLM server{where} refused the credentials for '{model}' "
+            f"({f'{status}: ' if status else ''}{said}); check FLEXMATCH_LLM_API_KEY "
+            "(models.llm_api_key) and the model name"
+        )
+        self._refused[model] = message
+        return message
+
     def is_cached(self, prompt: str, *, model: str | None = None) -> bool:
         """Whether ``complete`` would answer this prompt from the cache (no call, no cost)."""
         return self.cache.get(self._key(prompt, model or self.model)[0]) is not None
@@ -151,6 +231,7 @@ class LLM:
             return cached[0]
         litellm = await asyncio.to_thread(import_litellm)  # seconds, once: never on the loop
         messages = self.request_messages(model, prompt, cacheable)
+        api_key = await asyncio.to_thread(self._credentials, litellm, model)
         try:
             async with self._semaphore():
                 async for attempt in AsyncRetrying(
@@ -164,12 +245,14 @@ class LLM:
                             model=model,
                             messages=messages,
                             api_base=self.api_base,
-                            api_key=self.api_key,
+                            api_key=api_key,
                             timeout=self.timeout,
                             num_retries=0,
                             **params,
                         )
         except Exception as exc:
+            if _is_refusal(litellm, exc):
+                raise LLMError(self._refusal(model, exc)) from exc
             kind = type(exc).__name__
             raise LLMError(f"LLM call to '{model}' failed after retries: {kind}: {exc}") from exc
         text = response.choices[0].message.content or ""
