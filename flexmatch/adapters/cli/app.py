@@ -163,6 +163,9 @@ def ingest(
     with _open(kb) as base:
         if dry_run:
             estimate = base.run_sync(base.aestimate(inputs or [], source=source))
+            problem = base.llm.credential_problem() if base.llm is not None else None
+            if problem is not None:  # the real run would fail every document on it
+                errors.print(f"[yellow]warning:[/] {shown(problem)}")
             if as_json:
                 sys.stdout.write(estimate.model_dump_json(indent=2) + "\n")
             else:
@@ -244,8 +247,15 @@ def _print_report(report: IngestReport) -> None:
         errors.print(f"[yellow]warning:[/] {shown(warning)}")
     for skipped in report.duplicates:
         errors.print(f"[yellow]skipped:[/] {shown(skipped.uri)}: {shown(skipped.reason)}")
+    alike: dict[str, list[str]] = {}  # one cause (a refused LLM key) is said once
     for failure in report.failed:
-        errors.print(f"[red]failed:[/] {shown(failure.error)}")
+        alike.setdefault(failure.error, []).append(failure.uri)
+    for error, uris in alike.items():
+        if len(uris) == 1:
+            errors.print(f"[red]failed:[/] {shown(error)}")
+            continue
+        named = ", ".join(shown(uri) for uri in uris[:3]) + (", ..." if len(uris) > 3 else "")
+        errors.print(f"[red]failed ({len(uris)} documents: {named}):[/] {shown(error)}")
 
 
 @app.command()
