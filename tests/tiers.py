@@ -57,6 +57,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_serve_lifecycle.py": ("slow",),
     "tests/adapters/cli/test_service_commands.py": ("slow",),
     "tests/adapters/http/test_replicas.py": ("slow",),
+    "tests/adapters/http/test_serve_logs.py": ("slow",),
     "tests/adapters/http/test_stalls.py": ("slow",),
     "tests/adapters/http/test_upload_queue_memory.py": ("slow",),
     "tests/test_deploy.py": ("slow",),

@@ -48,7 +48,8 @@ def serve(
         str,
         typer.Option(
             envvar="FLEXMATCH_LOG_FORMAT",
-            help="text (for a terminal) or json (one object per line, for a log collector).",
+            help="text (for a terminal) or json (one object per line, for a log collector); "
+            "also FLEXMATCH_LOG_FORMAT.",
         ),
     ] = "text",
     workers: Annotated[
