@@ -41,6 +41,30 @@ class Location(BaseModel):
     def is_empty(self) -> bool:
         return all(value is None for _, value in self)
 
+    def label(self) -> str:
+        """The location on its own, for a page that already names the document:
+        ``report.pdf · p. 2``, ``lines 12-40``, ``Q3 · rows 2-40``, ``#install``."""
+        parts = [self.attachment or ""]
+        for start, end, one, many in (
+            (self.line_start, self.line_end, "line", "lines"),
+            (self.page, self.page_end, "p.", "pp."),
+            (self.slide, self.slide_end, "slide", "slides"),
+        ):
+            if start is not None:
+                last = end if end is not None else start
+                parts.append(f"{one} {start}" if last == start else f"{many} {start}-{last}")
+        parts.append(f"#{self.fragment}" if self.fragment else "")
+        parts.append(self.sheet or "")
+        if self.row_start is not None:
+            last = self.row_end or self.row_start
+            rows = (
+                f"row {self.row_start}"
+                if last == self.row_start
+                else f"rows {self.row_start}-{last}"
+            )
+            parts.append(rows)
+        return " · ".join(part for part in parts if part)
+
     @classmethod
     def spanning(cls, locations: Iterable[Location | None]) -> Location | None:
         """One location covering ``locations`` (a chunk made of several elements): page,
@@ -205,7 +229,7 @@ def cite_name(uri: str, title: str = "") -> str:
     URL, without a query; with its fragment: a record's ``corpus.jsonl#42``), else its
     title, else its whole URI."""
     address, _, fragment = uri.partition("#")
-    path = address.split("?", 1)[0].rstrip("/\\")
+    path = address.removeprefix("upload:").split("?", 1)[0].rstrip("/\\")
     name = path.replace("\\", "/").rsplit("/", 1)[-1] if path else ""
     if not name:
         return title or uri

@@ -48,17 +48,22 @@ def split_sentences(text: str) -> list[str]:
 def split_words(text: str, max_tokens: int, overlap_tokens: int) -> list[str]:
     """Overlapping windows of whole words, each at most ``max_tokens`` (estimated)."""
     words = text.split()
+    return [" ".join(words[a:b]) for a, b in word_windows(words, max_tokens, overlap_tokens)]
+
+
+def word_windows(words: list[str], max_tokens: int, overlap_tokens: int) -> list[tuple[int, int]]:
+    """``split_words`` as (start, end) indexes into ``words`` (so a window knows where it is)."""
     if not words:
         return []
     costs = [max(1, count_tokens(word)) for word in words]
-    windows: list[str] = []
+    windows: list[tuple[int, int]] = []
     start = 0
     while start < len(words):
         end, used = start, 0
         while end < len(words) and (used + costs[end] <= max_tokens or end == start):
             used += costs[end]
             end += 1
-        windows.append(" ".join(words[start:end]))
+        windows.append((start, end))
         if end >= len(words):
             break
         back, carried = end, 0

@@ -337,6 +337,7 @@ def _print_results(text: str, variants: list[str] | None, results: list[ResultIt
         where = " › ".join(part for part in [r.title, *r.heading_path] if part)
         content = r.content if len(r.content) <= 700 else r.content[:700] + "…"
         body = (
+            f"[dim]cite:[/] {shown(r.cite)}\n"
             f"[dim]source:[/] {shown(r.source)}  [dim]uri:[/] {shown(r.uri)}\n"
             f"[dim]matched:[/] {shown(r.matched_text[:300])}\n"
             + _explanation(r)

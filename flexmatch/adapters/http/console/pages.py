@@ -293,8 +293,10 @@ async def document_by_id(
 
 
 @router.get("/document/original")
-async def original_by_id(document_id: DocumentId, user: User, state: State) -> Response:
-    return await document_original(document_id, user, state)
+async def original_by_id(
+    document_id: DocumentId, user: User, state: State, view: bool = False
+) -> Response:
+    return await document_original(document_id, user, state, view)
 
 
 @router.get("/document/remove")
@@ -312,10 +314,18 @@ async def remove_by_id(
 
 
 @router.get("/documents/{document_id:path}/original")
-async def document_original(document_id: str, user: User, state: State) -> Response:
-    """The uploaded file, byte for byte (the API's own download)."""
+async def document_original(
+    document_id: str, user: User, state: State, view: bool = False
+) -> Response:
+    """The uploaded file, byte for byte (the API's own download). ``view``: a PDF is shown
+    in the browser instead of saved, so a link can open it at a page (``#page=7``); any
+    other type is still a download (an uploaded page must not run as the console's)."""
     need(user, "read")
-    return await document_routes.download_original(document_id, user.principal, state)
+    response = await document_routes.download_original(document_id, user.principal, state)
+    if view and response.media_type == "application/pdf":
+        disposition = response.headers["Content-Disposition"]
+        response.headers["Content-Disposition"] = disposition.replace("attachment", "inline", 1)
+    return response
 
 
 @router.get("/documents/{document_id:path}/remove")

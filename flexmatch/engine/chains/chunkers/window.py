@@ -1,12 +1,14 @@
-"""``window``: plain overlapping windows over the whole text, ignoring structure."""
+"""``window``: plain overlapping windows over the whole text, ignoring structure.
+
+Each window's location spans the elements its words come from."""
 
 from __future__ import annotations
 
 from flexmatch.engine.chains.chunkers._budget import BudgetParams
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
-from flexmatch.models import Document, Section
-from flexmatch.text import split_words
+from flexmatch.models import Document, Location, Section
+from flexmatch.text import word_windows
 
 
 @register("chunker", "window")
@@ -16,5 +18,15 @@ class WindowChunker(Chunker):
     Params = BudgetParams
 
     async def run(self, document: Document) -> list[Section]:
-        windows = split_words(document.text, self.params.max_tokens, self.params.overlap_tokens)
-        return [Section(text=window) for window in windows]
+        words: list[str] = []
+        owners: list[int] = []  # the element each word comes from
+        for index, element in enumerate(document.elements):
+            own = element.text.split()
+            words.extend(own)
+            owners.extend([index] * len(own))
+        sections = []
+        for start, end in word_windows(words, self.params.max_tokens, self.params.overlap_tokens):
+            held = range(owners[start], owners[end - 1] + 1)
+            where = Location.spanning(document.elements[i].location for i in held)
+            sections.append(Section(text=" ".join(words[start:end]), location=where))
+        return sections

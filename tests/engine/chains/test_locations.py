@@ -1,0 +1,241 @@
+"""Every chunk knows where it is: the chunkers on real files (the Python standard
+library's own modules, the shared sample documents, heading markup as Sphinx and the
+Node.js docs write it) give each section its lines, page, slide, sheet rows or fragment,
+and keep the headings those files have."""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flexmatch.chains import ChainContext, Chunker, build_chain
+from flexmatch.config import ChainRef
+from flexmatch.engine.points import MatchPayload
+from flexmatch.inputs.loaders import discover, load
+from flexmatch.inputs.parsing import parse_file
+from flexmatch.models import Document, Location, Section, cite
+from tests.conftest import SHARED_DATA
+
+STDLIB = Path(posixpath.__file__).parent
+DOCS = SHARED_DATA / "docs"
+
+
+def _chunker(name: str, **params: object) -> Chunker:
+    return build_chain(ChainRef(chain=name, params=dict(params)), Chunker, ChainContext())
+
+
+def _read(path: Path, tmp_path: Path) -> Document:
+    """A file read as a folder walk reads it."""
+    folder = tmp_path / "folder"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(path, folder / path.name)
+    tasks, _ = discover([folder], include=[path.name])
+    (document,) = load(tasks[0], "default", 10**8)
+    assert isinstance(document, Document)
+    return document
+
+
+def _sections(chunker: Chunker, document: Document) -> list[Section]:
+    return asyncio.run(chunker.run(document))
+
+
+def _cite(document: Document, section: Section) -> str:
+    return cite(document.uri, document.title, section.location)
+
+
+def _words(lines: list[str]) -> list[str]:
+    return [line.strip() for line in lines if line.strip()]
+
+
+@pytest.mark.parametrize("module", ["posixpath.py", "uuid.py", "shutil.py"])
+@pytest.mark.parametrize("chunker", ["code", "structure"])
+def test_code_chunks_cite_the_lines_they_hold(module: str, chunker: str, tmp_path: Path) -> None:
+    """Every chunk of a real module names the lines of the file it holds, exactly."""
+    path = STDLIB / module
+    lines = path.read_text(encoding="utf-8").split("\n")
+    sections = _sections(_chunker(chunker), _read(path, tmp_path))
+    assert len(sections) > 10
+    for section in sections:
+        where = section.location
+        assert where is not None and where.line_start and where.line_end, section.heading_path
+        held = lines[where.line_start - 1 : where.line_end]
+        assert _words(section.text.split("\n")) == _words(held), section.heading_path
+        assert held[0].strip() and held[-1].strip()  # no blank line at either end
+
+
+def test_a_code_result_cites_posixpath_split(tmp_path: Path) -> None:
+    path = STDLIB / "posixpath.py"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    document = _read(path, tmp_path)
+    (split,) = [
+        s for s in _sections(_chunker("code"), document) if s.heading_path[-1:] == ["def split"]
+    ]
+    first = lines.index("def split(p):") + 1
+    last = first + lines[first - 1 :].index("    return head, tail")
+    assert _cite(document, split) == f"posixpath.py:{first}-{last}"
+
+
+def test_a_merged_code_chunk_names_every_symbol_it_holds(tmp_path: Path) -> None:
+    document = _read(STDLIB / "uuid.py", tmp_path)
+    sections = _sections(_chunker("code"), document)
+    (merged,) = [s for s in sections if "def uuid3(" in s.text]
+    assert merged.heading_path == ["uuid.py", "uuid3, uuid4"]
+    assert "def uuid4(" in merged.text
+    for section in sections:  # no chunk hides a top-level function it holds
+        for name in re.findall(r"^def (\w+)", section.text, flags=re.MULTILINE):
+            assert name in section.heading_path[-1], (name, section.heading_path)
+
+
+def test_pdf_chunks_cite_their_pages() -> None:
+    parsed = parse_file(DOCS / "pdf_list-item-example.pdf")
+    document = Document(
+        id="d", uri=str(DOCS / "pdf_list-item-example.pdf"), source="s", title=parsed.title,
+        elements=parsed.elements,
+    )  # fmt: skip
+    sections = _sections(_chunker("structure", max_tokens=60, overlap_tokens=0), document)
+    pages = {e.text: e.page for e in parsed.elements}
+    assert all(s.location and s.location.page for s in sections)
+    cites = {_cite(document, s) for s in sections}
+    assert "pdf_list-item-example.pdf p. 1" in cites
+    assert "pdf_list-item-example.pdf p. 2" in cites
+    for section in sections:  # each page cited is one its text is on
+        assert section.location is not None
+        on = {page for text, page in pages.items() if text in section.text}
+        cited = range(
+            section.location.page or 0,
+            (section.location.page_end or section.location.page or 0) + 1,
+        )
+        assert on and on <= set(cited), (section.text[:60], on, section.location)
+
+
+MARKDOWN = """# Setup guide
+
+Read this before you start.
+
+## Installing on Windows
+## Installing on Linux
+
+Run the installer from the package manager.
+
+## Removing
+"""
+
+
+def test_a_heading_with_nothing_under_it_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "setup.md"
+    path.write_text(MARKDOWN, encoding="utf-8")
+    document = _read(path, tmp_path)
+    sections = _sections(_chunker("structure"), document)
+    found = [(s.heading_path, s.text, _cite(document, s)) for s in sections]
+    assert found == [
+        (["Setup guide"], "Read this before you start.", "setup.md:3"),
+        (["Setup guide"], "Installing on Windows", "setup.md:5"),
+        (["Setup guide", "Installing on Linux"], "Run the installer from the package manager.", "setup.md:8"),  # noqa: E501
+        (["Setup guide"], "Removing", "setup.md:10"),
+    ]  # fmt: skip
+
+
+def test_markdown_chunks_cite_the_lines_of_a_real_file(tmp_path: Path) -> None:
+    path = DOCS / "LICENSE-Apache-2.0.md"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    document = _read(path, tmp_path)
+    sections = _sections(_chunker("structure", max_tokens=80, overlap_tokens=0), document)
+    assert len(sections) > 5
+    for section in sections:
+        where = section.location
+        assert where is not None and where.line_start and where.line_end
+        held = " ".join(lines[where.line_start - 1 : where.line_end])
+        first_words = " ".join(section.text.split()[:3])
+        assert first_words.split()[0].strip("*_`") in held, (first_words, where)
+
+
+# the heading markup of two real generators, as they write it (Sphinx: the Debian Python
+# policy; Node.js: its fs API page), permalinks and all
+SPHINX = """<html><head><title>Debian Python Policy</title></head><body>
+<section id="copyright">
+<h2><span class="section-number">1. </span>Copyright<a class="headerlink" href="#copyright" title="Permalink to this heading">¶</a></h2>
+<p>Copyright © 1999—2020 Software in the Public Interest</p>
+</section>
+<section id="completing-the-move-to-python-3">
+<h2><span class="section-number">2. </span>Completing the move to Python 3<a class="headerlink" href="#completing-the-move-to-python-3" title="Permalink to this heading">¶</a></h2>
+<p>Debian currently supports one Python version.</p>
+</section></body></html>"""  # noqa: E501
+NODE = """<html><body><div id="apicontent">
+<h2>File system<span><a class="mark" href="#file-system" id="file-system">#</a></span><a aria-hidden="true" class="legacy" id="fs_file_system"></a></h2>
+<p>The node:fs module enables interacting with the file system.</p>
+<h3>Callback API<span><a class="mark" href="#callback-api" id="callback-api">#</a></span><a aria-hidden="true" class="legacy" id="fs_callback_api"></a></h3>
+<p>The callback APIs perform all operations asynchronously.</p>
+<h3><a href="#empty"></a>Synchronous API</h3>
+<p>The synchronous APIs block the event loop.</p>
+</div></body></html>"""  # noqa: E501
+
+
+def test_permalink_anchors_are_dropped_and_fragments_cited(tmp_path: Path) -> None:
+    (tmp_path / "python-policy.html").write_text(SPHINX, encoding="utf-8")
+    (tmp_path / "fs.html").write_text(NODE, encoding="utf-8")
+    policy = _read(tmp_path / "python-policy.html", tmp_path)
+    fs = _read(tmp_path / "fs.html", tmp_path)
+    found = [
+        (s.heading_path, _cite(d, s))
+        for d in (policy, fs)
+        for s in _sections(_chunker("structure"), d)
+    ]
+    assert found == [
+        (["1. Copyright"], "python-policy.html#copyright"),
+        (["2. Completing the move to Python 3"], "python-policy.html#completing-the-move-to-python-3"),  # noqa: E501
+        (["File system"], "fs.html#file-system"),
+        (["File system", "Callback API"], "fs.html#callback-api"),
+        (["File system", "Synchronous API"], "fs.html#empty"),
+    ]  # fmt: skip
+
+
+def test_slides_and_sheet_rows_are_cited(tmp_path: Path) -> None:
+    deck = _read(DOCS / "sample-presentation.pptx", tmp_path)
+    slides = [_cite(deck, s) for s in _sections(_chunker("structure"), deck)]
+    assert "sample-presentation.pptx slide 1" in slides
+    assert all(re.fullmatch(r"sample-presentation\.pptx slides? \d+(-\d+)?", c) for c in slides)
+    book = _read(DOCS / "stanley-cups.xlsx", tmp_path)
+    sheets = [(s.heading_path, _cite(book, s)) for s in _sections(_chunker("structure"), book)]
+    assert sheets == [
+        (["Stanley Cups"], "stanley-cups.xlsx › Stanley Cups rows 3-5"),
+        (["Stanley Cups Since 67"], "stanley-cups.xlsx › Stanley Cups Since 67 rows 3-5"),
+    ]
+    small = _sections(_chunker("structure", max_tokens=20, overlap_tokens=0), book)
+    assert [s.location.row_start for s in small if s.location][:3] == [3, 4, 5]
+
+
+def test_text_file_paragraphs_and_windows_cite_their_lines(tmp_path: Path) -> None:
+    path = tmp_path / "NEWS.txt"
+    path.write_text(
+        "Release 2.1\n\nThe parser reads\nwrapped lines.\n\f\n- a fix\n- another fix\n",
+        encoding="utf-8",
+    )
+    elements = parse_file(path).elements
+    lines = [(e.text, e.location.line_start, e.location.line_end) for e in elements if e.location]
+    assert lines == [
+        ("Release 2.1", 1, 1),
+        ("The parser reads wrapped lines.", 3, 4),
+        ("a fix", 6, 6),
+        ("another fix", 7, 7),
+    ]  # fmt: skip
+    document = _read(path, tmp_path)
+    windows = _sections(_chunker("window", max_tokens=20, overlap_tokens=0), document)
+    assert [_cite(document, s) for s in windows] == ["NEWS.txt:1-7"]
+
+
+def test_a_chunk_stored_without_a_location_reads_as_none() -> None:
+    """Knowledge bases written before locations were kept stay readable."""
+    payload = {
+        "document_id": "d", "chunk_id": "d#0", "source": "s", "version": "v",
+        "uri": "/docs/guide.md", "content": "text",
+    }  # fmt: skip
+    result = MatchPayload.model_validate(payload).result(0.5)
+    assert result.location is None and result.cite == "guide.md"
+    stored = MatchPayload.model_validate({**payload, "location": {"line_start": 3, "line_end": 9}})
+    assert stored.result(0.5).cite == "guide.md:3-9"
+    assert stored.result(0.5).location == Location(line_start=3, line_end=9)
