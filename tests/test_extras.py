@@ -71,6 +71,7 @@ def test_a_pdf_without_the_parsers_extra_is_a_clear_per_file_error() -> None:
 def test_ingest_without_the_local_model_extra(tmp_path: Path) -> None:
     notes = tmp_path / "notes.md"
     notes.write_text("# Notes\n\nSomething worth finding.\n")
+    (tmp_path / "flexmatch.yaml").write_text("")  # a knowledge base
     done = _without({"onnxruntime", "tokenizers"}, "ingest", "--kb", str(tmp_path), str(notes))
     assert done.returncode == 2
     assert "the packaged embedding model needs the 'local' extra" in done.stderr

@@ -31,11 +31,11 @@ def knowledge_base(kb: Path) -> Path:
     folder = kb.expanduser().resolve()
     init = f"create one with `flexmatch init {folder}`, or name one with --kb (or $FLEXMATCH_KB)"
     if not folder.exists():
-        raise fm.ConfigError(f"no knowledge base at {folder}: the folder does not exist; {init}")
+        raise fm.ConfigError(f"{folder} is not a knowledge-base folder: it does not exist; {init}")
     if not folder.is_dir():
         raise fm.ConfigError(f"{folder} is a file, not a knowledge-base folder")
     if not (folder / fm.CONFIG_FILE).is_file():
         raise fm.ConfigError(
-            f"{folder} is not a knowledge base (it has no {fm.CONFIG_FILE}); {init}"
+            f"{folder} is not a knowledge-base folder: it has no {fm.CONFIG_FILE}; {init}"
         )
     return folder

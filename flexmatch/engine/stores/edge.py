@@ -245,8 +245,8 @@ class EdgeStore(QueryMethods):
         api = f"{server.url}/docs" if server.url else "its /docs page"
         raise StoreError(
             f"the store at {self.path} is held by `flexmatch serve` ({server.describe()}); "
-            f"use its HTTP API instead ({api}: /search, /documents, /stats), or stop the "
-            "server first"
+            f"use its HTTP API instead ({api}: /v1/search, /v1/documents, /v1/stats), or stop "
+            "the server first"
         )
 
     def prepare(self, embedding_model: str, dimension: int) -> None:

@@ -63,13 +63,13 @@ def test_a_folder_that_is_not_a_knowledge_base_is_refused_in_one_line(tmp_path: 
     empty.mkdir()
     (empty / "notes.md").write_text(HARBOUR, encoding="utf-8")
     error = _one_line(run("ingest", "--kb", str(empty), str(empty / "notes.md")))
-    assert f"{empty} is not a knowledge base" in error and "flexmatch init" in error
+    assert f"{empty} is not a knowledge-base folder" in error and "flexmatch init" in error
     assert sorted(p.name for p in empty.iterdir()) == ["notes.md"]  # no store made
     # the current folder is the default: the same, with $FLEXMATCH_KB unset
     error = _one_line(run("query", "ferry", cwd=empty))
-    assert f"{empty} is not a knowledge base" in error
+    assert f"{empty} is not a knowledge-base folder" in error
     error = _one_line(run("serve", "--kb", str(empty), "--port", str(free_port())))
-    assert "is not a knowledge base" in error
+    assert "is not a knowledge-base folder" in error
     # init makes one that every command then accepts; the demo makes its own
     assert run("init", str(empty)).returncode == 0
     assert run("stats", "--kb", str(empty)).returncode == 0

@@ -21,7 +21,7 @@ from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.engine.stores.base import DENSE, LEXICAL
 from flexmatch.engine.stores.edge import META_FILE, EdgeStore
 from flexmatch.errors import StoreError
-from tests.conftest import FLEXMATCH, REPO, run
+from tests.conftest import FLEXMATCH, REPO, run, write_config
 
 NOTE = "# Harbour office\n\nThe harbour office opens at nine and closes at five.\n"
 QUESTION = "When does the harbour office open?"
@@ -200,6 +200,7 @@ def _kill_prepare(kb_dir: Path, milestone: Callable[[Path], bool]) -> None:
 def _kill_cli_ingest(kb_dir: Path, note: Path, after: float | None = None) -> None:
     """A real ``flexmatch ingest``, SIGKILLed while it creates its store's shard (or
     ``after`` seconds, wherever it is then)."""
+    write_config(kb_dir, "")  # the CLI refuses a folder that is not a knowledge base
     env = {k: v for k, v in os.environ.items() if k != "FLEXMATCH_KB"}
     child = subprocess.Popen(
         [str(FLEXMATCH), "ingest", "--kb", str(kb_dir), str(note)],
