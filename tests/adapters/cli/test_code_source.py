@@ -92,6 +92,12 @@ def test_ingest_a_code_folder_then_query_finds_the_function(tmp_path: Path) -> N
     assert first["heading_path"] == ["app/storage.py", "def file_checksum"]
     assert first["content"].startswith("def file_checksum(data: bytes) -> str:")
     assert first["title"] == "storage.py"
+    assert first["location"] == {"line_start": 23, "line_end": 25}  # where it is in the file
+    assert first["cite"] == "storage.py:23-25"
+    panels = run(
+        "query", "--kb", str(kb), "--top-n", "1", "compute the sha256 hash of file contents"
+    )
+    assert panels.returncode == 0 and "cite: storage.py:23-25" in panels.stdout, panels.stderr
 
     first = _query(kb, "how long to wait before retrying a delivery")
     assert first["heading_path"][0] == "app/mail.go"  # a small file: its functions together

@@ -94,6 +94,7 @@ def test_upload_job_then_searchable(api: Api, memo_id: str) -> None:
     first = data["results"][0]
     assert first["document_id"] == memo_id and first["rank"] == 1
     assert "10,000 blankets" in first["content"] and first["uri"] == "upload:pdf_fake-memo.pdf"
+    assert first["location"] == {"page": 1} and first["cite"] == "pdf_fake-memo.pdf p. 1"
     assert first["matched_text"] and first["qualifying_text"]
     assert first["metadata"]["team"] == "ops"
     assert data["explain"] is False and data["query"] == "How many blankets were delivered?"
@@ -114,6 +115,7 @@ def test_get_document_with_chunks(api: Api, memo_id: str) -> None:
     assert detail["document"]["metadata"]["team"] == "ops"
     chunk = detail["chunks"][0]
     assert "20,000 bottles of water" in chunk["content"]
+    assert chunk["location"]["page"] == 1
     assert chunk["matching_texts"] and chunk["qualifying_text"]
     assert_error(
         api.client.get("/v1/documents/nope", headers=auth(api.tokens["read"])), 404, "not_found"
