@@ -23,6 +23,9 @@ from flexmatch.adapters.http.auth import client_host, principal_in
 from flexmatch.adapters.http.metrics import UNMATCHED, Metrics
 
 access_log = logging.getLogger("flexmatch.access")
+# any other method a client makes up is "other": a label value per made-up method would
+# let one client grow the metrics without bound
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class RequestLog:
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         method = str(scope.get("method", ""))
+        method = method if method in METHODS else "other"
         route = route_template(self.routes, scope)
         self.metrics.request(method, route, status, seconds)
         principal = principal_in(scope)

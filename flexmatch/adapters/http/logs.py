@@ -29,6 +29,7 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's copy of its message with terminal colours
 }
 
 

@@ -98,6 +98,7 @@ def test_requests_count_by_route_template_and_status(served: Served) -> None:
     assert_error(served.client.post("/v1/search", json={"query": "x"}), 401, "unauthorized")
     assert served.client.get("/no/such/page").status_code == 404
     assert served.client.get("/health").status_code == 200
+    assert served.client.request("BREW", "/health").status_code == 405
     after = scrape(served)
     requests = "flexmatch_http_requests_total"
     document = "/v1/documents/{document_id:path}"
@@ -105,6 +106,7 @@ def test_requests_count_by_route_template_and_status(served: Served) -> None:
     assert moved(before, after, requests, method="POST", route="/v1/search", status="401") == 1
     assert moved(before, after, requests, method="GET", route="<unmatched>", status="404") == 1
     assert moved(before, after, requests, method="GET", route="/health", status="200") == 1
+    assert moved(before, after, requests, method="other", route="/health", status="405") == 1
     # the raw path of a request is never a label: the number of series stays bounded
     assert not any(missing in str(labels) for _, labels in after)
     seconds = "flexmatch_http_request_duration_seconds_count"
