@@ -221,6 +221,8 @@ class SourceConfig(_Strict):
     reranker: ChainRef | None = None
     formatter: ChainRef | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # what the source holds, in a sentence: agents read it in the MCP tools' descriptions
+    description: str = Field("", max_length=1000)
 
     @field_validator("crawl", mode="before")
     @classmethod
@@ -354,6 +356,27 @@ class ServiceConfig(_Strict):
         return value or None
 
 
+MCP_TOOLS = ("search_knowledge", "list_documents", "get_document", "ingest_url", "add_record")
+
+
+class McpConfig(_Strict):
+    """What ``flexmatch mcp`` tells agents: ``description`` (what the knowledge base holds,
+    added to the server's instructions and the search tool's description) and ``tools``
+    (a tool's description by tool name, in place of the built-in one; the sources an
+    agent may name are still listed after it)."""
+
+    description: str = Field("", max_length=2000)
+    tools: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(MCP_TOOLS))
+        if unknown:
+            raise ValueError(f"unknown MCP tool {unknown[0]!r} (tools: {', '.join(MCP_TOOLS)})")
+        return value
+
+
 class KBConfig(_Strict):
     """One knowledge base: its store, models, sources and query settings."""
 
@@ -364,6 +387,7 @@ class KBConfig(_Strict):
     default_source: str = "default"
     ingest: IngestConfig = IngestConfig()
     query: QueryConfig = QueryConfig()
+    mcp: McpConfig = McpConfig()
 
     @model_validator(mode="after")
     def _default_source_exists(self) -> KBConfig:

@@ -1,11 +1,15 @@
 """The knowledge base as an MCP server (``flexmatch mcp``), on the official ``mcp`` SDK.
 
 Tools: ``search_knowledge``, ``list_documents``, ``get_document`` and, unless read-only,
-``ingest_url`` and ``add_record``. The server holds the knowledge base open for its whole
-life (the embedded store admits one process at a time). Transports:
+``ingest_url`` and (with a source of type ``records``) ``add_record``. Their descriptions
+name the knowledge base's sources and what each holds (``description`` of a source, and
+the ``mcp`` section of ``flexmatch.yaml``), so an agent knows what it can find before it
+searches. The server holds the knowledge base open for its whole life (the embedded store
+admits one process at a time). Transports:
 
 - stdio, for a desktop client that starts the server: one tenant (``--tenant``);
-- streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``): every call carries
+- streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``, said on start-up):
+  every call carries
   an API key (``Authorization: Bearer fm_...``, the REST API's keys), which gives the
   tenant and the permissions (read for the reading tools, write for the others). Without
   keys (``--no-auth``) it serves ``--tenant``, and only on a loopback address.
@@ -14,6 +18,8 @@ life (the embedded store admits one process at a time). Transports:
 tools), and a call with an argument the tool does not take (``tenant``, a misspelt
 ``top_k``) is refused by name rather than silently dropped: the tenant always comes
 from the key or ``--tenant``, and an agent learns at once that its argument did nothing.
+Every failure (a bad argument, a refused URL, a record that could not be stored) is a
+result with ``is_error`` set and one line saying why.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from flexmatch import (
     DEFAULT_TENANT,
@@ -33,6 +41,7 @@ from flexmatch import (
     KeyStore,
     KnowledgeBase,
     Permission,
+    SourceConfig,
     __version__,
     check_tenant,
 )
@@ -75,6 +84,53 @@ class _KeyVerifier:
         )
 
 
+DESCRIPTIONS = {
+    "search_knowledge": (
+        "Search the knowledge base for the passages that best answer a question. Returns "
+        "the same JSON tool result as `flexmatch query --json`: each passage with its "
+        "source, title, context and the question it answers."
+    ),
+    "list_documents": (
+        "The documents in the knowledge base: id, title, uri, source, status, chunks."
+    ),
+    "get_document": "A document with its chunks, the questions each answers, and its context.",
+    "ingest_url": "Import a web page (private and local addresses are refused).",
+    "add_record": "Store a structured fact (a JSON object) so it can be searched later.",
+}
+
+
+def _source_lines(sources: dict[str, SourceConfig]) -> str:
+    return "\n".join(
+        f"- {name} ({source.type})"
+        + (f": {source.description.strip()}" if source.description else "")
+        for name, source in sources.items()
+    )
+
+
+def describe_tools(kb: KnowledgeBase) -> dict[str, str]:
+    """Each tool's description: the configured one (``mcp.tools``) or the built-in one,
+    then what an agent needs to choose a ``source``: the sources it may name, each with
+    its type and ``description`` (the knowledge base's own ``mcp.description`` first)."""
+    config = kb.config
+    sources = config.sources
+    records = {n: s for n, s in sources.items() if s.type == "records"}
+    about = config.mcp.description.strip()
+    own = {name: config.mcp.tools.get(name, text).strip() for name, text in DESCRIPTIONS.items()}
+    search = own["search_knowledge"]
+    if about:
+        search += f"\n\nThe knowledge base: {about}"
+    return {
+        "search_knowledge": f"{search}\n\nSources (name one as `source` to search only it):\n"
+        + _source_lines(sources),
+        "list_documents": f"{own['list_documents']}\n\nSources:\n{_source_lines(sources)}",
+        "get_document": own["get_document"],
+        "ingest_url": f"{own['ingest_url']}\n\nSources it can be filed under (default: "
+        f"{config.default_source}):\n{_source_lines(sources)}",
+        "add_record": f"{own['add_record']}\n\nRecords sources (default: "
+        f"{next(iter(records), '')}):\n{_source_lines(records)}",
+    }
+
+
 def build_server(
     kb: KnowledgeBase,
     *,
@@ -92,6 +148,10 @@ def build_server(
     from mcp.types import Tool, ToolAnnotations
 
     check_tenant(tenant)
+    descriptions = describe_tools(kb)
+    instructions = INSTRUCTIONS
+    if kb.config.mcp.description.strip():
+        instructions += f" This knowledge base: {kb.config.mcp.description.strip()}"
     auth: dict[str, Any] = {}
     if keys is not None:
         auth = {
@@ -128,10 +188,15 @@ def build_server(
                 unknown = sorted(set(arguments) - set(takes))
                 if unknown:
                     raise ToolError(_unknown_arguments(name, unknown, takes))
-            return await super().call_tool(name, arguments, context)
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:  # pydantic's report spans lines and links: one line
+                if isinstance(exc.__cause__, ValidationError):
+                    raise ToolError(_invalid_arguments(name, exc.__cause__)) from exc.__cause__
+                raise
 
     server: MCPServer = _Server(
-        "flexmatch", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", **auth
+        "flexmatch", instructions=instructions, version=__version__, log_level="WARNING", **auth
     )
 
     def caller(needs: Permission) -> str:
@@ -157,7 +222,7 @@ def build_server(
             return None
         return kb.choose_source(name, records=records)
 
-    @server.tool(annotations=reading)
+    @server.tool(annotations=reading, description=descriptions["search_knowledge"])
     async def search_knowledge(
         query: Annotated[
             str,
@@ -182,9 +247,7 @@ def build_server(
             ),
         ] = None,
     ) -> str:
-        """Search the knowledge base for the passages that best answer a question.
-
-        Returns the same JSON tool result as ``flexmatch query --json``."""
+        """The JSON tool result of ``flexmatch query --json`` for ``query``."""
         scope = caller("read")
         await warm.ready()
         try:
@@ -196,7 +259,7 @@ def build_server(
             raise failed(exc) from exc
 
     # async, so they run on the server's loop like every other call on the knowledge base
-    @server.tool(annotations=reading)
+    @server.tool(annotations=reading, description=descriptions["list_documents"])
     async def list_documents(
         source: Annotated[str | None, Field(description="Only this data source.")] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
@@ -204,8 +267,8 @@ def build_server(
     ) -> str:
         """The documents in the knowledge base: id, title, uri, source, status, chunks."""
         scope = caller("read")
-        try:
-            records = kb.list_documents(source=source, tenant=scope)
+        try:  # an unknown source is said, not answered with an empty list
+            records = kb.list_documents(source=source_of(source), tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         page = [
@@ -214,7 +277,7 @@ def build_server(
         ]
         return json.dumps({"total": len(records), "documents": page}, ensure_ascii=False)
 
-    @server.tool(annotations=reading)
+    @server.tool(annotations=reading, description=descriptions["get_document"])
     async def get_document(
         document_id: Annotated[str, Field(description="An id from list_documents.")],
     ) -> str:
@@ -229,7 +292,10 @@ def build_server(
     if read_only:
         return server
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True))
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True),
+        description=descriptions["ingest_url"],
+    )
     async def ingest_url(
         url: Annotated[str, Field(description="A public http(s) URL.")],
         source: Annotated[str | None, Field(description="Data source to file it under.")] = None,
@@ -245,9 +311,15 @@ def build_server(
                 report = await kb.aingest_documents(pages, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
-        return json.dumps(report.outcome(url).summary(), ensure_ascii=False)
+        return _succeeded(report.outcome(url).summary())
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False))
+    if not any(s.type == "records" for s in kb.config.sources.values()):
+        return server  # add_record could only fail
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False),
+        description=descriptions["add_record"],
+    )
     async def add_record(
         record: Annotated[dict[str, Any], Field(description="The fact as a JSON object.")],
         source: Annotated[str | None, Field(description="A records source.")] = None,
@@ -263,9 +335,29 @@ def build_server(
                 report = await kb.aadd_records([record], source=name, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
-        return json.dumps(report.outcome("record").summary(), ensure_ascii=False)
+        return _succeeded(report.outcome("record").summary())
 
     return server
+
+
+def _succeeded(summary: dict[str, str]) -> str:
+    """The outcome of a one-document write as the tool's JSON result, or a tool error
+    (``is_error``) with its one line if it failed."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    if summary["status"] == "failed":
+        raise ToolError(f"{summary['input']}: {summary['detail'] or 'failed'}")
+    return json.dumps(summary, ensure_ascii=False)
+
+
+def _invalid_arguments(tool: str, error: ValidationError) -> str:
+    """Pydantic's report as one line: each argument at fault and what it must be."""
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "the arguments"
+        message = str(item["msg"])
+        problems.append(f"'{where}': {message[:1].lower()}{message[1:]}")
+    return f"invalid arguments for {tool}: {'; '.join(problems)}"
 
 
 def _unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
@@ -333,7 +425,35 @@ def run(
         if transport == "stdio":
             build_server(kb, tenant=tenant, read_only=read_only).run("stdio")
             return
+        import uvicorn
+
+        listening = _listen(host, port)  # bound first: the URL said is one that answers
+        port = listening.getsockname()[1]
         keys = KeyStore.for_kb(kb.path) if auth else None
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
         server = build_server(kb, tenant=tenant, read_only=read_only, keys=keys, url=url)
-        server.run("streamable-http", host=host, port=port)
+        app = server.streamable_http_app(host=host)
+        who = (
+            "every call needs an API key ('flexmatch keys create')"
+            if auth
+            else f"no API keys: serving tenant '{tenant}'"
+        )
+        print(
+            f"FlexMatch MCP server (streamable HTTP) on {url}/mcp; {who}"
+            f"{'; read-only' if read_only else ''}. Ctrl+C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
+        uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or a ConfigError saying why not (in use, no
+    such address) instead of uvicorn's log line and exit."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family, backlog=128)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason.lower()}") from exc

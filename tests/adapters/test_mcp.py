@@ -1,5 +1,6 @@
 """The MCP server through the official SDK's client: the real ``flexmatch mcp`` command
-over stdio, and the streamable HTTP transport on a real uvicorn server."""
+over stdio, and the streamable HTTP transport on a real uvicorn server (the command
+over HTTP, with keys, is ``test_mcp_http.py``)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,19 @@ from tests.conftest import write_config
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
 QUESTION = "How many blankets were delivered?"
+# the sources say what they hold; the knowledge base too, and one tool is re-described
+DESCRIBED = (
+    KB_CONFIG.replace(
+        "  default: {}", "  default: {description: 'Memos and reports, as files.'}"
+    ).replace("    type: records\n", "    type: records\n    description: Facts agents learned.\n")
+    + "mcp:\n  description: The relief operation's memos.\n"
+    + "  tools: {get_document: Read one stored document whole.}\n"
+)
 
 
-def make_kb(folder: Path, embedder: OnnxEmbedder) -> Path:
+def make_kb(folder: Path, embedder: OnnxEmbedder, config: str = DESCRIBED) -> Path:
     """A knowledge base holding the fake memo (tenant "default"), closed again."""
-    write_config(folder, KB_CONFIG)
+    write_config(folder, config)
     with KnowledgeBase.open(folder, embedder=embedder, env={}) as kb:
         report = kb.ingest([DOCS / "pdf_fake-memo.pdf"])
     assert report.added == 1
@@ -49,13 +58,35 @@ def stdio(kb: Path, *extra: str) -> StdioServerParameters:
     )
 
 
+def one_line_error(result: object) -> str:
+    """The text of a failed call: flagged ``is_error``, one line, no pydantic links."""
+    text = text_of(result)
+    assert result.is_error, text  # type: ignore[attr-defined]
+    assert "\n" not in text and "errors.pydantic.dev" not in text and "Traceback" not in text
+    return text
+
+
 def test_stdio_session_lists_tools_and_searches(stdio_kb: Path) -> None:
     async def session() -> None:
         async with Client(stdio(stdio_kb), read_timeout_seconds=60) as client:
+            assert client.instructions is not None
+            assert client.instructions.endswith(
+                "This knowledge base: The relief operation's memos."
+            )
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {*READ_ONLY_TOOLS, *WRITE_TOOLS}
             assert tools["search_knowledge"].input_schema["required"] == ["query"]
             assert tools["search_knowledge"].annotations.read_only_hint is True
+            # what the knowledge base holds, source by source, is in the descriptions
+            search = tools["search_knowledge"].description or ""
+            assert "The knowledge base: The relief operation's memos." in search
+            assert "- default (files): Memos and reports, as files." in search
+            assert "- facts (records): Facts agents learned." in search and "- web (web)" in search
+            record = tools["add_record"].description or ""
+            assert (
+                "- facts (records): Facts agents learned." in record and "default (" not in record
+            )
+            assert tools["get_document"].description == "Read one stored document whole."
 
             found = await client.call_tool("search_knowledge", {"query": QUESTION, "top_n": 2})
             assert not found.is_error
@@ -72,10 +103,17 @@ def test_stdio_session_lists_tools_and_searches(stdio_kb: Path) -> None:
             assert shown["chunks"][0]["matching_texts"]
 
             missing = await client.call_tool("get_document", {"document_id": "nope"})
-            assert missing.is_error and "no document 'nope'" in text_of(missing)
+            assert "no document 'nope'" in one_line_error(missing)
             refused = await client.call_tool("ingest_url", {"url": "http://127.0.0.1:9/x"})
-            assert json.loads(text_of(refused))["status"] == "failed"
+            assert "http://127.0.0.1:9/x" in one_line_error(refused)
             assert "loopback" in text_of(refused)
+            bad = await client.call_tool("search_knowledge", {"query": QUESTION, "top_n": 0})
+            assert one_line_error(bad).endswith(
+                "invalid arguments for search_knowledge: 'top_n': input should be greater "
+                "than or equal to 1"
+            )
+            wrong = await client.call_tool("add_record", {"record": {"a": 1}, "source": "web"})
+            assert "source 'web' is not of type 'records'" in one_line_error(wrong)
             added = await client.call_tool(
                 "add_record", {"record": {"fact_id": "f9", "subject": "Gate", "code": "1234"}}
             )
@@ -93,6 +131,24 @@ def test_stdio_read_only_drops_write_tools(stdio_kb: Path) -> None:
             assert refused.is_error
 
     asyncio.run(session())
+
+
+def test_no_records_source_no_add_record(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """add_record is offered only where it can work: a knowledge base with a records
+    source; the descriptions then name the sources with no description as bare names."""
+    write_config(tmp_path / "kb", "sources:\n  default: {}\n  pages: {type: web}\n")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+
+        async def session() -> None:
+            async with Client(build_server(kb)) as client:
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                assert set(tools) == {*READ_ONLY_TOOLS, "ingest_url"}
+                search = tools["search_knowledge"].description or ""
+                assert search.endswith("- default (files)\n- pages (web)")
+                refused = await client.call_tool("add_record", {"record": {"a": 1}})
+                assert refused.is_error and "add_record" in text_of(refused)
+
+        asyncio.run(session())
 
 
 def test_streamable_http_and_tenant_scope(

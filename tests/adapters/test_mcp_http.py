@@ -1,0 +1,125 @@
+"""The real ``flexmatch mcp --transport http`` process through the official SDK's client
+over streamable HTTP: it says where it listens, each key sees only the tools it may call,
+and every failure is ``is_error`` with one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS
+from flexmatch.engine.embeddings import OnnxEmbedder
+from tests.adapters.http.servers import cli_key, free_port
+from tests.adapters.test_mcp import QUESTION, make_kb, one_line_error, text_of
+from tests.conftest import FLEXMATCH, run, stop
+
+ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("FLEXMATCH_")},
+    "HF_HUB_OFFLINE": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+}
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Path:
+    return make_kb(tmp_path_factory.mktemp("mcp-http-process") / "kb", embedder)
+
+
+@contextmanager
+def mcp_process(kb: Path, *extra: str) -> Iterator[tuple[str, str]]:
+    """``flexmatch mcp --transport http`` on a free port: its URL and its start-up line."""
+    port = free_port()
+    process = subprocess.Popen(
+        [FLEXMATCH, "mcp", "--kb", kb, "--transport", "http", "--port", str(port), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        assert process.stderr is not None
+        said = process.stderr.readline().strip()  # printed once the port is bound
+        yield f"http://127.0.0.1:{port}/mcp", said
+    finally:
+        stop(process)
+
+
+def over_http(url: str, token: str | None, work):  # type: ignore[no-untyped-def]
+    """Run ``work(client)`` in a streamable HTTP connection carrying ``token``."""
+
+    async def connected():  # type: ignore[no-untyped-def]
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        transport = streamable_http_client(url, http_client=create_mcp_http_client(headers))
+        async with Client(transport, read_timeout_seconds=60) as client:
+            return await work(client)
+
+    return asyncio.run(connected())
+
+
+async def tool_names(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+def test_keys_see_their_tools_and_failures_are_errors(kb: Path) -> None:
+    reader = cli_key(kb, "default", "read", ENV)
+    writer = cli_key(kb, "default", "read,write", ENV)
+    with mcp_process(kb) as (url, said):
+        assert said == (
+            f"FlexMatch MCP server (streamable HTTP) on {url}; every call needs an API key "
+            "('flexmatch keys create'). Ctrl+C stops it."
+        )
+        assert over_http(url, reader, tool_names) == set(READ_ONLY_TOOLS)
+        assert over_http(url, writer, tool_names) == {*READ_ONLY_TOOLS, *WRITE_TOOLS}
+
+        async def reader_calls(client: Client) -> None:
+            found = await client.call_tool("search_knowledge", {"query": QUESTION})
+            assert "10,000 blankets" in json.loads(text_of(found))["results"][0]["content"]
+            refused = await client.call_tool("add_record", {"record": {"fact_id": "x"}})
+            assert "does not have the 'write' permission" in one_line_error(refused)
+
+        over_http(url, reader, reader_calls)
+
+        async def writer_calls(client: Client) -> None:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "- facts (records): Facts agents learned." in (
+                tools["search_knowledge"].description or ""
+            )
+            refused = await client.call_tool("ingest_url", {"url": "http://127.0.0.1:9/page"})
+            assert "loopback" in one_line_error(refused)
+            unknown = await client.call_tool("list_documents", {"source": "nope"})
+            assert "unknown source 'nope'" in one_line_error(unknown)
+            added = await client.call_tool(
+                "add_record", {"record": {"fact_id": "gate", "subject": "Gate code 4711"}}
+            )
+            assert json.loads(text_of(added))["status"] == "added"
+
+        over_http(url, writer, writer_calls)
+
+
+def test_read_only_and_no_auth_say_so_on_start_up(kb: Path) -> None:
+    with mcp_process(kb, "--no-auth", "--read-only", "--tenant", "acme") as (url, said):
+        assert said == (
+            f"FlexMatch MCP server (streamable HTTP) on {url}; no API keys: serving tenant "
+            "'acme'; read-only. Ctrl+C stops it."
+        )
+        assert over_http(url, None, tool_names) == set(READ_ONLY_TOOLS)
+
+
+def test_a_port_in_use_is_one_line(kb: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = run("mcp", "--kb", str(kb), "--transport", "http", "--port", str(port), env=ENV)
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: address already in use" in done.stderr
+    assert "Traceback" not in done.stderr
