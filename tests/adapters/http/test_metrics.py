@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -188,6 +189,35 @@ def test_each_request_writes_one_access_line_without_secrets(
     everything = "\n".join(r.getMessage() for r in lines)
     assert token not in everything and "fm_not_a_key" not in everything
     assert "secret-looking-id" not in everything and "x=1" not in everything
+
+
+def test_a_console_search_counts_its_stages_and_its_line_names_the_tenant(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="flexmatch.access")
+    url = str(served.client.base_url)
+    with httpx.Client(base_url=url, timeout=60) as browser:
+        form = re.search(r'name="csrf" value="([^"]+)"', browser.get("/console/signin").text)
+        assert form
+        signed = browser.post(
+            "/console/signin",
+            data={"csrf": form.group(1), "api_key": served.tokens["rw"], "next": "/console/"},
+            headers={"Origin": url, "Sec-Fetch-Site": "same-origin"},
+        )
+        assert signed.status_code == 303, signed.text
+        before = scrape(served)
+        page = browser.get("/console/search", params={"q": "What is in the memo?"})
+        assert page.status_code == 200, page.text
+    after = scrape(served)
+    stages = "flexmatch_search_stage_seconds_count"
+    for stage in ("transform", "embed", "search", "rerank", "format"):
+        assert moved(before, after, stages, stage=stage) == 1, stage
+    deadline = time.monotonic() + 10
+    while not [r for r in caplog.records if getattr(r, "route", "") == "/console/search"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    (line,) = [r for r in caplog.records if getattr(r, "route", "") == "/console/search"]
+    assert (line.status, line.tenant) == (200, "acme")  # type: ignore[attr-defined]
 
 
 def test_the_root_url_leads_to_the_console(served: Served) -> None:

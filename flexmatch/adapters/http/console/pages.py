@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
@@ -424,8 +425,11 @@ async def search_page(
         conditions = parse_filters(filters, source)
         await state.warmed()
         answer = await state.kb.asearch(q, top_n=count, filters=conditions, tenant=user.tenant)
+        formatting = time.perf_counter()
         context["result"] = answer_result(answer, explain=True)
         context["facts"] = await state.kb.aformat_answer(answer, "markdown")
+        format_ms = (time.perf_counter() - formatting) * 1000
+        state.metrics.search({**answer.stage_ms, "format": format_ms})
         context["took_ms"] = answer.took_ms
     except ValueError:
         context["error"], status = "top N must be a whole number between 1 and 100", 422
