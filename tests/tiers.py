@@ -86,6 +86,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/test_reindex_hostile_prompts.py": ("slow",),  # CLI re-index runs
     "tests/test_estimate.py": ("slow",),
     "tests/test_knowledge_base.py": ("slow",),
+    "tests/test_citations.py": ("slow",),  # ingests a PDF and a module, queries them
     "tests/test_reindex.py": ("slow",),
 }
 
