@@ -277,6 +277,7 @@ def test_document_detail_shows_chunks_and_their_questions(console: Console, page
     first = page.locator("li.chunk").first
     expect(first.get_by_role("heading", level=3)).to_contain_text("Harbour notes › Cats")
     expect(first.locator(".content")).to_contain_text("lighthouse keeper")
+    expect(first.locator(".location")).to_have_text(re.compile(r"lines? \d+(-\d+)?"))
     expect(first.locator(".qualifying")).not_to_have_text("–")
     questions = first.get_by_role("list", name="Questions").get_by_role("listitem")
     assert questions.count() >= 1
@@ -301,6 +302,7 @@ def test_search_shows_the_document_first_with_its_signals_and_facts(
     expect(first.locator(".matched")).to_contain_text("cats")
     expect(first.locator(".qualifying")).not_to_be_empty()
     expect(first.locator(".uri")).to_have_text("upload:harbour.md")
+    expect(first.locator(".cite code")).to_have_text(re.compile(r"harbour\.md:\d+(-\d+)?"))
     expect(first.locator("dl.signals > div")).to_have_count(7)  # the score, every signal
     expect(page.locator(".result")).to_have_count(3)
     assert page.locator("ol.variants li").count() >= 2  # the query and its LLM rewrite
