@@ -159,3 +159,36 @@ def test_an_unknown_log_format_is_refused_in_one_line(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert "Invalid value for --log-format: use text or json" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_every_worker_logs_json_too(tmp_path: Path) -> None:
+    """``--workers 2`` (over a Qdrant address nothing listens on: the workers start, the
+    store is unavailable): the supervisor's lines and each worker's are JSON."""
+    kb = tmp_path / "kb"
+    write_config(kb, "store:\n  url: http://127.0.0.1:9\n")
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    command = [str(FLEXMATCH), "serve", "--kb", str(kb), "--port", str(port), "--workers", "2"]
+    with log_path.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_env(FLEXMATCH_LOG_FORMAT="json"),
+        )
+        try:
+            deadline = time.monotonic() + READY_WITHIN
+            while log_path.read_text().count("Started server process") < 2:
+                assert process.poll() is None, log_path.read_text()[-2000:]
+                assert time.monotonic() < deadline, log_path.read_text()[-2000:]
+                time.sleep(0.2)
+            for _ in range(4):
+                assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        finally:
+            stop(process)
+    entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    started = [e for e in entries if e["message"].startswith("Started server process")]
+    assert len(started) == 2
+    access = [e for e in entries if e["logger"] == "flexmatch.access"]
+    assert [(e["route"], e["status"]) for e in access] == [("/health", 200)] * 4
