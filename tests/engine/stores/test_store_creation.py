@@ -234,6 +234,7 @@ def test_kill_9_during_the_first_store_creation_then_a_fresh_ingest_works(
         # never a half store: the store folder is whole (with its metadata) or absent
         assert store_made or not _store_dir(kb_dir).exists(), point
 
+        write_config(kb_dir, "")  # the CLI ingests into a knowledge base
         ingest = run("ingest", "--kb", str(kb_dir), "--json", str(note))
         assert ingest.returncode == 0, f"{point}: {ingest.stderr}"
         report = json.loads(ingest.stdout)
