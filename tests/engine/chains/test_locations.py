@@ -15,6 +15,7 @@ import pytest
 
 from flexmatch.chains import ChainContext, Chunker, build_chain
 from flexmatch.config import ChainRef
+from flexmatch.engine.chains.chunkers._budget import REVISION
 from flexmatch.engine.points import MatchPayload
 from flexmatch.inputs.loaders import discover, load
 from flexmatch.inputs.parsing import parse_file
@@ -226,6 +227,14 @@ def test_text_file_paragraphs_and_windows_cite_their_lines(tmp_path: Path) -> No
     document = _read(path, tmp_path)
     windows = _sections(_chunker("window", max_tokens=20, overlap_tokens=0), document)
     assert [_cite(document, s) for s in windows] == ["NEWS.txt:1-7"]
+
+
+def test_documents_chunked_before_locations_were_kept_are_stale() -> None:
+    """The chunkers' definitions carry the revision of their output, so documents they
+    made before (no locations) get a new version and are written again."""
+    for name in ("structure", "code", "window"):
+        definition = _chunker(name).definition()
+        assert definition["revision"] == REVISION and "spec" in definition
 
 
 def test_a_chunk_stored_without_a_location_reads_as_none() -> None:

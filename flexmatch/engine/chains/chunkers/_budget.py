@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch.models import Location
 from flexmatch.text import count_tokens, split_sentences, split_words
+
+# Bumped when what the built-in chunkers produce changes (2: chunks carry their location,
+# an empty heading is kept, merged code names its symbols): stored documents are stale and
+# ``reindex`` (or the next ingest) writes them again, instead of old chunks staying as
+# they were with no location.
+REVISION = 2
+
+
+def with_revision(definition: dict[str, Any]) -> dict[str, Any]:
+    """A built-in chunker's definition, with the revision of its output."""
+    return {**definition, "revision": REVISION}
 
 
 class BudgetParams(BaseModel):

@@ -14,6 +14,7 @@ so none of them is hidden. Prose elements (a document that is not code) are pack
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,6 +24,7 @@ from flexmatch.engine.chains.chunkers._budget import (
     line_locations,
     pack_spans,
     split_lines,
+    with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
@@ -62,6 +64,9 @@ class CodeChunker(Chunker):
     between statements, small neighbours merged."""
 
     Params = CodeParams
+
+    def definition(self) -> dict[str, Any]:
+        return with_revision(super().definition())
 
     async def run(self, document: Document) -> list[Section]:
         root = str(document.metadata.get("path") or document.title or document.uri)

@@ -9,6 +9,7 @@ the words a reader searches for would not be in the index at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from flexmatch.engine.chains.chunkers._budget import (
     BudgetParams,
@@ -16,6 +17,7 @@ from flexmatch.engine.chains.chunkers._budget import (
     pack,
     pack_spans,
     split_lines,
+    with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
@@ -35,6 +37,9 @@ class StructureChunker(Chunker):
     """Split on the document's own headings; pack each section's blocks to a token budget."""
 
     Params = BudgetParams
+
+    def definition(self) -> dict[str, Any]:
+        return with_revision(super().definition())
 
     async def run(self, document: Document) -> list[Section]:
         budget = (self.params.max_tokens, self.params.overlap_tokens)

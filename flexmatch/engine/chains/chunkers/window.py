@@ -4,7 +4,9 @@ Each window's location spans the elements its words come from."""
 
 from __future__ import annotations
 
-from flexmatch.engine.chains.chunkers._budget import BudgetParams
+from typing import Any
+
+from flexmatch.engine.chains.chunkers._budget import BudgetParams, with_revision
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.engine.chains.registry import register
 from flexmatch.models import Document, Location, Section
@@ -16,6 +18,9 @@ class WindowChunker(Chunker):
     """Plain overlapping windows over the whole text, ignoring structure."""
 
     Params = BudgetParams
+
+    def definition(self) -> dict[str, Any]:
+        return with_revision(super().definition())
 
     async def run(self, document: Document) -> list[Section]:
         words: list[str] = []
