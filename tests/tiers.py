@@ -72,6 +72,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_tenant_isolation.py": ("slow",),
     "tests/adapters/test_mcp_auth.py": ("slow",),
     "tests/adapters/test_one_output.py": ("slow",),
+    # each framework against a local and a served knowledge base (flexmatch serve)
+    "tests/adapters/test_frameworks.py": ("slow",),
     "tests/engine/chains/test_batching.py": ("slow",),
     "tests/engine/stores/test_store_creation.py": ("slow",),
     "tests/engine/test_embed_batching.py": ("slow",),
@@ -108,6 +110,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/adapters/http/test_input_edges.py::test_a_5000_character_file_name_does_not_refuse_its_batch",
         "tests/adapters/http/test_input_edges.py::test_console_links_lead_to_their_own_document",
         "tests/adapters/http/test_input_edges.py::test_ids_repeated_in_one_records_request_fail_alone",
+        "tests/adapters/http/test_metrics.py::test_a_console_search_counts_its_stages_and_its_line_names_the_tenant",
         "tests/adapters/http/test_metrics.py::test_a_search_counts_its_stages_and_the_caches",
         "tests/adapters/http/test_metrics.py::test_an_ingest_counts_documents_chunks_failures_and_jobs",
         "tests/adapters/http/test_preview_limits.py::test_a_hostile_preview_is_stopped_and_stalls_no_one",

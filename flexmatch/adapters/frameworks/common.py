@@ -1,0 +1,77 @@
+"""What every framework adapter shares: the search call and the metadata of a result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexmatch import Client, ConfigError, KnowledgeBase, SearchResult
+
+# a local knowledge base or a served one: both answer ``query``/``aquery`` alike
+Searchable = KnowledgeBase | Client
+
+TOOL_NAME = "search_knowledge"
+TOOL_DESCRIPTION = (
+    "Search the knowledge base for passages that answer a question. Returns the best "
+    "matching passages with where each comes from (a citation), its title and the text that "
+    "matched. Use it before answering questions about the stored documents."
+)
+
+
+def search_options(
+    kb: Searchable, top_n: int, filters: dict[str, Any] | None, tenant: str | None
+) -> dict[str, Any]:
+    """The keyword arguments of ``kb.query``: a served knowledge base's tenant is its API
+    key's, so naming one for a ``Client`` is refused rather than ignored."""
+    options: dict[str, Any] = {"top_n": top_n, "filters": filters}
+    if tenant is not None:
+        if not isinstance(kb, KnowledgeBase):
+            raise ConfigError(
+                f"tenant '{tenant}': a served knowledge base's tenant is the one its API key "
+                "belongs to; leave tenant unset with a Client"
+            )
+        options["tenant"] = tenant
+    return options
+
+
+def search(
+    kb: Searchable,
+    query: str,
+    *,
+    top_n: int = 5,
+    filters: dict[str, Any] | None = None,
+    tenant: str | None = None,
+) -> list[SearchResult]:
+    return kb.query(query, **search_options(kb, top_n, filters, tenant))
+
+
+async def asearch(
+    kb: Searchable,
+    query: str,
+    *,
+    top_n: int = 5,
+    filters: dict[str, Any] | None = None,
+    tenant: str | None = None,
+) -> list[SearchResult]:
+    return await kb.aquery(query, **search_options(kb, top_n, filters, tenant))
+
+
+def result_metadata(result: SearchResult) -> dict[str, Any]:
+    """A result's identity, place and scores as flat JSON values, for a framework's
+    metadata: where it came from (ids, source, uri, title, heading path, location and a
+    citation), how well it matched (score, the matched text) and the document's own
+    metadata."""
+    location = result.location
+    return {
+        "chunk_id": result.chunk_id,
+        "document_id": result.document_id,
+        "source": result.source,
+        "uri": result.uri,
+        "title": result.title,
+        "heading_path": list(result.heading_path),
+        "location": location.model_dump(exclude_none=True) if location is not None else None,
+        "cite": result.cite,
+        "score": result.score,
+        "matched_text": result.matched_text,
+        "qualifying_text": result.qualifying_text,
+        "metadata": dict(result.metadata),
+    }

@@ -1,0 +1,94 @@
+"""LangChain: a retriever (``BaseRetriever``, sync and async) and its tool.
+
+::
+
+    retriever = FlexMatchRetriever(kb=KnowledgeBase.open("my-kb"), top_n=5)
+    docs = retriever.invoke("Where is the spare key?")   # await retriever.ainvoke(...)
+    tool = retriever_tool(kb)                            # for any LangChain agent
+
+Each ``Document`` holds the chunk's text, its id is the chunk id, and its metadata is
+``common.result_metadata`` (ids, source, uri, title, heading path, location, citation,
+score, matched text). ``kb`` may be a ``Client`` of a served knowledge base.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexmatch import SearchResult, require_extra
+
+require_extra("langchain_core", "langchain", "The LangChain retriever")
+
+from langchain_core.callbacks import (  # noqa: E402
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.prompts import PromptTemplate  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.tools import BaseTool, create_retriever_tool  # noqa: E402
+from pydantic import ConfigDict, Field  # noqa: E402
+
+from flexmatch.adapters.frameworks.common import (  # noqa: E402
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    Searchable,
+    asearch,
+    result_metadata,
+    search,
+)
+
+# what the tool shows the model of each passage: where it is from, then its text
+PASSAGE = PromptTemplate.from_template("[{cite}] {title}\n{page_content}")
+
+
+def to_document(result: SearchResult) -> Document:
+    """A search result as a LangChain ``Document``."""
+    return Document(
+        page_content=result.content, metadata=result_metadata(result), id=result.chunk_id
+    )
+
+
+class FlexMatchRetriever(BaseRetriever):
+    """A FlexMatch knowledge base (local or served) as a LangChain retriever."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    kb: Searchable = Field(description="A KnowledgeBase, or a Client of a served one.")
+    top_n: int = Field(5, ge=1, le=100, description="How many chunks to return.")
+    filters: dict[str, Any] | None = Field(None, description="Search filters (source, ...).")
+    tenant: str | None = Field(None, description="A local knowledge base's tenant.")
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        found = search(self.kb, query, top_n=self.top_n, filters=self.filters, tenant=self.tenant)
+        return [to_document(r) for r in found]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        found = await asearch(
+            self.kb, query, top_n=self.top_n, filters=self.filters, tenant=self.tenant
+        )
+        return [to_document(r) for r in found]
+
+
+def retriever_tool(
+    kb: Searchable | FlexMatchRetriever,
+    *,
+    name: str = TOOL_NAME,
+    description: str = TOOL_DESCRIPTION,
+    **options: Any,
+) -> BaseTool:
+    """The retriever as a tool an agent calls with a ``query``: the model reads each
+    passage under its citation; the ``Document``s travel as the tool message's artifact.
+    ``options`` are the retriever's (``top_n``, ``filters``, ``tenant``)."""
+    retriever = kb if isinstance(kb, FlexMatchRetriever) else FlexMatchRetriever(kb=kb, **options)
+    return create_retriever_tool(
+        retriever,
+        name,
+        description,
+        document_prompt=PASSAGE,
+        response_format="content_and_artifact",
+    )

@@ -1,0 +1,66 @@
+"""The OpenAI Agents SDK: the knowledge base as a ``function_tool``.
+
+::
+
+    agent = Agent(name="helper", tools=[search_tool(KnowledgeBase.open("my-kb"))])
+
+The tool takes a ``query`` (and optionally ``top_n`` and a ``source``) and returns the
+tool result every FlexMatch interface returns, as JSON: per result the chunk and document
+ids, source, uri, title, heading path, location, citation, score, matched text and
+content. A mistake (an empty query, an unknown source) comes back as ``{"error": ...}``
+so the model can try again. ``kb`` may be a ``Client`` of a served knowledge base.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flexmatch import FlexMatchError, require_extra, tool_result
+
+require_extra("agents", "openai-agents", "The OpenAI Agents SDK tool")
+
+from agents import FunctionTool, function_tool  # noqa: E402
+
+from flexmatch.adapters.frameworks.common import (  # noqa: E402
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    Searchable,
+    asearch,
+)
+
+MAX_TOP_N = 20
+
+
+def search_tool(
+    kb: Searchable,
+    *,
+    name: str = TOOL_NAME,
+    description: str = TOOL_DESCRIPTION,
+    top_n: int = 5,
+    filters: dict[str, Any] | None = None,
+    tenant: str | None = None,
+) -> FunctionTool:
+    """A function tool that searches ``kb``; ``filters`` always apply (the model's
+    ``source`` narrows them further), ``top_n`` is the default number of passages."""
+
+    async def search_knowledge(query: str, top_n: int = top_n, source: str | None = None) -> str:
+        """Search the knowledge base.
+
+        Args:
+            query: What to look for, ideally as a full question.
+            top_n: How many passages to return (1 to 20).
+            source: Only search this data source (optional).
+        """
+        if not query.strip():
+            return json.dumps({"error": "'query' must be a non-empty string"})
+        if not 1 <= top_n <= MAX_TOP_N:
+            return json.dumps({"error": f"'top_n' must be from 1 to {MAX_TOP_N}"})
+        chosen = {**(filters or {}), **({"source": source} if source else {})} or None
+        try:
+            results = await asearch(kb, query, top_n=top_n, filters=chosen, tenant=tenant)
+        except FlexMatchError as exc:
+            return json.dumps({"error": str(exc)})
+        return tool_result(query, results).to_json()
+
+    return function_tool(search_knowledge, name_override=name, description_override=description)
