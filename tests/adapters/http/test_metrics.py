@@ -165,6 +165,16 @@ def test_an_ingest_counts_documents_chunks_failures_and_jobs(served: Served) -> 
     # the questions written for the memo's chunks were LLM calls, with their tokens
     assert moved(before, after, "flexmatch_llm_calls_total") >= job["counts"]["chunks"]
     assert moved(before, after, "flexmatch_llm_tokens_total", kind="completion") > 0
+    # a document replaced in place (PUT) counts as well
+    memo = next(d for d in job["documents"] if d["outcome"] == "added")
+    replaced = served.client.put(
+        f"/v1/documents/{memo['document_id']}",
+        data={"metadata": '{"team": "ops"}'},
+        headers=auth(served.tokens["rw"]),
+    )
+    assert replaced.status_code == 200, replaced.text
+    outcome = replaced.json()["outcome"]["outcome"]
+    assert moved(after, scrape(served), documents, outcome=outcome) == 1
 
 
 def test_each_request_writes_one_access_line_without_secrets(

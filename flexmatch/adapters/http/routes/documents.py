@@ -351,6 +351,7 @@ async def replace_document(
         else:
             report = await state.kb.aingest_documents(documents, tenant=tenant)
     outcome = report.outcome(filename, document_id)
+    state.metrics.ingested([outcome])
     if outcome.outcome == "failed":
         raise ApiError(422, "ingest_failed", outcome.error or "the new content was not ingested")
     if outcome.outcome == "duplicate":
