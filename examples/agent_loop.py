@@ -4,10 +4,19 @@
     python examples/agent_loop.py --kb my-kb --model openai/qwen2.5 \\
         --api-base http://localhost:8000/v1 "Where is the food stored?"
 
+Offline, the fake LLM server is a model that calls tools (it searches with the question,
+then answers quoting the first passage)::
+
+    python -m flexmatch.testing.fake_llm --port 8001 &
+    python examples/agent_loop.py --kb my-kb --model openai/fake \\
+        --api-base http://127.0.0.1:8001/v1 --verbose "Where is the food stored?"
+
 Any litellm model string works (``--model``, default ``$FLEXMATCH_LLM``); the model must
-support tool calls. Each turn, the model either answers or asks for
-``search_knowledge``; the tool runs against the knowledge base and its JSON result goes
-back to the model as a ``tool`` message.
+support tool calls. The loop is ``flexmatch.adapters.agent.run_agent`` (read it to write
+your own): each turn the model either answers or asks for ``search_knowledge``; the tool
+runs against the knowledge base (``handle_tool_call``) and its JSON result goes back to
+the model as a ``tool`` message. The package runs the same loop as ``flexmatch
+agent-demo``.
 """
 
 from __future__ import annotations
@@ -17,21 +26,12 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm is imported
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import litellm
-
 from flexmatch import KnowledgeBase
-from flexmatch.adapters.agent import SEARCH_TOOL, handle_tool_call
-
-SYSTEM = (
-    "You answer questions using the search_knowledge tool. Search first, then answer "
-    "briefly from what it returns and name the source. If nothing relevant comes back, "
-    "say you do not know."
-)
+from flexmatch.adapters.agent import AgentToolCall, run_agent
 
 
 async def answer(
@@ -44,46 +44,22 @@ async def answer(
     max_steps: int = 5,
     verbose: bool = False,
 ) -> str:
-    """Run the loop: the model's tool calls are executed until it replies in words."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": question},
-    ]
-    for _ in range(max_steps):
-        response = await litellm.acompletion(
-            model=model,
-            messages=messages,
-            tools=[SEARCH_TOOL],
-            api_base=api_base,
-            api_key=api_key,
-        )
-        message = response.choices[0].message
-        calls = message.tool_calls or []
-        if not calls:
-            return message.content or ""
-        messages.append(
-            {
-                "role": "assistant",
-                "content": message.content,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {
-                            "name": call.function.name,
-                            "arguments": call.function.arguments,
-                        },
-                    }
-                    for call in calls
-                ],
-            }
-        )
-        for call in calls:
-            result = await handle_tool_call(kb, call.function.name, call.function.arguments)
-            if verbose:
-                print(f"tool {call.function.name}({call.function.arguments})", file=sys.stderr)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-    return "(no answer: the model kept calling tools)"
+    """The model's answer after the tool calls it made (printed to stderr if verbose)."""
+
+    def show(call: AgentToolCall) -> None:
+        if verbose:
+            print(f"tool {call.name}({call.arguments})", file=sys.stderr)
+
+    result = await run_agent(
+        kb,
+        question,
+        model=model,
+        api_base=api_base,
+        api_key=api_key,
+        max_steps=max_steps,
+        on_tool_call=show,
+    )
+    return result.text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,8 +55,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("adapters", ("flexmatch.adapters",)),
 ]
-# adapters that start another adapter (the CLI launches the HTTP and MCP servers)
-ADAPTER_LAUNCHES = {("cli", "http"), ("cli", "mcp")}
+# adapters that start another adapter (the CLI launches the HTTP and MCP servers, and
+# the agent loop for agent-demo)
+ADAPTER_LAUNCHES = {("cli", "http"), ("cli", "mcp"), ("cli", "agent")}
 # process plumbing a server adapter needs for its worker processes: not knowledge-base API
 ADAPTER_PLUMBING = {"flexmatch.lifecycle"}
 # packages that are one concept each count as one node of the import graph (the measure

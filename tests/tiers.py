@@ -71,6 +71,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_rough_edges.py": ("slow",),  # command runs, a real serve
     "tests/adapters/http/test_tenant_isolation.py": ("slow",),
     "tests/adapters/test_mcp_auth.py": ("slow",),
+    "tests/adapters/test_mcp_http.py": ("slow",),  # flexmatch mcp --transport http processes
+    "tests/adapters/cli/test_local_llm.py": ("slow",),  # ingest runs against the fake LLM
     "tests/adapters/test_one_output.py": ("slow",),
     # each framework against a local and a served knowledge base (flexmatch serve)
     "tests/adapters/test_frameworks.py": ("slow",),
@@ -121,11 +123,15 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/adapters/http/test_upload_queue.py::test_a_tenant_over_its_job_cap_gets_429_and_another_tenant_goes_on",
         "tests/adapters/test_agent.py::test_example_agent_loop_makes_a_tool_call_round_trip",
         "tests/adapters/test_agent.py::test_example_returns_a_direct_answer_from_the_fake_llm",
+        "tests/adapters/test_agent.py::test_agent_demo_command_runs_offline_against_the_fake_llm_command",
+        "tests/adapters/test_agent.py::test_run_agent_stops_at_max_steps_and_says_a_refused_key",
         "tests/adapters/test_agent.py::test_handle_tool_call_searches_and_reports_mistakes",
         "tests/adapters/test_agent.py::test_handle_tool_call_writes_unless_read_only",
         "tests/adapters/test_mcp.py::test_stdio_read_only_drops_write_tools",
         "tests/adapters/test_mcp.py::test_stdio_session_lists_tools_and_searches",
         "tests/adapters/test_mcp.py::test_streamable_http_and_tenant_scope",
+        "tests/adapters/test_mcp.py::test_filters_are_the_same_vocabulary_as_everywhere",
+        "tests/adapters/test_mcp.py::test_no_records_source_no_add_record",
         "tests/engine/stores/test_repair.py::test_a_delete_that_reaches_an_unreadable_point_deletes_the_rest",
         "tests/engine/stores/test_repair.py::test_doctor_finds_a_point_only_the_segments_hold",
         "tests/engine/stores/test_repair.py::test_doctor_on_a_healthy_store_says_so_and_changes_nothing",
@@ -163,6 +169,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/engine/test_linear_steps.py::test_a_minified_scripts_outline_is_linear",
         "tests/engine/test_linear_steps.py::test_the_near_duplicate_set_compares_few_vectors",
         "tests/engine/test_llm.py::test_concurrency_limit_is_honoured",
+        "tests/engine/test_llm_credentials.py::test_a_local_server_without_a_key_is_called",
         "tests/engine/test_per_source_query.py::test_a_removed_sources_documents_stay_findable",
         "tests/engine/test_per_source_query.py::test_each_source_is_searched_in_its_own_form",
         "tests/engine/test_per_source_query.py::test_keyphrases_index_and_search_in_one_form",
@@ -196,6 +203,8 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/inputs/test_web.py::test_url_import_never_reads_local_paths",
         "tests/inputs/test_web.py::test_url_in_a_files_source_without_allow_list_is_refused",
         "tests/inputs/test_web.py::test_web_ingest_keeps_main_content_and_metadata",
+        "tests/testing/test_fake_llm_command.py::test_the_command_refuses_a_public_address",
+        "tests/testing/test_fake_llm_command.py::test_the_command_serves_tool_calls_latency_a_key_and_stats",
         "tests/test_client.py::test_async_ingest_and_query",
         "tests/test_client.py::test_documents_list_show_and_remove",
         "tests/test_client.py::test_errors_are_the_same_classes",

@@ -11,17 +11,29 @@ every provider)::
 
 A tool result is always a JSON string, errors included (``{"error": "..."}``), so the
 model can read what went wrong and try again; a bad tool call never raises.
+
+``run_agent`` is that loop, whole: the model is asked with the tools, each tool call it
+makes runs against the knowledge base, until it answers in words. ``flexmatch
+agent-demo`` runs it from the command line; offline, against the fake LLM server
+(``python -m flexmatch.testing.fake_llm``, which calls the search tool when offered it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
+import os
+from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel, Field
 
 from flexmatch import (
     DEFAULT_TENANT,
     FlexMatchError,
     KnowledgeBase,
+    LLMError,
     SearchResult,
     SourceChoiceError,
     ToolCallError,
@@ -240,3 +252,97 @@ def facts_system_prompt(
     """A system prompt: the preamble, then the markdown "facts" block for ``results``."""
     facts = kb.format(query, results, "markdown")
     return f"{preamble.strip()}\n\n{facts.strip()}\n" if preamble.strip() else facts
+
+
+# -- the agent loop ---------------------------------------------------------------------
+AGENT_SYSTEM_PROMPT = (
+    "You answer questions using the search_knowledge tool. Search first, then answer "
+    "briefly from what it returns and name the source. If nothing relevant comes back, "
+    "say you do not know."
+)
+# a local server that takes no key still needs one sent (the OpenAI client refuses none)
+NO_KEY = "no-key"
+
+
+class AgentToolCall(BaseModel):
+    """One tool call the model made, and the JSON result it was given."""
+
+    name: str
+    arguments: str
+    result: str
+
+
+class AgentAnswer(BaseModel):
+    """What ``run_agent`` ended with: the model's words and the tool calls before them."""
+
+    text: str
+    tool_calls: list[AgentToolCall] = Field(default_factory=list)
+    finished: bool = True  # False: the model was still calling tools after max_steps
+
+
+async def run_agent(
+    kb: KnowledgeBase,
+    question: str,
+    *,
+    model: str,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    max_steps: int = 5,
+    tenant: str = DEFAULT_TENANT,
+    tools: list[dict[str, Any]] | None = None,
+    on_tool_call: Callable[[AgentToolCall], None] | None = None,
+) -> AgentAnswer:
+    """Ask ``model`` (a litellm model string) ``question`` with the knowledge-base tools
+    (default: search only): run each tool call it makes, give it the result as a ``tool``
+    message, and repeat until it replies in words or ``max_steps`` calls were made."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
+    litellm = await asyncio.to_thread(importlib.import_module, "litellm")
+    offered = tools if tools is not None else [SEARCH_TOOL]
+    writes = any(t["function"]["name"] in ("ingest_url", "add_record") for t in offered)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": AGENT_SYSTEM_PROMPT},
+        {"role": "user", "content": question},
+    ]
+    made: list[AgentToolCall] = []
+    for _ in range(max_steps):
+        try:
+            response = await litellm.acompletion(
+                model=model,
+                messages=messages,
+                tools=offered,
+                api_base=api_base,
+                api_key=api_key or (NO_KEY if api_base else None),
+            )
+        except Exception as exc:  # litellm's errors, said in one line
+            said = str(exc).split("Exception - ", 1)[-1].strip()
+            raise LLMError(f"the model '{model}' could not be asked: {said}") from exc
+        message = response.choices[0].message
+        calls = message.tool_calls or []
+        if not calls:
+            return AgentAnswer(text=message.content or "", tool_calls=made)
+        messages.append(
+            {
+                "role": "assistant",
+                "content": message.content,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.function.name,
+                            "arguments": call.function.arguments,
+                        },
+                    }
+                    for call in calls
+                ],
+            }
+        )
+        for call in calls:
+            name, arguments = call.function.name, call.function.arguments or ""
+            result = await handle_tool_call(kb, name, arguments, tenant, allow_writes=writes)
+            made.append(AgentToolCall(name=name, arguments=arguments, result=result))
+            if on_tool_call is not None:
+                on_tool_call(made[-1])
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+    text = "(no answer: the model was still calling tools)"
+    return AgentAnswer(text=text, tool_calls=made, finished=False)

@@ -1,5 +1,6 @@
-"""The agent tool: definitions, the tool-call handler, the facts prompt, and the example
-agent loop making a real tool-call round trip through litellm to a local chat server."""
+"""The agent tool: definitions, the tool-call handler, the facts prompt, and the agent
+loop (``run_agent``, the example, ``flexmatch agent-demo``) making real tool-call round
+trips through litellm to the fake LLM server, which calls tools when offered them."""
 
 from __future__ import annotations
 
@@ -13,22 +14,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import httpx
 import pytest
 
-from flexmatch import KnowledgeBase
+from flexmatch import KnowledgeBase, LLMError
 from flexmatch.adapters.agent import (
     ADD_RECORD_TOOL,
     ALL_TOOLS,
     INGEST_URL_TOOL,
+    NO_KEY,
     SEARCH_TOOL,
     facts_system_prompt,
     handle_tool_call,
+    run_agent,
 )
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from tests.adapters.http.harness import DOCS, KB_CONFIG
-from tests.adapters.http.servers import ToolCallingLLM
-from tests.conftest import REPO, write_config
+from tests.conftest import REPO, run, write_config
+from tests.testing.test_fake_llm_command import fake_llm_command
 
 EXAMPLE = REPO / "examples" / "agent_loop.py"
 QUESTION = "How many blankets were delivered?"
@@ -114,40 +118,90 @@ def test_facts_system_prompt(kb: KnowledgeBase) -> None:
     assert QUESTION not in bare  # the query is not echoed where it would not be fenced
 
 
-def test_example_agent_loop_makes_a_tool_call_round_trip(kb_dir: Path) -> None:
-    with ToolCallingLLM() as llm:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEXMATCH_")}
-        completed = subprocess.run(
-            [
-                sys.executable,
-                str(EXAMPLE),
-                "--kb",
-                str(kb_dir),
-                "--model",
-                "openai/fake-tool-model",
-                "--api-base",
-                llm.base_url,
-                "--api-key",
-                "test-key",
-                "--verbose",
-                QUESTION,
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=180,
-        )
+def test_example_agent_loop_makes_a_tool_call_round_trip(
+    kb_dir: Path, llm_server: FakeLLMServer
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEXMATCH_", "OPENAI_"))}
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--kb",
+            str(kb_dir),
+            "--model",
+            "openai/fake-tool-model",
+            "--api-base",
+            llm_server.base_url,  # and no key: a local server takes none
+            "--verbose",
+            QUESTION,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert completed.returncode == 0, completed.stderr
-    assert "According to" in completed.stdout and "10,000 blankets" in completed.stdout
-    assert "tool search_knowledge" in completed.stderr
-    first, second = llm.requests
+    assert completed.stdout.startswith("According to ") and "10,000 blankets" in completed.stdout
+    assert f'tool search_knowledge({{"query": "{QUESTION}"}})' in completed.stderr
+    first, second = (r.body for r in llm_server.requests_to("/chat/completions"))
     assert first["tools"][0]["function"]["name"] == "search_knowledge"
+    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
+    call = assistant["tool_calls"][0]
     tool_message = next(m for m in second["messages"] if m["role"] == "tool")
-    assert tool_message["tool_call_id"] == "call_search_1"
+    assert tool_message["tool_call_id"] == call["id"]
     result = json.loads(tool_message["content"])
     assert result["query"] == QUESTION and "10,000 blankets" in result["results"][0]["content"]
-    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
-    assert assistant["tool_calls"][0]["function"]["name"] == "search_knowledge"
+    assert llm_server.requests[0].headers["authorization"] == f"Bearer {NO_KEY}"
+
+
+def test_run_agent_stops_at_max_steps_and_says_a_refused_key(
+    kb: KnowledgeBase, llm_server: FakeLLMServer
+) -> None:
+    calls: list[str] = []
+    stopped = asyncio.run(
+        run_agent(
+            kb,
+            QUESTION,
+            model="openai/fake",
+            api_base=llm_server.base_url,
+            max_steps=1,
+            on_tool_call=lambda call: calls.append(call.name),
+        )
+    )
+    assert not stopped.finished and calls == ["search_knowledge"]
+    assert "10,000 blankets" in stopped.tool_calls[0].result
+    with FakeLLMServer(api_key="right") as guarded, pytest.raises(LLMError) as refused:
+        asyncio.run(run_agent(kb, QUESTION, model="openai/fake", api_base=guarded.base_url))
+    assert str(refused.value) == (
+        "the model 'openai/fake' could not be asked: Incorrect API key provided"
+    )
+
+
+def test_agent_demo_command_runs_offline_against_the_fake_llm_command(kb_dir: Path) -> None:
+    """The documented offline flow: the fake LLM server started as a command, then
+    ``flexmatch agent-demo`` against it; the answer quotes what the search found."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEXMATCH_", "OPENAI_"))}
+    with fake_llm_command() as (_, base_url):
+        done = run(
+            "agent-demo",
+            "--kb",
+            str(kb_dir),
+            "--model",
+            "openai/fake",
+            "--api-base",
+            base_url,
+            QUESTION,
+            env=env,
+        )
+        stats = httpx.get(base_url.removesuffix("/v1") + "/stats").json()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("According to ") and "pdf_fake-memo.pdf: " in done.stdout
+    assert "10,000 blankets" in done.stdout
+    assert f'tool search_knowledge({{"query": "{QUESTION}"}})' in done.stderr
+    assert stats["tool_calls"] == 1 and stats["paths"] == {"/v1/chat/completions": 2}
+    missing = run("agent-demo", "--kb", str(kb_dir), QUESTION, env=env)
+    assert missing.returncode == 2 and "agent-demo needs a model that calls tools" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def load_example() -> ModuleType:
@@ -161,7 +215,8 @@ def load_example() -> ModuleType:
 def test_example_returns_a_direct_answer_from_the_fake_llm(
     kb: KnowledgeBase, llm_server: FakeLLMServer
 ) -> None:
-    """The fake LLM server answers in words (it cannot call tools): the loop ends at once."""
+    """A model that answers in words at once (a responder overrides the fake server's
+    tool calls): the loop ends without searching."""
     llm_server.responder = lambda messages: "I can answer that without searching."
     example = load_example()
     text = asyncio.run(

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
+from flexmatch.adapters.cli import agent_demo as agent_demo_command
 from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
 from flexmatch.adapters.cli import prompts as prompts_command
@@ -652,6 +653,7 @@ service_commands.register(app)
 doctor_command.register(app)
 demo_command.register(app)
 prompts_command.register(app)
+agent_demo_command.register(app)
 
 
 def main() -> None:
