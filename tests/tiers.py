@@ -57,6 +57,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_serve_lifecycle.py": ("slow",),
     "tests/adapters/cli/test_service_commands.py": ("slow",),
     "tests/adapters/http/test_replicas.py": ("slow",),
+    "tests/adapters/http/test_metrics.py": ("slow",),
     "tests/adapters/http/test_serve_logs.py": ("slow",),
     "tests/adapters/http/test_stalls.py": ("slow",),
     "tests/adapters/http/test_upload_queue_memory.py": ("slow",),
@@ -100,6 +101,8 @@ MODULES: dict[str, tuple[str, ...]] = {
 TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
     [
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",
+        "tests/adapters/cli/test_cli_quick.py::test_a_command_on_a_folder_without_a_config_is_refused",
+        "tests/adapters/cli/test_cli_quick.py::test_every_template_listed_is_accepted",
         "tests/adapters/cli/test_terminal_text.py::test_an_error_quoting_hostile_text_shows_it_as_text",
         "tests/adapters/cli/test_terminal_text.py::test_docs_list_and_show_show_hostile_text_as_text",
         "tests/adapters/cli/test_terminal_text.py::test_keys_list_shows_a_hostile_key_name_as_text",
@@ -112,9 +115,6 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/adapters/http/test_input_edges.py::test_a_5000_character_file_name_does_not_refuse_its_batch",
         "tests/adapters/http/test_input_edges.py::test_console_links_lead_to_their_own_document",
         "tests/adapters/http/test_input_edges.py::test_ids_repeated_in_one_records_request_fail_alone",
-        "tests/adapters/http/test_metrics.py::test_a_console_search_counts_its_stages_and_its_line_names_the_tenant",
-        "tests/adapters/http/test_metrics.py::test_a_search_counts_its_stages_and_the_caches",
-        "tests/adapters/http/test_metrics.py::test_an_ingest_counts_documents_chunks_failures_and_jobs",
         "tests/adapters/http/test_preview_limits.py::test_a_hostile_preview_is_stopped_and_stalls_no_one",
         "tests/adapters/http/test_shared_service.py::test_a_running_job_beats_and_a_shutdown_is_recorded",
         "tests/adapters/http/test_throttle.py::test_a_key_id_guessed_from_many_addresses_still_lets_its_owner_in",

@@ -398,6 +398,7 @@ def reindex(
 @app.command()
 def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     """The chain types available, and the chains each source and the query path use."""
+    knowledge_base(kb)  # before anything is printed
     if as_json:
         with _open(kb) as base:
             uses = [use.model_dump() for use in base.chains_in_use()]

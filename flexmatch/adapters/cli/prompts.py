@@ -48,7 +48,7 @@ def prompts_eject(
     """Copy a built-in prompt into the knowledge base's prompts/ folder to edit; the
     knowledge base uses that copy from then on."""
     target = fm.KnowledgeBase.eject_prompt(knowledge_base(kb), name, force=force)
-    console.print(f"Copied to {shown(target)}; edit it there.")
+    console.print(f"Copied to {shown(target)}; edit it there.", soft_wrap=True)
     console.print(
         "Documents already ingested keep what the old prompt wrote: "
         "[bold]flexmatch reindex[/] re-indexes them (the LLM cache answers what did not change)."
