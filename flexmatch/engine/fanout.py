@@ -22,9 +22,11 @@ their own points, but the commit protocol needs begin → write → commit as on
 sequence per document, the near-duplicate check reads what was committed before, and
 the writes are a small part of the time (the LLM calls and the embedding are the rest).
 
-A worker that dies (killed, out of memory) is restarted by Ray and
-its unfinished calls are retried (``retries``); a document whose retries run out is
-reported failed, and nothing of it is written: the driver writes only whole results.
+A worker that dies (killed, out of memory) is restarted by Ray. The documents it held
+are tried again, each on a worker of its own, and only a death while alone counts
+against a document's ``retries``: a poison document fails by itself, the others beside
+it are indexed. A document whose retries run out is reported failed, and nothing of it
+is written: the driver writes only whole results.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ import asyncio
 import contextlib
 import os
 import pickle
+import signal
 import socket
+import sys
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,7 +59,10 @@ from flexmatch.models import Chunk, Document, Usage
 
 NAMESPACE = "flexmatch"
 START_TIMEOUT = 300.0  # seconds for every worker to import, load its model and say so
-RESTARTS = 4  # times Ray restarts one worker that died, within a run
+# Ray restarts a worker that died as often as it takes: the deaths are bounded by the
+# documents' retries (a document is charged only for a death while it ran alone)
+RESTARTS = -1
+ALONE_POLL = 0.05  # seconds between looks for a worker to run a suspect document alone
 T = TypeVar("T")
 
 
@@ -67,8 +74,9 @@ class RayOptions:
     it); else the address of a running one (``HOST:PORT`` of its head, or ``auto``: the
     one ``ray start`` runs here), joined from this process. A process already connected
     to Ray uses that connection. ``workers``: Ray actors, one CPU each. ``retries``: how
-    many times the unfinished work of a worker that died is tried again, on the
-    restarted worker.
+    many times a document is tried again after its worker died while it ran alone (a
+    death in company costs it nothing: it is tried again alone); a parse or fetch that
+    was under way on a worker that died, how many times Ray sends it again.
     """
 
     address: str | None = None
@@ -255,6 +263,7 @@ class RayFanOut:
         self._busy = [0] * len(actors)
         self._down: set[int] = set()  # died; left out until they answer again
         self._gone: set[int] = set()  # died for good
+        self._held: set[int] = set()  # held for a document that runs alone
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
         self._probes: set[asyncio.Task[None]] = set()
@@ -276,26 +285,28 @@ class RayFanOut:
         options.check()
         ray = require("ray", "ray", "a distributed ingest on Ray")
         started = await asyncio.to_thread(_connect, ray, options)
-        try:
-            actors, infos = await asyncio.to_thread(
-                _launch, ray, options, kb_dir, config, env, llm_cache
-            )
+        with _sigterm_exits(started):
             try:
-                for info in infos:
-                    if info.embedding_model != embedding_model:
-                        raise ConfigError(
-                            f"the Ray workers embed with '{info.embedding_model}' (models."
-                            f"embedding) but this knowledge base embeds with '{embedding_model}'"
-                        )
-                concurrency = options.workers * config.ingest.document_concurrency
-                yield cls(ray, actors, infos, options, concurrency, usage, embedding_model)
+                actors, infos = await asyncio.to_thread(
+                    _launch, ray, options, kb_dir, config, env, llm_cache
+                )
+                try:
+                    for info in infos:
+                        if info.embedding_model != embedding_model:
+                            raise ConfigError(
+                                f"the Ray workers embed with '{info.embedding_model}' (models."
+                                f"embedding) but this knowledge base embeds with "
+                                f"'{embedding_model}'"
+                            )
+                    concurrency = options.workers * config.ingest.document_concurrency
+                    yield cls(ray, actors, infos, options, concurrency, usage, embedding_model)
+                finally:
+                    for actor in actors:
+                        with contextlib.suppress(Exception):
+                            ray.kill(actor)
             finally:
-                for actor in actors:
-                    with contextlib.suppress(Exception):
-                        ray.kill(actor)
-        finally:
-            if started:
-                await asyncio.to_thread(ray.shutdown)
+                if started:
+                    await asyncio.to_thread(ray.shutdown)
 
     # -- phase 1: parse and fetch ------------------------------------------------------
     def pool(self, kind: str) -> RayPool:
@@ -331,17 +342,32 @@ class RayFanOut:
 
     # -- phase 2: enrich and embed -------------------------------------------------------
     async def work(self, document: Document, chains: SourceChains) -> Enriched:
-        """``Indexer``'s work step: one document enriched and embedded on a worker."""
-        index = self._take()
-        if index is None:
-            raise FlexMatchError(self._all_gone(document.uri))
-        try:
-            result: WorkResult = await self.actors[index].work.remote(document)
-        except self.ray.exceptions.RayActorError:
-            self._probe_soon(index)
-            raise FlexMatchError(self._died(document.uri, "indexing")) from None
-        finally:
-            self._give(index)
+        """``Indexer``'s work step: one document enriched and embedded on a worker.
+
+        A worker that dies takes every document it held with it, and Ray cannot tell
+        which one killed it. So a document that died in company is tried again on a
+        worker of its own (drained of other work first), at no charge; only a death while
+        alone counts against its ``retries``. A poison document fails by itself, and the
+        innocent ones in flight beside it are indexed."""
+        alone = False
+        deaths = 0  # while alone
+        while True:
+            index = await self._take_alone() if alone else self._take()
+            if index is None:
+                raise FlexMatchError(self._all_gone(document.uri))
+            was_alone = alone
+            try:
+                call = self.actors[index].work.options(max_task_retries=0)
+                result: WorkResult = await call.remote(document)
+                break
+            except self.ray.exceptions.RayActorError:
+                self._probe_soon(index)
+                deaths += was_alone
+                if deaths > self.options.retries:
+                    raise FlexMatchError(self._died(document.uri, "indexing")) from None
+                alone = True
+            finally:
+                self._give(index, alone=was_alone)
         if self.usage is not None:
             self.usage.add(result.usage)
         if result.error is not None:
@@ -356,19 +382,47 @@ class RayFanOut:
 
     # -- workers -------------------------------------------------------------------------
     def _take(self) -> int | None:
-        """The least busy worker that is up (or, if all are restarting, one of those)."""
+        """The least busy worker that is up and not held for a document running alone
+        (or, if there is none, one that is up, or restarting)."""
         with self._lock:
-            up = [i for i in range(len(self.actors)) if i not in self._down]
-            left = up or [i for i in range(len(self.actors)) if i not in self._gone]
+            alive = [i for i in range(len(self.actors)) if i not in self._gone]
+            up = [i for i in alive if i not in self._down]
+            left = [i for i in up if i not in self._held] or up or alive
             if not left:
                 return None
             index = min(left, key=lambda i: self._busy[i])
             self._busy[index] += 1
             return index
 
-    def _give(self, index: int) -> None:
+    async def _take_alone(self) -> int | None:
+        """A worker held for one document: no new work goes to it, and it is taken once
+        it is up and has finished what it held (None: every worker is gone)."""
+        index: int | None = None
+        while True:
+            with self._lock:
+                alive = [i for i in range(len(self.actors)) if i not in self._gone]
+                if not alive:
+                    if index is not None:
+                        self._held.discard(index)
+                    return None
+                if index is not None and index in self._gone:
+                    self._held.discard(index)
+                    index = None
+                if index is None:
+                    free = [i for i in alive if i not in self._held]
+                    if free:
+                        index = min(free, key=lambda i: (i in self._down, self._busy[i]))
+                        self._held.add(index)
+                if index is not None and index not in self._down and self._busy[index] == 0:
+                    self._busy[index] += 1
+                    return index
+            await asyncio.sleep(ALONE_POLL)
+
+    def _give(self, index: int, *, alone: bool = False) -> None:
         with self._lock:
             self._busy[index] -= 1
+            if alone:
+                self._held.discard(index)
 
     def _probe_soon(self, index: int) -> None:
         task = self._loop.create_task(self._probe(index))
@@ -397,6 +451,32 @@ class RayFanOut:
 
     def _all_gone(self, uri: str) -> str:
         return f"{uri}: every Ray ingest worker died; nothing of it was written"
+
+
+TERMINATED = 128 + signal.SIGTERM  # the exit status of a run stopped by SIGTERM
+
+
+@contextlib.contextmanager
+def _sigterm_exits(connected: bool) -> Iterator[None]:
+    """While this process is connected to Ray, SIGTERM ends the run the way Python exits
+    (``SystemExit``), so the workers are killed and the cluster this run started is shut
+    down; a second SIGTERM ends the process at once. Without this, the handler Ray's C++
+    layer installs prints a stack dump to the terminal and leaves the cluster's helper
+    processes behind. Only the main thread can set a handler; elsewhere nothing changes."""
+    if not connected or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.stderr.write("flexmatch: stopped by SIGTERM; stopping the Ray workers\n")
+        raise SystemExit(TERMINATED)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _connect(ray: Any, options: RayOptions) -> bool:
