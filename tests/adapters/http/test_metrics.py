@@ -4,13 +4,11 @@ real scrape, before and after the requests that should move it."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
-from flexmatch.adapters.http.logs import DemoteToDebug, JsonFormatter
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.testing.fake_llm import FakeLLMServer
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
@@ -234,44 +231,3 @@ def test_the_root_url_leads_to_the_console(served: Served) -> None:
     response = served.client.get("/")
     assert response.status_code == 307 and response.headers["location"] == "/console/"
     assert served.client.get("/", follow_redirects=True).status_code == 200
-
-
-# -- the log's format, without a server ----------------------------------------------------
-def test_json_lines_carry_the_record_fields_and_escape_control_characters() -> None:
-    record = logging.LogRecord(
-        "flexmatch.access", logging.INFO, __file__, 1, "a\nb %s", ("c",), None
-    )
-    record.status = 200
-    line = JsonFormatter().format(record)
-    assert "\n" not in line
-    entry = json.loads(line)
-    assert entry["message"] == "a\nb c" and entry["status"] == 200
-    assert entry["level"] == "INFO" and entry["logger"] == "flexmatch.access"
-    assert entry["time"].endswith("+00:00")
-
-
-def test_library_info_lines_are_demoted_to_debug(tmp_path: Path) -> None:
-    logger = logging.getLogger("test.noisy")
-    root = logging.getLogger()
-    level, seen = root.level, []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append((record.levelname, record.getMessage()))
-
-    own, keep = Keep(), Keep()
-    logger.addHandler(own)  # a library's own handler, as LiteLLM adds one
-    logger.addFilter(DemoteToDebug(logger))
-    root.addHandler(keep)
-    try:
-        root.setLevel(logging.INFO)
-        logger.info("per call")
-        logger.warning("worth knowing")
-        root.setLevel(logging.DEBUG)
-        logger.info("now shown")
-    finally:
-        root.setLevel(level)
-        root.removeHandler(keep)
-    # written once (the library's handler is gone), the INFO line only at DEBUG, as DEBUG
-    assert seen == [("WARNING", "worth knowing"), ("DEBUG", "now shown")]
-    assert own not in logger.handlers
