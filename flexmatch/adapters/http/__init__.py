@@ -3,7 +3,9 @@
 Modules: ``app`` (the factory), ``auth`` (who may do what in which tenant, from the key),
 ``jobs`` (background ingest), ``limits`` (body size, rate, query length), ``cache``
 (search results), ``writes`` (one write per tenant at a time), ``errors`` (the JSON
-error shape), ``routes`` (one module per resource).
+error shape), ``routes`` (one module per resource), ``metrics`` (what ``GET /metrics``
+reports), ``access`` (the access log and the request metrics), ``logs`` (text or JSON
+log lines).
 
 Names load on first use, so importing the package never imports FastAPI.
 """
