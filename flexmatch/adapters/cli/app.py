@@ -498,8 +498,9 @@ def docs_show(
         console.print(f"[red]error:[/] {shown(record.error)}")
     for chunk in detail.chunks:
         texts = "\n".join(f"  • [{m.kind}] {shown(m.text[:200])}" for m in chunk.matching_texts)
+        where = f"[dim]where:[/] {shown(chunk.location.label())}\n" if chunk.location else ""
         body = (
-            f"[dim]context:[/] {shown(chunk.qualifying_text, lines=True)}\n\n"
+            f"{where}[dim]context:[/] {shown(chunk.qualifying_text, lines=True)}\n\n"
             f"{shown(chunk.content, lines=True)}"
         )
         heading = " › ".join(chunk.heading_path)
