@@ -98,6 +98,8 @@ def test_ingest_a_code_folder_then_query_finds_the_function(tmp_path: Path) -> N
         "query", "--kb", str(kb), "--top-n", "1", "compute the sha256 hash of file contents"
     )
     assert panels.returncode == 0 and "cite: storage.py:23-25" in panels.stdout, panels.stderr
+    shown = run("docs", "show", first["document_id"], "--kb", str(kb))
+    assert shown.returncode == 0 and "where: lines 23-25" in shown.stdout, shown.stderr
 
     first = _query(kb, "how long to wait before retrying a delivery")
     assert first["heading_path"][0] == "app/mail.go"  # a small file: its functions together
