@@ -104,6 +104,7 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
 
 
 def test_no_keys_only_on_loopback(tmp_path: Path) -> None:
+    write_config(tmp_path, KB_CONFIG)  # a knowledge base: the refusal is about the address
     with pytest.raises(ConfigError, match=r"refusing to serve MCP on 0\.0\.0\.0 without API keys"):
         run(tmp_path, transport="http", host="0.0.0.0", auth=False)
     done = run_cli("mcp", "--kb", str(tmp_path), "--transport", "http", "--host", "::", "--no-auth")
