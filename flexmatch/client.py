@@ -560,13 +560,25 @@ class Client:
             report = (yield from self._wait(job, tracked if progress else None)).report()
             reports.append(report)
             done = IngestReport.combined(reports)
-        for batch, failed in _file_batches(paths):
+        batches = list(_file_batches(paths))
+        while batches:
+            batch, failed = batches.pop(0)
             for failure in failed:
                 local.record_failed(failure)
             if not batch:
                 continue
             files = [(name, path.read_bytes()) for name, path in batch]
-            job = yield from self._submit_files(files, source, None)
+            try:
+                job = yield from self._submit_files(files, source, None)
+            except ServiceError as exc:
+                if exc.status != 413:
+                    raise
+                if len(batch) > 1:  # over the server's body cap together: one at a time
+                    batches[:0] = [([one], []) for one in batch]
+                    continue
+                path = str(batch[0][1])
+                local.record_failed(FailedDocument(uri=path, error=f"{path}: {exc}"))
+                continue
             report = (yield from self._wait(job, tracked if progress else None)).report()
             reports.append(_relabelled(report, {n: str(p.resolve()) for n, p in batch}))
             done = IngestReport.combined(reports)

@@ -45,8 +45,9 @@ class Served:
 
 
 @contextmanager
-def served_kb(kb_dir: Path, config: str = KB_CONFIG) -> Iterator[Served]:
-    """``flexmatch serve`` over a new knowledge base in ``kb_dir``, until the block ends."""
+def served_kb(kb_dir: Path, config: str = KB_CONFIG, *options: str) -> Iterator[Served]:
+    """``flexmatch serve`` over a new knowledge base in ``kb_dir`` (``options`` added to its
+    command line), until the block ends."""
     write_config(kb_dir, config)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEXMATCH_")}
@@ -60,6 +61,7 @@ def served_kb(kb_dir: Path, config: str = KB_CONFIG) -> Iterator[Served]:
             str(port),
             "--log-level",
             "warning",
+            *options,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -196,6 +196,24 @@ def test_keys_and_permissions_are_service_errors(server: Served, kind: str) -> N
     assert denied.value.status == 403 and "write" in str(denied.value)
 
 
+def test_a_file_over_the_servers_body_cap_fails_alone(tmp_path: Path) -> None:
+    """Files sent together over the server's cap are sent one by one; the one that is
+    over it alone fails, named, and the others are stored (as an embedded ingest does)."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "small.md").write_text(KEYS, encoding="utf-8")
+    (folder / "big.md").write_text("# Big\n\n" + "All work and no play. " * 5_000, "utf-8")
+    capped = served_kb(tmp_path / "kb", KB_CONFIG, "--max-body-mb", "0.05")
+    with capped as served, Client(served.url, served.key("capped")) as client:
+        report = client.ingest([folder])
+    assert report.added == 1 and [r.input for r in report.outcomes if r.document_id] == [
+        str((folder / "small.md").resolve())
+    ]
+    (failed,) = report.failed
+    assert failed.uri == str(folder / "big.md") and "413" not in failed.error
+    assert "52,428-byte limit" in failed.error, failed.error  # the server's own message
+
+
 def test_an_unreachable_server_is_one_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with Client(url, "key") as client, pytest.raises(ServiceError, match="connection refused"):

@@ -85,6 +85,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/engine/test_warnings.py": ("slow",),
     "tests/inputs/test_records.py": ("slow",),
     "tests/inputs/test_web_deadline.py": ("slow",),
+    "tests/inputs/test_ocr.py": ("slow",),  # OCR of rendered pages, CLI runs, a worker pool
     "tests/inputs/test_source_limits.py": ("slow",),  # plug-in fetches left at a deadline
     "tests/engine/test_chunker_limits.py": ("slow",),  # a chunker left at its deadline
     "tests/inputs/test_plugin_ids_cli.py": ("slow",),  # CLI runs with a plug-in on the path
@@ -205,6 +206,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/inputs/test_web.py::test_web_ingest_keeps_main_content_and_metadata",
         "tests/testing/test_fake_llm_command.py::test_the_command_refuses_a_public_address",
         "tests/testing/test_fake_llm_command.py::test_the_command_serves_tool_calls_latency_a_key_and_stats",
+        "tests/test_client.py::test_a_file_over_the_servers_body_cap_fails_alone",
         "tests/test_client.py::test_async_ingest_and_query",
         "tests/test_client.py::test_documents_list_show_and_remove",
         "tests/test_client.py::test_errors_are_the_same_classes",
