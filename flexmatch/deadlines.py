@@ -3,9 +3,10 @@ own, and the caller stops waiting for it at its deadline.
 
 Python cannot stop a thread, so a call past its deadline is abandoned, not killed: its
 thread is a daemon (it never holds up the process's exit), a coroutine's task is
-cancelled at its next ``await``, and a generator is closed at its next item. What the
-caller gets is an ``Overdue`` (a ``TimeoutError``) at the deadline, so one hung plug-in
-call fails its own item and the run goes on.
+cancelled at its next ``await``, and a generator is closed at its next item. The caller
+learns that the deadline passed as a value (``finished`` False, ``Bounded.overdue``),
+never as an exception a plug-in could have raised itself, so one hung plug-in call fails
+its own item and the run goes on.
 """
 
 from __future__ import annotations
@@ -15,17 +16,12 @@ import contextvars
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 _POLL = 0.1  # seconds between checks of a stop request by a producer that waits to hand over
-
-
-class Overdue(TimeoutError):
-    """A call that was given up at its deadline (told apart from a ``TimeoutError`` the
-    call raised itself)."""
 
 
 def _daemon(target: Callable[[], None], name: str) -> None:
@@ -33,12 +29,25 @@ def _daemon(target: Callable[[], None], name: str) -> None:
     threading.Thread(target=context.run, args=(target,), name=name, daemon=True).start()
 
 
+async def within(awaitable: Awaitable[T], timeout: float) -> tuple[bool, T | None]:
+    """``(True, result)`` when ``awaitable`` is done within ``timeout`` seconds (its own
+    errors raised here, a ``TimeoutError`` of its own included); ``(False, None)`` when
+    the deadline passed first (it is cancelled)."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # never unread
+        return False, None
+    return True, task.result()
+
+
 async def run_coroutine(
     work: Callable[[], Coroutine[Any, Any, T]], timeout: float, name: str = "flexmatch-deadline"
-) -> T:
+) -> tuple[bool, T | None]:
     """``await work()`` on a daemon thread with a loop of its own, for at most ``timeout``
-    seconds (then ``Overdue``; its task is cancelled, its thread left to end). The
-    coroutine is made on that thread, so nothing is left un-awaited here."""
+    seconds, as ``within`` answers (past the deadline its task is cancelled, its thread
+    left to end). The coroutine is made on that thread, so nothing is left un-awaited."""
     done: Future[T] = Future()
     box: dict[str, Any] = {}
 
@@ -58,67 +67,80 @@ async def run_coroutine(
                 done.set_result(result)
 
     _daemon(target, name)
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(done), timeout)
-    except TimeoutError:
-        if done.done() and not done.cancelled() and done.exception() is not None:
-            raise  # the coroutine's own TimeoutError, not the deadline
+    finished, result = await within(asyncio.wrap_future(done), timeout)
+    if not finished:
         loop, task = box.get("loop"), box.get("task")
         if loop is not None and task is not None:
             loop.call_soon_threadsafe(task.cancel)
-        raise Overdue(f"no answer within {timeout:g}s") from None
+    return finished, result
 
 
-def iterate(
-    produce: Callable[[], Iterable[T]], timeout: float, name: str = "flexmatch-deadline"
-) -> Iterator[T]:
+class Bounded(Generic[T]):
     """The items of ``produce()``, made on a daemon thread one ahead of the caller. The
-    time the caller spends waiting for them, in all, is at most ``timeout`` seconds (then
-    ``Overdue``); the time it spends on each item it was given does not count. An
-    error of ``produce`` is raised here. Closing this iterator early (or a timeout) asks
-    the producer to stop at its next item."""
-    handover: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
-    stop = threading.Event()
+    time the caller spends waiting for them, in all, is at most ``timeout`` seconds: then
+    the iteration ends and ``overdue`` is True. The time it spends on each item it was
+    given does not count. An error of ``produce`` is raised here. Closing it early (or
+    the deadline) asks the producer to stop at its next item."""
 
-    def give(kind: str, value: Any) -> bool:
-        while not stop.is_set():
+    def __init__(
+        self, produce: Callable[[], Iterable[T]], timeout: float, name: str = "flexmatch-deadline"
+    ) -> None:
+        self.timeout = timeout
+        self.overdue = False
+        self._left = timeout
+        self._handover: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._ended = False
+        self._produce = produce
+        _daemon(self._run, name)
+
+    def _give(self, kind: str, value: Any) -> bool:
+        while not self._stop.is_set():
             try:
-                handover.put((kind, value), timeout=_POLL)
+                self._handover.put((kind, value), timeout=_POLL)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def target() -> None:
+    def _run(self) -> None:
         try:
-            items = iter(produce())
+            items = iter(self._produce())
             try:
                 for item in items:
-                    if not give("item", item):
+                    if not self._give("item", item):
                         return
             finally:
                 close = getattr(items, "close", None)
-                if stop.is_set() and callable(close):
+                if self._stop.is_set() and callable(close):
                     close()
         except BaseException as exc:  # handed to the caller, whatever it is
-            give("error", exc)
+            self._give("error", exc)
             return
-        give("end", None)
+        self._give("end", None)
 
-    _daemon(target, name)
-    left = timeout
-    try:
-        while True:
-            started = time.monotonic()
-            try:
-                kind, value = handover.get(timeout=max(left, 0.0))
-            except queue.Empty:
-                raise Overdue(f"no answer within {timeout:g}s") from None
-            left -= time.monotonic() - started
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()
+    def __iter__(self) -> Iterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._ended:
+            raise StopIteration
+        started = time.monotonic()
+        try:
+            kind, value = self._handover.get(timeout=max(self._left, 0.0))
+        except queue.Empty:
+            self.overdue = True
+            self.close()
+            raise StopIteration from None
+        self._left -= time.monotonic() - started
+        if kind == "item":
+            return value  # type: ignore[no-any-return]
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop waiting; the producer stops at its next item."""
+        self._ended = True
+        self._stop.set()

@@ -1,5 +1,6 @@
-"""Deadlines for plug-in code: an answer in time comes back, a late one is ``Overdue``,
-the code's own errors pass through, and a producer stops when its consumer does."""
+"""Deadlines for plug-in code: an answer in time comes back, a late one is said to be
+late (as a value, never as an error a plug-in could raise itself), the code's own errors
+pass through, and a producer stops when its consumer does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from flexmatch import deadlines
 
 
-def test_a_coroutine_answers_or_is_overdue() -> None:
+def test_a_coroutine_answers_or_is_late() -> None:
     async def quick() -> int:
         return 7
 
@@ -24,17 +25,17 @@ def test_a_coroutine_answers_or_is_overdue() -> None:
         raise TimeoutError("the plug-in's own")
 
     async def main() -> None:
-        assert await deadlines.run_coroutine(quick, 5) == 7
-        with pytest.raises(deadlines.Overdue):
-            await deadlines.run_coroutine(late, 0.2)
-        with pytest.raises(TimeoutError, match="the plug-in's own") as own:
+        assert await deadlines.run_coroutine(quick, 5) == (True, 7)
+        assert await deadlines.run_coroutine(late, 0.2) == (False, None)
+        with pytest.raises(TimeoutError, match="the plug-in's own"):
             await deadlines.run_coroutine(own_timeout, 5)
-        assert not isinstance(own.value, deadlines.Overdue)
+        assert await deadlines.within(quick(), 5) == (True, 7)
+        assert await deadlines.within(late(), 0.1) == (False, None)
 
     asyncio.run(main())
 
 
-def test_iterate_bounds_the_wait_not_the_consumer() -> None:
+def test_bounded_limits_the_wait_not_the_consumer() -> None:
     gate = threading.Event()
     made: list[int] = []
 
@@ -54,18 +55,16 @@ def test_iterate_bounds_the_wait_not_the_consumer() -> None:
         yield 1
         raise ValueError("bad item")
 
-    items = deadlines.iterate(endless, 5)
+    items = deadlines.Bounded(endless, 5)
     assert [next(items) for _ in range(3)] == [0, 1, 2]
-    items.close()  # type: ignore[attr-defined]
+    items.close()
     stopped = len(made)
-    assert stopped <= 5
-    got = []
-    with pytest.raises(deadlines.Overdue):
-        for item in deadlines.iterate(stuck, 0.3):
-            got.append(item)
+    assert stopped <= 5 and not items.overdue
+    late = deadlines.Bounded(stuck, 0.3)
+    assert list(late) == [1] and late.overdue
     gate.set()
-    assert got == [1]
     with pytest.raises(ValueError, match="bad item"):
-        list(deadlines.iterate(broken, 5))
-    assert list(deadlines.iterate(lambda: [1, 2, 3], 5)) == [1, 2, 3]
+        list(deadlines.Bounded(broken, 5))
+    whole = deadlines.Bounded(lambda: [1, 2, 3], 5)
+    assert list(whole) == [1, 2, 3] and not whole.overdue
     assert len(made) <= stopped + 1  # the endless producer stopped when asked

@@ -175,16 +175,15 @@ async def sections_of(document: Document, chunker: Chunker, limits: IngestConfig
         return await result if inspect.isawaitable(result) else result
 
     timeout = limits.chunk_timeout
-    try:
-        if type(chunker).__module__.split(".")[0] == "flexmatch":
-            result = await asyncio.wait_for(off_loop(call()), timeout)
-        else:
-            result = await deadlines.run_coroutine(call, timeout, "flexmatch-chunker")
-    except TimeoutError:
+    if type(chunker).__module__.split(".")[0] == "flexmatch":
+        finished, result = await deadlines.within(off_loop(call()), timeout)
+    else:
+        finished, result = await deadlines.run_coroutine(call, timeout, "flexmatch-chunker")
+    if not finished:
         raise ChainError(
             f"{document.uri}: {what} took longer than {timeout:g}s and was left "
             "(ingest.chunk_timeout)"
-        ) from None
+        )
     if not isinstance(result, list | tuple):
         raise ChainError(
             f"{document.uri}: {what} returned {_short(result)}, not a list of sections"

@@ -249,15 +249,16 @@ class SourceReader:
         may hold more, so nothing is pruned after it."""
         limits = self.limits
         what = f"source '{self.name}' (type '{self.config.type}')"
-        results = (
-            deadlines.iterate(lambda: self._results(ref), limits.plugin_fetch_timeout)
+        bounded = (
+            deadlines.Bounded(lambda: self._results(ref), limits.plugin_fetch_timeout)
             if self.plugin
-            else self._results(ref)
+            else None
         )
+        results: Iterator[Any] = bounded if bounded is not None else self._results(ref)
         count = 0
         try:
             for item in results:
-                if self.plugin and count >= limits.plugin_max_documents:
+                if bounded is not None and count >= limits.plugin_max_documents:
                     self.context.incomplete(f"{what} gave too many documents for {ref.uri}")
                     error = (
                         f"{ref.uri}: {what} gave more than {limits.plugin_max_documents:,} "
@@ -268,7 +269,14 @@ class SourceReader:
                     return
                 count += 1
                 yield checked(item, ref, self.context)
-        except deadlines.Overdue:
+        except FlexMatchError as exc:
+            yield FailedDocument(uri=ref.uri, error=str(exc))
+        except Exception as exc:  # a plug-in's bug: report it, keep the batch going
+            yield FailedDocument(uri=ref.uri, error=f"{ref.uri}: {type(exc).__name__}: {exc}")
+        finally:
+            if bounded is not None:
+                bounded.close()
+        if bounded is not None and bounded.overdue:
             self.context.incomplete(f"{what} did not finish fetching {ref.uri}")
             error = (
                 f"{ref.uri}: {what} did not finish fetching this item within "
@@ -276,12 +284,6 @@ class SourceReader:
                 "were kept (ingest.plugin_fetch_timeout)"
             )
             yield FailedDocument(uri=ref.uri, error=error)
-        except FlexMatchError as exc:
-            yield FailedDocument(uri=ref.uri, error=str(exc))
-        except Exception as exc:  # a plug-in's bug: report it, keep the batch going
-            yield FailedDocument(uri=ref.uri, error=f"{ref.uri}: {type(exc).__name__}: {exc}")
-        finally:
-            results.close()  # type: ignore[attr-defined]
 
     @staticmethod
     def _versioned(item: Item, ref: ItemRef) -> Item:
