@@ -13,8 +13,7 @@ KbOption = Annotated[
         "--kb",
         envvar="FLEXMATCH_KB",
         help="Knowledge-base folder ($FLEXMATCH_KB, else here).",
-        file_okay=False,
-    ),
+    ),  # a file is refused by ``knowledge_base``, in one line
 ]
 TenantOption = Annotated[str, typer.Option("--tenant", help="Tenant scope.")]
 DEFAULT_TENANT = "default"  # the same as flexmatch.DEFAULT_TENANT, without importing it
@@ -33,7 +32,10 @@ def knowledge_base(kb: Path) -> Path:
     if not folder.exists():
         raise fm.ConfigError(f"{folder} is not a knowledge-base folder: it does not exist; {init}")
     if not folder.is_dir():
-        raise fm.ConfigError(f"{folder} is a file, not a knowledge-base folder")
+        raise fm.ConfigError(
+            f"{folder} is a file, not a knowledge-base folder: name one with --kb (or "
+            "$FLEXMATCH_KB)"
+        )
     if not (folder / fm.CONFIG_FILE).is_file():
         raise fm.ConfigError(
             f"{folder} is not a knowledge-base folder: it has no {fm.CONFIG_FILE}; {init}"

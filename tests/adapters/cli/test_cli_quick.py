@@ -28,6 +28,10 @@ def test_a_command_on_a_folder_without_a_config_is_refused(tmp_path: Path) -> No
         )
         assert result.stdout == ""  # nothing printed before the refusal
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "notes.md").write_text("# Notes\n")
+    result = runner.invoke(app, ["stats", "--kb", str(tmp_path / "notes.md")])
+    assert isinstance(result.exception, flexmatch.ConfigError)
+    assert "notes.md is a file, not a knowledge-base folder" in str(result.exception)
 
 
 def test_prompts_eject_and_list(tmp_path: Path) -> None:
