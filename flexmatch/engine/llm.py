@@ -2,15 +2,17 @@
 
 Only what may pass is retried (rate limits, timeouts, a server's 5xx). A refused key
 (401/403) or a missing one is the user's to fix: it is reported at once, without a
-retry, and every later call of the same model fails with the same message without
-asking the server again. A local OpenAI-compatible server (an ``api_base``) needs no
-key: the client library refuses to send none, so a placeholder is sent instead.
+retry, and later calls of the same model fail with the same message without asking the
+server again (for ``REFUSAL_MEMORY`` seconds). A local OpenAI-compatible server (an
+``api_base``) needs no key: the client library refuses to send none, so a placeholder
+is sent instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +45,9 @@ def _takes_cache_control(model: str) -> bool:
     return name.startswith(("anthropic/", "claude")) or "/claude" in name or "anthropic." in name
 
 
+# how long a refused key is not asked again: a run stops asking at once, and a long-lived
+# server still recovers once the provider takes the key again
+REFUSAL_MEMORY = 300.0
 # sent to a local server that takes no key (the OpenAI client library refuses to send none)
 NO_KEY = "no-key"
 
@@ -132,7 +137,8 @@ class LLM:
         self.cache = cache if cache is not None else LLMCache(None)
         self.temperature = temperature
         self.usage = Usage()
-        self._refused: dict[str, str] = {}  # model -> why its credentials were refused
+        # model -> (why its credentials were refused, when): not asked again for a while
+        self._refused: dict[str, tuple[str, float]] = {}
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
     @classmethod
@@ -189,14 +195,14 @@ class LLM:
     def _credentials(self, litellm: Any, model: str) -> str | None:
         """The key to send to ``model``: the configured one, a placeholder for a local
         server that takes none, or (the provider's own variable being set) None."""
-        if model in self._refused:
-            raise LLMError(self._refused[model])
+        refused = self._refused.get(model)
+        if refused is not None and time.monotonic() - refused[1] < REFUSAL_MEMORY:
+            raise LLMError(refused[0])
         if self.api_key:
             return self.api_key
         problem = credential_problem(model, self.api_base, self.api_key)
         if problem is not None:
-            self._refused[model] = problem
-            raise LLMError(problem)
+            raise LLMError(problem)  # the environment is read afresh on each call
         if self.api_base and missing_keys(model, self.api_base, None):
             return NO_KEY
         return None
@@ -211,7 +217,7 @@ class LLM:
             f"({f'{status}: ' if status else ''}{said}); check FLEXMATCH_LLM_API_KEY "
             "(models.llm_api_key) and the model name"
         )
-        self._refused[model] = message
+        self._refused[model] = (message, time.monotonic())
         return message
 
     def is_cached(self, prompt: str, *, model: str | None = None) -> bool:
@@ -231,7 +237,7 @@ class LLM:
             return cached[0]
         litellm = await asyncio.to_thread(import_litellm)  # seconds, once: never on the loop
         messages = self.request_messages(model, prompt, cacheable)
-        api_key = await asyncio.to_thread(self._credentials, litellm, model)
+        api_key = self._credentials(litellm, model)  # tens of microseconds: on the loop
         try:
             async with self._semaphore():
                 async for attempt in AsyncRetrying(

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from flexmatch.engine import llm as llm_module
 from flexmatch.engine.llm import LLM, NO_KEY, credential_problem
 from flexmatch.errors import LLMError
 from flexmatch.testing import FakeLLMServer
@@ -55,6 +56,19 @@ def test_a_refused_key_is_asked_once(llm_server: FakeLLMServer, status: int) -> 
     with pytest.raises(LLMError, match="FLEXMATCH_LLM_API_KEY"):
         asyncio.run(llm.complete("another prompt"))
     assert llm_server.calls() == 1
+
+
+def test_a_refused_key_is_asked_again_later(
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived server recovers once the provider takes the key again."""
+    llm_server.fail_next = [401]
+    llm = LLM("openai/m", api_base=llm_server.base_url, api_key="k", max_retries=3)
+    with pytest.raises(LLMError, match=r"\(401: "):
+        asyncio.run(llm.complete("hello"))
+    monkeypatch.setattr(llm_module, "REFUSAL_MEMORY", 0.0)
+    assert asyncio.run(llm.complete("hello")) == "OK"
+    assert llm_server.calls() == 2
 
 
 def test_the_server_checks_the_key_it_was_given() -> None:
