@@ -215,3 +215,11 @@ def test_filters_are_the_same_vocabulary_as_everywhere(
         asyncio.run(session())
     finally:
         kb.close()
+
+
+def test_an_unknown_tool_in_the_mcp_config_is_named(tmp_path: Path) -> None:
+    from flexmatch import ConfigError, load_config
+
+    write_config(tmp_path, "mcp:\n  tools: {search: Find things.}\n")
+    with pytest.raises(ConfigError, match=r"unknown MCP tool 'search' \(tools: search_knowledge,"):
+        load_config(tmp_path)
