@@ -144,7 +144,7 @@ def build_server(
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.types import Tool, ToolAnnotations
 
     check_tenant(tenant)
@@ -190,6 +190,10 @@ def build_server(
                     raise ToolError(_unknown_arguments(name, unknown, takes))
             try:
                 return await super().call_tool(name, arguments, context)
+            except UnexpectedToolError as exc:  # a bug: said as one, its traceback logged
+                raise UnexpectedToolError(
+                    f"{exc}: an internal error (the server's log has the details)"
+                ) from exc.__cause__
             except ToolError as exc:  # pydantic's report spans lines and links: one line
                 if isinstance(exc.__cause__, ValidationError):
                     raise ToolError(_invalid_arguments(name, exc.__cause__)) from exc.__cause__
