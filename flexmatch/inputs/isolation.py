@@ -44,6 +44,9 @@ _PRELOAD = (
     "openpyxl",
     "odf.opendocument",
     "striprtf.striprtf",
+    "PIL.Image",  # OCR (the 'ocr' extra): Tesseract's library, PDFium to render pages
+    "tesserocr",
+    "pypdfium2",
 )
 
 

@@ -4,6 +4,8 @@ The body is walked directly (paragraphs, tables, and content controls, which
 ``iter_inner_content`` skips) so text keeps its reading order. Paragraph styles give the
 structure: "Title", "Heading N", "List ..." (or a numbering property) for list items.
 Page headers and footers are left out: they repeat on every page and carry no content.
+Pictures in the body are read by OCR where they stand (the ``ocr`` extra; without it they
+are left out, as before).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flexmatch.inputs.parsing import ocr
 from flexmatch.inputs.parsing._common import (
     ElementBuilder,
     clean_inline,
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
+_VML = "urn:schemas-microsoft-com:vml"  # legacy pictures (v:imagedata)
 _HEADING_STYLE = re.compile(r"^heading\s*(\d*)$", re.IGNORECASE)
 
 
@@ -102,6 +106,18 @@ def _table_rows(table: Table) -> list[str]:
     return lines
 
 
+def _pictures(paragraph: Paragraph) -> Iterator[bytes]:
+    """The bytes of each picture in a paragraph (DrawingML and legacy VML), in order."""
+    from docx.oxml.ns import qn
+
+    related = paragraph.part.related_parts
+    for element in paragraph._p.iter(qn("a:blip"), f"{{{_VML}}}imagedata"):
+        rid = element.get(qn("r:embed")) or element.get(qn("r:id"))
+        part = related.get(rid) if rid else None
+        if part is not None and getattr(part, "blob", None):
+            yield part.blob
+
+
 def parse_docx(path: Path) -> ParsedDocument:
     """Parse a .docx file."""
     import docx
@@ -109,6 +125,8 @@ def parse_docx(path: Path) -> ParsedDocument:
 
     builder = ElementBuilder()
     metadata: dict[str, Any] = {}
+    log = ocr.OcrLog()
+    can_ocr: bool | None = None  # asked at the first picture only
     with parse_errors(path, "Word (.docx)"):
         document = docx.Document(str(path))
         for block in _iter_blocks(document.element.body, document._body):
@@ -121,6 +139,10 @@ def parse_docx(path: Path) -> ParsedDocument:
                 if unbulleted is not None:  # a typed "• item" is a list item too
                     kind, text = "list_item", unbulleted
                 builder.add(kind, text, level=level)
+                for picture in _pictures(block):
+                    can_ocr = ocr.available() if can_ocr is None else can_ocr
+                    if can_ocr:
+                        ocr.read_bytes(picture, builder, log)
         props = document.core_properties
         core_title = meaningful_title(props.title)
         if props.author:
@@ -128,4 +150,4 @@ def parse_docx(path: Path) -> ParsedDocument:
         if props.created:
             metadata["created"] = props.created.isoformat()
     title = core_title or builder.first_text("title") or builder.first_text("heading")
-    return finish(path, builder, title or path.stem, metadata)
+    return finish(path, builder, title or path.stem, {**metadata, **log.metadata(pictures=True)})

@@ -8,6 +8,12 @@ Boxes that start with a bullet glyph become list items.
 
 Pages with a ``/Rotate`` entry are laid out as displayed; when that leaves the text
 sideways (characters not upright) the page is laid out again unrotated.
+
+A page that holds an image but (almost) no text, or whose text layer is mostly glyphs
+without a Unicode mapping, is a scan: it is rendered (pypdfium2, at its image's
+resolution) and read by OCR (``ocr.py``, the ``ocr`` extra). Without the extra such
+pages are listed in the document's ``unread_pages``, and a PDF made only of them fails
+naming the extra.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flexmatch.errors import EncryptedDocumentError
+from flexmatch.errors import EncryptedDocumentError, MissingExtraError
+from flexmatch.inputs.parsing import ocr
 from flexmatch.inputs.parsing._common import (
     ElementBuilder,
     clean_inline,
@@ -28,7 +35,7 @@ from flexmatch.inputs.parsing._common import (
     parse_errors,
     split_list_lines,
 )
-from flexmatch.models import Element, ParsedDocument
+from flexmatch.models import Element, Location, ParsedDocument
 
 if TYPE_CHECKING:
     from pdfminer.layout import LTPage
@@ -39,6 +46,13 @@ MAX_HEADING_WORDS = 20
 MAX_HEADING_LINES = 3
 _CID = re.compile(r"\(cid:\d+\)")  # glyphs pdfminer could not map to text
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+_UNMAPPED = re.compile(r"\(cid:\d+\)|[\ufffd\ue000-\uf8ff\x00-\x08\x0e-\x1f]")
+MIN_PAGE_CHARS = 20  # a page with an image and fewer readable characters is a scan
+MAX_UNMAPPED = 0.3  # a text layer with more glyphs than this unmapped is garbage
+# a scan is rendered at its images' own resolution within these bounds (an upscaled scan
+# reads worse: a 72 ppi table lost most of its rows at 300 dpi), a page of unmapped
+# glyphs at 150 dpi (as accurate as 300 on the shared PDFs, at half the time: bench/ocr.py)
+MIN_DPI, MAX_DPI, TEXT_DPI = 72, 300, 150
 
 
 @dataclass
@@ -97,6 +111,54 @@ def _upright_share(layout: LTPage) -> float:
         elif isinstance(item, LTContainer):
             stack.extend(item)
     return upright / total if total else 1.0
+
+
+def _scan_dpi(layout: LTPage) -> int | None:
+    """The resolution to render a scanned page at for OCR, or None for a page that is no
+    scan. A scan: an image and almost no text, or a text layer of unmapped glyphs."""
+    from pdfminer.layout import LTChar, LTContainer, LTImage
+
+    readable = unmapped = 0
+    resolutions: list[float] = []
+    stack: list[Any] = [layout]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, LTChar):
+            text = item.get_text()
+            bad = len(_UNMAPPED.findall(text))
+            unmapped += bad
+            readable += bool(text.strip()) and not bad
+        elif isinstance(item, LTImage):
+            shown = max(item.width, item.height) / 72  # inches; the image may be turned
+            pixels = max(item.srcsize or (0, 0), key=lambda n: n or 0) or 0
+            if shown > 0.5 and pixels:
+                resolutions.append(pixels / shown)
+        elif isinstance(item, LTContainer):
+            stack.extend(item)
+    dpi = round(min(max(max(resolutions, default=TEXT_DPI), MIN_DPI), MAX_DPI))
+    if readable + unmapped and unmapped / (readable + unmapped) > MAX_UNMAPPED:
+        return dpi
+    return dpi if resolutions and readable < MIN_PAGE_CHARS else None
+
+
+def _ocr_pages(data: bytes, scans: dict[int, int], log: ocr.OcrLog) -> dict[int, Any]:
+    """The elements OCR reads on each scanned page (number → dpi), rendered by pypdfium2."""
+    from flexmatch.extras import require
+
+    pdfium = require("pypdfium2", "ocr", ocr.PURPOSE)
+    found: dict[int, Any] = {}
+    document = pdfium.PdfDocument(data)
+    try:
+        for number, dpi in scans.items():
+            page = document[number - 1]
+            bitmap = page.render(scale=dpi / 72, grayscale=True)
+            builder = ElementBuilder()
+            ocr.read_image(bitmap.to_pil(), builder, log, Location(page=number))
+            found[number] = builder.elements
+            page.close()
+    finally:
+        document.close()
+    return found
 
 
 def _weighted_median(weights: Counter[float]) -> float:
@@ -176,7 +238,7 @@ def _metadata_title(document: Any) -> str:
 
 
 def parse_pdf(path: Path) -> ParsedDocument:
-    """Parse a .pdf file (text layer only: scanned pages without text are not OCR'd)."""
+    """Parse a .pdf file: its text layer, and its scanned pages by OCR."""
     from pdfminer.converter import PDFPageAggregator
     from pdfminer.layout import LAParams
     from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError
@@ -187,6 +249,7 @@ def parse_pdf(path: Path) -> ParsedDocument:
     data = path.read_bytes()
     encrypted = f"{path}: PDF is encrypted (password protected)"
     boxes: list[_Box] = []
+    scanned: dict[int, int] = {}  # page number → dpi to render it at
     pages = 0
     with parse_errors(path, "PDF"):
         try:
@@ -210,12 +273,29 @@ def parse_pdf(path: Path) -> ParsedDocument:
                 unrotated = device.get_result()
                 if _upright_share(unrotated) > _upright_share(layout):
                     layout = unrotated
-            boxes.extend(_boxes(layout, number))
+            dpi = _scan_dpi(layout)
+            if dpi is not None:
+                scanned[number] = dpi
+            else:
+                boxes.extend(_boxes(layout, number))
         meta_title = _metadata_title(document)
+    log = ocr.OcrLog()
+    read: dict[int, list[Element]] = {}
+    metadata: dict[str, Any] = {"pages": pages}
+    if scanned:
+        try:
+            with parse_errors(path, "PDF"):
+                read = _ocr_pages(data, scanned, log)
+        except MissingExtraError as exc:
+            if not boxes:
+                raise MissingExtraError(f"{path}: no text layer; {exc}") from exc
+            metadata["unread_pages"] = list(scanned)
 
     builder = ElementBuilder()
     levels = _heading_levels(boxes)
     for i, box in enumerate(boxes):
+        while read and min(read) < box.page:  # scanned pages before this one
+            builder.elements.extend(read.pop(min(read)))
         if i in levels:
             builder.add("heading", " ".join(box.lines), level=levels[i], page=box.page)
             continue
@@ -225,9 +305,12 @@ def parse_pdf(path: Path) -> ParsedDocument:
                 continue
             previous = builder.elements.pop()
             builder.add(previous.kind, f"{previous.text} {text}", page=box.page)
+    for number in sorted(read):
+        builder.elements.extend(read[number])
     title = meta_title or builder.first_text("heading")
-    hint = "it may hold only scanned images; OCR is not supported" if pages else ""
-    return finish(path, builder, title or path.stem, {"pages": pages}, empty_hint=hint)
+    hint = "OCR found no readable text on its scanned pages" if scanned else ""
+    metadata.update(log.metadata())
+    return finish(path, builder, title or path.stem, metadata, empty_hint=hint)
 
 
 def _continues(elements: list[Element], text: str, page: int) -> bool:

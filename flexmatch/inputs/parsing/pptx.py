@@ -3,7 +3,8 @@ names its slide).
 
 The slide title becomes a level-1 heading so each slide reads as a section; other shapes
 follow top-to-bottom, left-to-right. Body-placeholder paragraphs and indented or bulleted
-paragraphs are list items. Speaker notes are left out.
+paragraphs are list items. Speaker notes are left out. Pictures are read by OCR in
+their place (the ``ocr`` extra; without it they are left out).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flexmatch.inputs.parsing import ocr
 from flexmatch.inputs.parsing._common import (
     ElementBuilder,
     finish,
@@ -76,8 +78,11 @@ def _paragraph_kind(paragraph: _Paragraph, in_body: bool) -> ElementKind:
 def parse_pptx(path: Path) -> ParsedDocument:
     """Parse a .pptx file."""
     from pptx import Presentation
+    from pptx.shapes.picture import Picture
 
     builder = ElementBuilder()
+    log = ocr.OcrLog()
+    can_ocr: bool | None = None  # asked at the first picture only
     with parse_errors(path, "PowerPoint (.pptx)"):
         deck = Presentation(str(path))
         for number, slide in enumerate(deck.slides, start=1):
@@ -97,6 +102,11 @@ def parse_pptx(path: Path) -> ParsedDocument:
                     for paragraph in shape.text_frame.paragraphs:
                         kind = _paragraph_kind(paragraph, in_body)
                         builder.add(kind, paragraph.text, location=where)
+                elif isinstance(shape, Picture):
+                    can_ocr = ocr.available() if can_ocr is None else can_ocr
+                    if can_ocr:
+                        ocr.read_bytes(shape.image.blob, builder, log, where)
         deck_title = meaningful_title(deck.core_properties.title)
     title = deck_title or meaningful_title(builder.first_text("heading"))
-    return finish(path, builder, title or path.stem, {"slides": len(deck.slides)})
+    metadata = {"slides": len(deck.slides), **log.metadata()}
+    return finish(path, builder, title or path.stem, metadata)

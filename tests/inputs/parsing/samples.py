@@ -15,7 +15,7 @@ if not DOCS.is_dir():  # CI has ../shared beside the clone: a missing copy must 
 
 ALL_DOCS = sorted(p for p in DOCS.iterdir() if p.is_file() and p.name != "MANIFEST.tsv")
 ENCRYPTED = {"pdf_password.pdf"}
-# Image-only PDFs: no text layer, and OCR is out of scope.
+# Image-only PDFs: no text layer, read by OCR (the 'ocr' extra).
 IMAGE_ONLY = {"pdf_single_table.pdf", "pdf_table-multi-row-column-cells.pdf"}
 
 
