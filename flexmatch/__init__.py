@@ -93,6 +93,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "load_config": ("flexmatch.config", "load_config"),
     "load_setup": ("flexmatch.evaluation", "load_setup"),
     "prepare_local_model": ("flexmatch.engine.embeddings", "prepare_local_model"),
+    "readable_suffixes": ("flexmatch.inputs.parsing", "readable_suffixes"),
     "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
     "broken_chain_plugins": ("flexmatch.engine.chains.registry", "broken"),
@@ -154,6 +155,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from flexmatch.evaluation import BASELINES, BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.extras import require as require_extra
+    from flexmatch.inputs.parsing import readable_suffixes
     from flexmatch.inputs.records import record_id
     from flexmatch.inputs.sources import safe_filename
     from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant

@@ -273,6 +273,17 @@ class IngestConfig(_Strict):
     parse_memory_mb: int = Field(2048, ge=256, le=65536)
     parse_workers: int = Field(2, ge=1, le=64)  # parser processes
     fetch_workers: int = Field(4, ge=1, le=64)  # web pages fetched at once, each in a process
+    # file name or glob → parser name ({"*.Debian": "text", "copyright": "text"}), before
+    # suffixes and content; the names are checked against the registered parsers
+    parsers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("parsers")
+    @classmethod
+    def _parser_patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        for pattern, name in value.items():
+            if not pattern.strip() or not name.strip():
+                raise ValueError(f"'{pattern}: {name}': a file name or glob maps to a parser name")
+        return value
     # a source plug-in's fetch of one item: seconds spent waiting for it, documents it gives
     plugin_fetch_timeout: float = Field(300.0, gt=0, le=86_400)
     plugin_max_documents: int = Field(10_000, ge=1, le=10_000_000)

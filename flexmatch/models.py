@@ -268,10 +268,13 @@ def cite(uri: str, title: str, location: Location | None) -> str:
 
 
 class FailedDocument(BaseModel):
-    """A document that could not be ingested, and why."""
+    """A document that could not be ingested, and why. ``skipped`` names why a file a
+    folder walk found was passed over rather than failed (``unsupported type``,
+    ``binary file``, ``empty``): counted and listed by reason, never an error."""
 
     uri: str
     error: str
+    skipped: str | None = None
 
 
 class SkippedDocument(BaseModel):
@@ -349,6 +352,10 @@ class IngestReport(BaseModel):
     document_ids: list[str] = Field(default_factory=list)  # stored or unchanged, in order
     duplicates: list[SkippedDocument] = Field(default_factory=list)
     failed: list[FailedDocument] = Field(default_factory=list)
+    # files a folder walk passed over (an unsupported type, a binary blob, no text): how
+    # many by reason, and which (their ``error`` says why)
+    skipped: dict[str, int] = Field(default_factory=dict)
+    skipped_files: list[FailedDocument] = Field(default_factory=list)
     outcomes: list[DocumentOutcome] = Field(default_factory=list)  # one per input, in order
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
@@ -367,6 +374,10 @@ class IngestReport(BaseModel):
             for name, value in report:
                 if isinstance(value, list):
                     data[name] = data.get(name, []) + value
+                elif isinstance(value, dict):
+                    counts = data.setdefault(name, {})
+                    for key, count in value.items():
+                        counts[key] = counts.get(key, 0) + count
                 elif isinstance(value, Usage):
                     usage = data.get(name, {})
                     data[name] = {k: usage.get(k, 0) + v for k, v in value}
@@ -376,6 +387,10 @@ class IngestReport(BaseModel):
 
     # -- what happened to each input (counts and outcomes kept together) ---------------
     def record_failed(self, failure: FailedDocument) -> None:
+        if failure.skipped is not None:
+            self.skipped[failure.skipped] = self.skipped.get(failure.skipped, 0) + 1
+            self.skipped_files.append(failure)
+            return
         self.failed.append(failure)
         self.outcomes.append(
             DocumentOutcome(input=failure.uri, outcome="failed", error=failure.error)
@@ -448,7 +463,8 @@ class IngestReport(BaseModel):
 
     @property
     def processed(self) -> int:
-        return self.documents + self.unchanged + len(self.duplicates) + len(self.failed)
+        done = self.documents + self.unchanged + len(self.duplicates) + len(self.failed)
+        return done + len(self.skipped_files)
 
     def outcome(self, label: str, document_id: str | None = None) -> DocumentOutcome:
         """The outcome of a one-document run, under ``label``; one rule for every interface.

@@ -336,6 +336,7 @@ def test_public_api_is_pinned() -> None:
         "load_config",
         "load_setup",
         "prepare_local_model",
+        "readable_suffixes",
         "record_id",
         "registered_chains",
         "require_extra",

@@ -1,5 +1,11 @@
 """Loading: paths → documents. Files and folders (recursive, hidden files and symlinks
-skipped) and JSON Lines corpora (one document per line, its id kept)."""
+skipped) and JSON Lines corpora (one document per line, its id kept).
+
+A folder walk takes what it finds: a file no parser reads (an unsupported type, a binary
+blob in a text format) or one without text is *skipped*, counted by reason, not failed,
+and a subfolder that cannot be read is one failure while the walk goes on. A file named
+on its own is meant: if it cannot be read, that is a failure.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,20 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from flexmatch.errors import DocumentTooLargeError, FlexMatchError, ParseError
-from flexmatch.inputs.parsing import parse_file, parse_text
+from flexmatch.errors import (
+    DocumentTooLargeError,
+    EmptyDocumentError,
+    FlexMatchError,
+    ParseError,
+    UnsupportedFormatError,
+)
+from flexmatch.inputs.parsing import parse_file, parse_text, skip_reason
 from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
 
 Item = Document | FailedDocument
@@ -58,7 +70,7 @@ class SeenIds:
         return FailedDocument(
             uri=where,
             error=f"{where}: id '{item.id}' is already used by {first} in the same batch; "
-            "ids must be unique (1 and \"1\" are the same id)",
+            'ids must be unique (1 and "1" are the same id)',
         )
 
 
@@ -110,11 +122,11 @@ def discover(
         elif path.is_file():
             tasks.append(LoadTask(path))
         elif path.is_dir():
-            tasks.extend(
-                LoadTask(p, root=path)
-                for p in _walk(path)
-                if _selected(p.relative_to(path), include or [], exclude or [])
-            )
+            for found in _walk(path):
+                if isinstance(found, FailedDocument):
+                    missing.append(found)
+                elif _selected(found.relative_to(path), include or [], exclude or []):
+                    tasks.append(LoadTask(found, root=path))
         else:
             missing.append(FailedDocument(uri=str(path), error=f"{path}: {_not_loadable(path)}"))
     return tasks, missing
@@ -154,8 +166,16 @@ def _selected(relative: Path, include: list[str], exclude: list[str]) -> bool:
     return not any(matches(p) for p in exclude)
 
 
-def _walk(folder: Path) -> Iterator[Path]:
-    for entry in sorted(folder.iterdir()):
+def _walk(folder: Path) -> Iterator[Path | FailedDocument]:
+    """The files under ``folder``; a subfolder that cannot be listed is a failure naming
+    it, and the walk goes on."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        yield FailedDocument(uri=str(folder), error=f"{folder}: folder not read ({why})")
+        return
+    for entry in entries:
         if entry.name.startswith(".") or entry.is_symlink():
             continue
         if entry.is_dir():
@@ -168,18 +188,43 @@ Parse = Callable[[Path], ParsedDocument]
 
 
 def load(
-    task: LoadTask, source: str, max_bytes: int, parse: Parse = parse_file
+    task: LoadTask,
+    source: str,
+    max_bytes: int,
+    parse: Parse = parse_file,
+    parsers: Mapping[str, str] | None = None,
 ) -> Iterator[Document | FailedDocument]:
     """The documents in one file, or a failure naming it; ``parse`` reads one file (in a
-    worker process, when the caller isolates parsing)."""
+    worker process, when the caller isolates parsing). A file a folder walk found is
+    skipped (a ``FailedDocument`` with its ``skipped`` reason) when no parser reads it or
+    it holds no text; ``parsers`` is the ``ingest.parsers`` setting."""
     if task.is_corpus:
         yield from _load_corpus(task.path, source)
         return
     uri = str(task.path.resolve())
+    walked = task.root is not None
+    if walked:
+        try:
+            reason = skip_reason(task.path, parsers)
+        except OSError as exc:
+            error = f"{task.path}: could not read file: {exc.strerror or exc}"
+            yield FailedDocument(uri=uri, error=error)
+            return
+        if reason is not None:
+            yield FailedDocument(uri=uri, error=_skip_detail(task.path, reason), skipped=reason)
+            return
+    refused: list[str] = []  # why the parser passed over a walked file
 
     def build() -> Document:
         check_file_size(task.path, max_bytes)
-        parsed = parse(task.path)
+        try:
+            parsed = parse(task.path)
+        except UnsupportedFormatError:
+            refused.append("unsupported type")
+            raise
+        except EmptyDocumentError:
+            refused.append("empty")
+            raise
         return Document(
             id=document_id(source, uri),
             uri=uri,
@@ -189,7 +234,18 @@ def load(
             metadata={**parsed.metadata, "file_name": task.path.name, **_place(task)},
         )
 
-    yield attempt(uri, build)
+    item = attempt(uri, build)
+    if walked and refused and isinstance(item, FailedDocument):
+        item = item.model_copy(update={"skipped": refused[0]})
+    yield item
+
+
+def _skip_detail(path: Path, reason: str) -> str:
+    if reason == "unsupported type":
+        return f"{path}: unsupported file type '{path.suffix.lower() or '(none)'}'"
+    if reason == "binary file":
+        return f"{path}: binary content, not the text a '{path.suffix}' file holds"
+    return f"{path}: no text (the file is empty)"
 
 
 def _place(task: LoadTask) -> dict[str, str]:

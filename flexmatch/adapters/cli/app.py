@@ -248,6 +248,7 @@ def _print_report(report: IngestReport) -> None:
         errors.print(f"[yellow]warning:[/] {shown(warning)}")
     for skipped in report.duplicates:
         errors.print(f"[yellow]skipped:[/] {shown(skipped.uri)}: {shown(skipped.reason)}")
+    _print_skipped(report)
     alike: dict[str, list[str]] = {}  # one cause (a refused LLM key) is said once
     for failure in report.failed:
         alike.setdefault(failure.error, []).append(failure.uri)
@@ -257,6 +258,30 @@ def _print_report(report: IngestReport) -> None:
             continue
         named = ", ".join(shown(uri) for uri in uris[:3]) + (", ..." if len(uris) > 3 else "")
         errors.print(f"[red]failed ({len(uris)} documents: {named}):[/] {shown(error)}")
+
+
+def _print_skipped(report: IngestReport) -> None:
+    """Files a folder walk passed over: one line per reason (how many, a few names, and
+    for unsupported types which suffixes), the readable suffixes said once."""
+    by_reason: dict[str, list[str]] = {}
+    for skipped in report.skipped_files:
+        by_reason.setdefault(skipped.skipped or "", []).append(skipped.uri)
+    for reason, uris in by_reason.items():
+        names = [Path(uri).name for uri in uris]
+        shown_names = ", ".join(shown(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+        kinds = ""
+        if reason == "unsupported type":
+            counts: dict[str, int] = {}
+            for name in names:
+                suffix = Path(name).suffix.lower() or "(none)"
+                counts[suffix] = counts.get(suffix, 0) + 1
+            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            kinds = " [" + ", ".join(f"{s} {n}" for s, n in ranked[:8]) + "]"
+        many = "file" if len(uris) == 1 else "files"
+        errors.print(f"[yellow]skipped ({reason}):[/] {len(uris)} {many}{kinds}: {shown_names}")
+    if "unsupported type" in by_reason:
+        readable = ", ".join(fm.readable_suffixes())
+        errors.print(f"[dim]read: {readable}, and text files of any name[/]")
 
 
 @app.command()

@@ -1,90 +1,318 @@
 """Turn files (and plain strings) into ``ParsedDocument``s, one parser per format family.
 
-``parse_file`` picks the parser from the file suffix through ``PARSERS``; every failure is
-a ``ParseError`` subclass whose message names the file. Parsers run fully offline, and
-their third-party libraries are imported only when a file of that kind is parsed, so
-importing this package stays fast.
+Parsers are named (``pdf``, ``text``, ``man``, …) and registered like source types:
+through the ``flexmatch.parsers`` entry-point group, the built-ins included (``BUILTIN``
+is the table pyproject.toml declares; a checkout without installed metadata registers
+from it). A file's parser is chosen, in order, by the ``ingest.parsers`` setting (file
+names or globs → a parser name), by its suffix (``SUFFIXES``: to read a new suffix, add
+one line there), and for any other file by its content (``sniff``: text is read as text,
+a binary blob is an unsupported type). A ``.gz``/``.bz2``/``.xz`` file is read as the file
+it holds (``NEWS.gz`` as text, ``ls.1.gz`` as a man page), its size cap applied to the
+decompressed bytes.
+
+Every failure is a ``ParseError`` subclass whose message names the file. Parsers run fully
+offline, and their third-party libraries are imported only when a file of that kind is
+parsed, so importing this package stays fast.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from flexmatch.errors import EmptyDocumentError, FlexMatchError, ParseError, UnsupportedFormatError
+from flexmatch.errors import (
+    ConfigError,
+    EmptyDocumentError,
+    FlexMatchError,
+    ParseError,
+    UnsupportedFormatError,
+)
 from flexmatch.inputs.parsing._common import ElementBuilder, finish, short_reason
-from flexmatch.inputs.parsing.code import LANGUAGES, parse_code
-from flexmatch.inputs.parsing.docx import parse_docx
-from flexmatch.inputs.parsing.email import parse_email
-from flexmatch.inputs.parsing.html import parse_html, parse_html_bytes
-from flexmatch.inputs.parsing.markdown import markdown_to_builder, parse_markdown
-from flexmatch.inputs.parsing.odt import parse_odt
-from flexmatch.inputs.parsing.pdf import parse_pdf
-from flexmatch.inputs.parsing.pptx import parse_pptx
-from flexmatch.inputs.parsing.rtf import parse_rtf
-from flexmatch.inputs.parsing.text import add_text_blocks, parse_text_file
-from flexmatch.inputs.parsing.xlsx import parse_xlsx
+from flexmatch.inputs.parsing.code import LANGUAGES
+from flexmatch.inputs.parsing.compressed import COMPRESSED, decompressed, inner_name
+from flexmatch.inputs.parsing.html import parse_html_bytes
+from flexmatch.inputs.parsing.markdown import markdown_to_builder
+from flexmatch.inputs.parsing.sniff import TEXT_PARSERS, is_binary, sniff
+from flexmatch.inputs.parsing.text import add_text_blocks
 from flexmatch.models import ParsedDocument
 
 __all__ = [
+    "BUILTIN",
     "PARSERS",
+    "SUFFIXES",
     "SUPPORTED_SUFFIXES",
+    "broken_parser_plugins",
+    "check_parsers",
     "parse_file",
     "parse_html_bytes",
     "parse_text",
+    "parser_names",
+    "readable_suffixes",
+    "skip_reason",
 ]
 
-PARSERS: dict[str, Callable[[Path], ParsedDocument]] = {
-    ".pdf": parse_pdf,
-    ".docx": parse_docx,
-    ".html": parse_html,
-    ".htm": parse_html,
-    ".xhtml": parse_html,
-    ".md": parse_markdown,
-    ".markdown": parse_markdown,
-    ".txt": parse_text_file,
-    ".text": parse_text_file,
-    ".log": parse_text_file,
-    ".pptx": parse_pptx,
-    ".xlsx": parse_xlsx,
-    ".xlsm": parse_xlsx,
-    ".eml": parse_email,
-    ".rtf": parse_rtf,
-    ".odt": parse_odt,
-    **dict.fromkeys(LANGUAGES, parse_code),  # source code and config files (the 'code' extra)
+Parse = Callable[[Path], ParsedDocument]
+ENTRY_POINT_GROUP = "flexmatch.parsers"
+_PACKAGE = "flexmatch.inputs.parsing"
+# the built-in parsers by name, as pyproject.toml declares them (a test keeps the two equal)
+BUILTIN: dict[str, str] = {
+    "code": f"{_PACKAGE}.code:parse_code",
+    "csv": f"{_PACKAGE}.tabular:parse_csv",
+    "docx": f"{_PACKAGE}.docx:parse_docx",
+    "email": f"{_PACKAGE}.email:parse_email",
+    "epub": f"{_PACKAGE}.epub:parse_epub",
+    "html": f"{_PACKAGE}.html:parse_html",
+    "image": f"{_PACKAGE}.image:parse_image",
+    "man": f"{_PACKAGE}.man:parse_man",
+    "markdown": f"{_PACKAGE}.markdown:parse_markdown",
+    "notebook": f"{_PACKAGE}.notebook:parse_notebook",
+    "odt": f"{_PACKAGE}.odt:parse_odt",
+    "pdf": f"{_PACKAGE}.pdf:parse_pdf",
+    "pptx": f"{_PACKAGE}.pptx:parse_pptx",
+    "rst": f"{_PACKAGE}.rst:parse_rst",
+    "rtf": f"{_PACKAGE}.rtf:parse_rtf",
+    "text": f"{_PACKAGE}.text:parse_text_file",
+    "tsv": f"{_PACKAGE}.tabular:parse_tsv",
+    "xlsx": f"{_PACKAGE}.xlsx:parse_xlsx",
+}
+# suffix (lower case, with the dot) → parser name: the one table a new suffix goes in
+SUFFIXES: dict[str, str] = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".eml": "email",
+    ".rtf": "rtf",
+    ".odt": "odt",
+    ".rst": "rst",
+    ".rest": "rst",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".epub": "epub",
+    ".ipynb": "notebook",
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), "image"),  # by OCR
+    **{f".{n}": "man" for n in range(1, 10)},  # man page sections 1-9
+    **dict.fromkeys(LANGUAGES, "code"),  # source code and config files (the 'code' extra)
 }
 
+
+def _builtin(name: str) -> Parse:
+    module, _, attribute = BUILTIN[name].partition(":")
+    parser: Parse = getattr(importlib.import_module(module), attribute)
+    return parser
+
+
+PARSERS: dict[str, Parse] = {suffix: _builtin(name) for suffix, name in SUFFIXES.items()}
+"""The built-in parser of each suffix."""
+
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(PARSERS)
-"""Suffixes handled at import time (lower case, with the dot)."""
+"""Suffixes read by their own parser (lower case, with the dot); ``.gz``, ``.bz2`` and
+``.xz`` files are read as the file they hold, any other file by its content."""
+
+# -- the registry ----------------------------------------------------------------------
+
+_REGISTRY: dict[str, Parse] = {}
+_CLAIMED: dict[str, str] = {}  # suffixes plug-ins claim (never a built-in's)
+_BROKEN: dict[str, str] = {}  # plug-ins that failed to load, and why
+_plugins_loaded = False
 
 
-def parse_file(path: Path | str) -> ParsedDocument:
-    """Parse one file, choosing the parser by its suffix (case-insensitive).
+def _load_plugins() -> None:
+    """Register every parser of the entry-point group once; a plug-in that fails to load
+    is remembered (and named when a setting uses it), so it never takes the others down.
+    A plug-in cannot take a built-in's name; one whose callable has a ``suffixes``
+    attribute reads those suffixes, unless a built-in parser reads them already."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    found: dict[str, list[EntryPoint]] = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        builtin = BUILTIN.get(entry_point.name)
+        if builtin is not None and entry_point.value != builtin:
+            continue  # a built-in's name is taken (stale metadata, or another package)
+        same = found.setdefault(entry_point.name, [])
+        if all(e.value != entry_point.value for e in same):
+            same.append(entry_point)
+    for name, value in BUILTIN.items():  # a source checkout without installed metadata
+        found.setdefault(name, [EntryPoint(name, value, ENTRY_POINT_GROUP)])
+    for name, candidates in sorted(found.items()):
+        if len(candidates) > 1:
+            values = " and ".join(f"'{e.value}'" for e in candidates)
+            _BROKEN[name] = f"two plug-ins declare it ({values})"
+            continue
+        (entry_point,) = candidates
+        try:
+            parser = entry_point.load()
+            if not callable(parser):
+                raise TypeError(f"{type(parser).__name__} is not callable")
+        except Exception as exc:  # any error in a plug-in's import is the plug-in's
+            _BROKEN[name] = f"'{entry_point.value}' failed to load: {type(exc).__name__}: {exc}"
+            continue
+        _REGISTRY[name] = parser
+        if name not in BUILTIN:
+            for suffix in getattr(parser, "suffixes", ()) or ():
+                suffix = str(suffix).lower()
+                if suffix.startswith(".") and suffix not in SUFFIXES:
+                    _CLAIMED.setdefault(suffix, name)
 
-    Raises ``UnsupportedFormatError`` for an unknown suffix, ``EmptyDocumentError`` for a
-    file without text (including zero-byte files), ``EncryptedDocumentError`` for a
-    password-protected file and ``ParseError`` for anything else that goes wrong.
+
+def parser_names() -> list[str]:
+    """The names of the available parsers (built-in and plug-ins)."""
+    _load_plugins()
+    return sorted(_REGISTRY)
+
+
+def broken_parser_plugins() -> dict[str, str]:
+    """Parser plug-ins that could not be loaded, and why."""
+    _load_plugins()
+    return dict(_BROKEN)
+
+
+def _parser(name: str, where: str) -> Parse:
+    _load_plugins()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if name in _BROKEN:
+        raise ConfigError(f"{where}: parser plug-in '{name}': {_BROKEN[name]}")
+    known = ", ".join(parser_names())
+    raise ConfigError(
+        f"{where}: no parser '{name}' (known parsers: {known}; a plug-in adds one through "
+        f"the '{ENTRY_POINT_GROUP}' entry points)"
+    )
+
+
+def check_parsers(parsers: Mapping[str, str], where: str = "ingest.parsers") -> None:
+    """Refuse a ``parsers`` setting that names a parser nobody registered. Loads the
+    plug-ins (here, before parser processes fork, so they inherit them)."""
+    _load_plugins()
+    for pattern, name in parsers.items():
+        _parser(name, f"{where}: '{pattern}'")
+
+
+def readable_suffixes() -> list[str]:
+    """Every suffix a parser reads (built-in, plug-ins', compressed), sorted; any other
+    file is read when its content is text."""
+    _load_plugins()
+    return sorted({*SUFFIXES, *_CLAIMED, *COMPRESSED})
+
+
+def _suffix_parser(suffix: str) -> str | None:
+    _load_plugins()
+    return SUFFIXES.get(suffix) or _CLAIMED.get(suffix)
+
+
+# -- what one parse may read: its byte cap and the parsers setting ----------------------
+
+HARD_CAP = 15_000_000  # the hard cap of ingest.max_document_bytes
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How files are read: the byte cap (of decompressed bytes too) and the ``parsers``
+    setting (file name or glob → parser name, first match wins)."""
+
+    max_bytes: int = HARD_CAP
+    parsers: Mapping[str, str] = field(default_factory=dict)
+
+    def chosen(self, *names: str) -> str | None:
+        """The parser the setting names for a file called one of ``names``."""
+        for pattern, parser in self.parsers.items():
+            if any(name == pattern or fnmatch(name, pattern) for name in names):
+                return parser
+        return None
+
+
+_READING: ContextVar[Reading] = ContextVar("reading", default=Reading())  # noqa: B039
+
+
+@contextmanager
+def _reading(reading: Reading) -> Iterator[None]:
+    token = _READING.set(reading)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(8192)
+
+
+def _choose(path: Path, reading: Reading, names: tuple[str, ...], label: str) -> tuple[str, Parse]:
+    """The parser for ``path`` (which may be a decompressed copy; ``names`` are the names
+    the setting is matched against, ``label`` names the file in errors): the setting,
+    the suffix, else the content. Binary data is refused by the parsers of text."""
+    where = f"{path.name}: ingest.parsers"
+    chosen = reading.chosen(*names)
+    if chosen is not None:
+        return chosen, _parser(chosen, where)
+    suffix = path.suffix.lower()
+    by_suffix = _suffix_parser(suffix)
+    if by_suffix is not None:
+        if by_suffix in TEXT_PARSERS and is_binary(_head(path)):
+            raise UnsupportedFormatError(
+                f"{label}: looks like a binary file, not the text a '{suffix}' file holds"
+            )
+        return by_suffix, _parser(by_suffix, where)
+    sniffed = sniff(_head(path))
+    if sniffed is None:
+        shown = suffix or "(none)"
+        supported = ", ".join(readable_suffixes())
+        raise UnsupportedFormatError(
+            f"{label}: unsupported file type '{shown}' (binary content; supported: "
+            f"{supported}, and text of any name)"
+        )
+    return sniffed, _parser(sniffed, where)
+
+
+def parse_file(
+    path: Path | str, max_bytes: int | None = None, parsers: Mapping[str, str] | None = None
+) -> ParsedDocument:
+    """Parse one file with the parser its name, the ``parsers`` setting or its content
+    chooses (``max_bytes``: the cap on what a compressed file holds).
+
+    Raises ``UnsupportedFormatError`` for binary content no parser reads,
+    ``EmptyDocumentError`` for a file without text (including zero-byte files),
+    ``EncryptedDocumentError`` for a password-protected file, ``DocumentTooLargeError``
+    for a compressed file holding more than the cap and ``ParseError`` for anything else.
     """
     path = Path(path)
+    reading = Reading(max_bytes or HARD_CAP, dict(parsers or {}))
     suffix = path.suffix.lower()
-    parser = PARSERS.get(suffix)
-    if parser is None:
-        supported = ", ".join(sorted(PARSERS))
-        shown = suffix or "(none)"
-        raise UnsupportedFormatError(
-            f"{path}: unsupported file type '{shown}' (supported: {supported})"
-        )
     try:
         if not path.is_file():
             raise ParseError(f"{path}: not found or not a regular file")
         if path.stat().st_size == 0:
             raise EmptyDocumentError(f"{path}: no text found (the file is empty)")
-        return parser(path)
+        with _reading(reading):
+            if suffix in COMPRESSED and reading.chosen(path.name) is None:
+                return _parse_compressed(path, reading)
+            _, parser = _choose(path, reading, (path.name,), str(path))
+            return parser(path)
     except FlexMatchError:
         raise
     except ImportError as exc:
         raise ParseError(
-            f"{path}: reading {suffix} files needs the 'parsers' extra "
+            f"{path}: reading {suffix or 'these'} files needs the 'parsers' extra "
             f"(missing module '{exc.name}'): pip install 'flexmatch[parsers]'"
         ) from exc
     except OSError as exc:
@@ -93,11 +321,44 @@ def parse_file(path: Path | str) -> ParsedDocument:
         raise ParseError(f"{path}: could not parse file: {short_reason(exc)}") from exc
 
 
-def _looks_like_markdown(text: str) -> bool:
-    lines = text.lstrip().splitlines()
-    return any(
-        line.startswith(("# ", "## ", "### ", "#### ", "```", "~~~")) for line in lines[:200]
-    )
+def _parse_compressed(path: Path, reading: Reading) -> ParsedDocument:
+    """The file a ``.gz``/``.bz2``/``.xz`` file holds, read by its own parser: written
+    (at most the cap) to a private folder under its inner name, then parsed there; errors
+    name the compressed file."""
+    inner = inner_name(path)
+    data = decompressed(path, reading.max_bytes)
+    with tempfile.TemporaryDirectory(prefix="flexmatch-") as folder:
+        copy = Path(folder) / inner
+        copy.write_bytes(data)
+        if not data.strip():
+            raise EmptyDocumentError(f"{path}: no text found (it holds an empty file)")
+        try:
+            _, parser = _choose(copy, reading, (inner, path.name), f"{path} ({inner})")
+            parsed = parser(copy)
+        except FlexMatchError as exc:
+            message = str(exc).replace(str(copy), f"{path} ({inner})")
+            raise type(exc)(message) from None
+    return parsed.model_copy(update={"metadata": {**parsed.metadata, "compressed": path.suffix}})
+
+
+def skip_reason(path: Path, parsers: Mapping[str, str] | None = None) -> str | None:
+    """Why a folder walk should skip ``path`` without parsing it, read from its name and
+    first bytes: ``empty`` (no bytes, or only white space), ``binary file`` (a text
+    format holding binary data) or ``unsupported type`` (binary content no parser
+    reads); None: parse it."""
+    head = _head(path)
+    if not head.strip() and path.stat().st_size <= len(head):
+        return "empty"
+    suffix = path.suffix.lower()
+    reading = Reading(parsers=dict(parsers or {}))
+    if suffix in COMPRESSED or reading.chosen(path.name) is not None:
+        return None  # known only once decompressed, or the user's choice
+    name = _suffix_parser(suffix)
+    if name is None:
+        return "unsupported type" if is_binary(head) else None
+    if name in TEXT_PARSERS and is_binary(head):
+        return "binary file"
+    return None
 
 
 def parse_text(text: str, title: str = "") -> ParsedDocument:
@@ -114,3 +375,15 @@ def parse_text(text: str, title: str = "") -> ParsedDocument:
     builder = ElementBuilder()
     add_text_blocks(builder, text, first_line=None)
     return finish(label, builder, title)
+
+
+def _looks_like_markdown(text: str) -> bool:
+    lines = text.lstrip().splitlines()
+    return any(
+        line.startswith(("# ", "## ", "### ", "#### ", "```", "~~~")) for line in lines[:200]
+    )
+
+
+def current_reading() -> Reading:
+    """The reading options of the parse under way (a nested parser, e.g. an archive's)."""
+    return _READING.get()

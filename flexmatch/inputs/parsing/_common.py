@@ -98,7 +98,8 @@ def split_list_line_spans(lines: Iterable[str]) -> list[tuple[ElementKind, str, 
             out.append(("list_item", [text], index, index))
         elif out and (out[-1][0] == "paragraph" or raw[:1].isspace() or raw.lstrip()[:1].islower()):
             kind, parts, first, _ = out[-1]
-            out[-1] = (kind, [*parts, raw], first, index)
+            parts.append(raw)  # in place: a long paragraph stays linear
+            out[-1] = (kind, parts, first, index)
         else:
             out.append(("paragraph", [raw], index, index))
     return [(kind, join_wrapped(parts), first, last) for kind, parts, first, last in out]
@@ -106,16 +107,17 @@ def split_list_line_spans(lines: Iterable[str]) -> list[tuple[ElementKind, str, 
 
 def join_wrapped(lines: Iterable[str]) -> str:
     """Join hard-wrapped lines into one string, undoing ``word-\\nwrap`` hyphenation."""
-    text = ""
+    parts: list[str] = []
     for line in lines:
         line = line.strip()
         if not line:
             continue
-        if re.search(r"[a-z]-$", text) and line[:1].islower():
-            text = text[:-1] + line
+        last = parts[-1] if parts else ""
+        if last[-1:] == "-" and last[-2:-1].islower() and line[:1].islower():
+            parts[-1] = last[:-1] + line  # only the line's end is looked at: linear
         else:
-            text = f"{text} {line}" if text else line
-    return clean_inline(text)
+            parts.append(line)
+    return clean_inline(" ".join(parts))
 
 
 def strip_bullet(text: str) -> str | None:

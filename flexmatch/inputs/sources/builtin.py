@@ -98,7 +98,7 @@ def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> 
 
 def _load_file(context: SourceContext, task: LoadTask) -> Iterable[Item]:
     limit = context.limits.max_document_bytes
-    return load(task, context.name, limit, context.parse_file)
+    return load(task, context.name, limit, context.parse_file, context.limits.parsers)
 
 
 class FilesSource(SourceType):

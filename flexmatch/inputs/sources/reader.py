@@ -16,6 +16,7 @@ from flexmatch.config import CONFIG_FILE, IngestConfig, SourceConfig
 from flexmatch.errors import FlexMatchError
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item, LoadTask, document_id, load
+from flexmatch.inputs.parsing import check_parsers
 from flexmatch.inputs.sources.builtin import RecordsSource, page_ref, read_page
 from flexmatch.inputs.sources.types import (
     ItemRef,
@@ -122,6 +123,7 @@ class SourceReader:
         self.limits = limits
         at = f"{where}: sources.{name}"
         cls = source_type(config.type, at)
+        check_parsers(limits.parsers, f"{where}: ingest.parsers")
         self.context = SourceContext(
             name=name,
             config=config,

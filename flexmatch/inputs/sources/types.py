@@ -149,7 +149,11 @@ class SourceContext:
         return self.workers.run(function, *args, label=label)
 
     def parse_file(self, path: Path) -> ParsedDocument:
-        return self.parse(parse_file, path, label=str(path))
+        """One file, read under the knowledge base's byte cap and ``parsers`` setting."""
+        limits = self.limits
+        return self.parse(
+            parse_file, path, limits.max_document_bytes, limits.parsers, label=str(path)
+        )
 
     def fetch_page(
         self,

@@ -37,12 +37,9 @@ def test_sample_document_parses(path: Path) -> None:
             parse_file(path)
         assert path.name in str(info.value)
         return
-    if path.name in IMAGE_ONLY:
-        with pytest.raises(EmptyDocumentError, match="no text found") as info:
-            parse_file(path)
-        assert path.name in str(info.value)
-        return
     doc = parse_file(path)
+    if path.name in IMAGE_ONLY:
+        assert doc.metadata["ocr_pages"] == [1] and doc.metadata["ocr_confidence"] > 80
     assert isinstance(doc, ParsedDocument)
     assert doc.text.strip()
     assert doc.title.strip()
@@ -61,11 +58,17 @@ def test_sample_document_parses(path: Path) -> None:
 
 def test_unsupported_suffix(tmp_path: Path) -> None:
     path = tmp_path / "data.xyz"
-    path.write_text("hello", encoding="utf-8")
+    path.write_bytes(bytes(range(256)) * 4)  # binary: no parser reads it
     with pytest.raises(UnsupportedFormatError, match=r"unsupported file type '\.xyz'") as info:
         parse_file(path)
     assert "data.xyz" in str(info.value)
-    assert ".pdf" in str(info.value)  # lists what is supported
+    assert ".pdf" in str(info.value) and ".gz" in str(info.value)  # lists what is read
+
+
+def test_unknown_suffix_holding_text_is_read_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "data.xyz"
+    path.write_text("hello there", encoding="utf-8")
+    assert parse_file(path).text == "hello there"
 
 
 @pytest.mark.parametrize("name", ["empty.pdf", "empty.docx", "empty.txt", "empty.html"])
