@@ -196,3 +196,27 @@ def test_ocr_runs_under_the_workers_time_cap(tmp_path: Path) -> None:
         assert any("10,000 blankets" in e.text for e in done.elements)
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize(
+    ("metadata", "location", "shown"),
+    [
+        ({}, None, ""),  # most documents: nothing said, and no missing key fails the page
+        ({"author": "A"}, {"page": 2}, ""),
+        ({"ocr": "Tesseract 5", "ocr_confidence": 91}, None, "Read by OCR (Tesseract 5, 91%)"),
+        ({"ocr": "Tesseract 5", "ocr_confidence": 88, "ocr_pages": [2]}, {"page": 2}, "Read by"),
+        ({"ocr": "Tesseract 5", "ocr_confidence": 88, "ocr_pages": [2]}, {"page": 1}, ""),
+        ({"ocr": "T", "ocr_confidence": 70, "ocr_slides": [3]}, {"slide": 3}, "on this slide"),
+        ({"ocr": "T", "ocr_confidence": 70, "ocr_pictures": 2}, None, "2 pictures in this"),
+    ],
+)
+def test_the_console_says_which_chunks_ocr_read(
+    metadata: dict, location: dict | None, shown: str
+) -> None:
+    from flexmatch.adapters.http.console.web import make_environment
+    from flexmatch.models import Location
+
+    macro = make_environment().get_template("_ocr.html").module.ocr_note  # type: ignore[attr-defined]
+    where = Location(**location) if location else None
+    html = str(macro(metadata, where)).replace("confidence ", "")
+    assert (shown in html) if shown else html.strip() == "", html
