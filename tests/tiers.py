@@ -102,6 +102,10 @@ MODULES: dict[str, tuple[str, ...]] = {
 TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
     [
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",
+        "tests/inputs/test_walk.py::test_the_cli_counts_skips_by_reason_and_exits_0",
+        "tests/inputs/test_walk.py::test_the_cli_refuses_an_unknown_parser_naming_the_known_ones",
+        "tests/inputs/test_walk.py::test_a_real_docs_folder_is_read_or_skipped_with_no_failure",
+        "tests/inputs/test_walk.py::test_a_walk_stores_or_skips_every_file_with_a_reason",
         "tests/adapters/cli/test_cli_quick.py::test_a_command_on_a_folder_without_a_config_is_refused",
         "tests/adapters/cli/test_cli_quick.py::test_every_template_listed_is_accepted",
         "tests/adapters/cli/test_terminal_text.py::test_an_error_quoting_hostile_text_shows_it_as_text",

@@ -9,6 +9,7 @@ on its own is meant: if it cannot be read, that is a failure.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -176,11 +177,17 @@ def _walk(folder: Path) -> Iterator[Path | FailedDocument]:
         yield FailedDocument(uri=str(folder), error=f"{folder}: folder not read ({why})")
         return
     for entry in entries:
-        if entry.name.startswith(".") or entry.is_symlink():
+        if entry.name.startswith("."):
             continue
-        if entry.is_dir():
+        try:
+            mode = entry.lstat().st_mode
+        except OSError as exc:  # gone meanwhile, or a path too long to name
+            why = exc.strerror or type(exc).__name__
+            yield FailedDocument(uri=str(entry), error=f"{entry}: not read ({why})")
+            continue
+        if stat.S_ISDIR(mode):
             yield from _walk(entry)
-        elif entry.is_file():
+        elif stat.S_ISREG(mode):
             yield entry
 
 
@@ -191,13 +198,16 @@ def load(
     task: LoadTask,
     source: str,
     max_bytes: int,
-    parse: Parse = parse_file,
+    parse: Parse | None = None,
     parsers: Mapping[str, str] | None = None,
 ) -> Iterator[Document | FailedDocument]:
     """The documents in one file, or a failure naming it; ``parse`` reads one file (in a
     worker process, when the caller isolates parsing). A file a folder walk found is
     skipped (a ``FailedDocument`` with its ``skipped`` reason) when no parser reads it or
-    it holds no text; ``parsers`` is the ``ingest.parsers`` setting."""
+    it holds no text; ``parsers`` is the ``ingest.parsers`` setting (``parse`` applies it
+    when given: the default reads the file here, under both)."""
+    if parse is None:
+        parse = functools.partial(parse_file, max_bytes=max_bytes, parsers=parsers)
     if task.is_corpus:
         yield from _load_corpus(task.path, source)
         return
