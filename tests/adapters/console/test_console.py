@@ -34,6 +34,7 @@ from tests.adapters.console.harness import (
     sign_in,
 )
 from tests.adapters.http.servers import PageServer
+from tests.conftest import SHARED_DATA
 
 if chromium_missing() is None:
     from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
@@ -633,3 +634,30 @@ def test_chains_edit_a_prompt_with_a_live_preview_save_and_reindex_at_a_cost(
     expect(page.get_by_test_id("stale")).to_contain_text(f"0 of {total} documents")
     page.goto(f"{console.url}/console/search?q=Who+feeds+the+harbour+cats%3F")
     expect(page.locator(".result").first).to_contain_text("Harbour notes")
+
+
+def test_a_pdf_chunk_opens_the_original_at_its_page(console: Console, page: Page) -> None:
+    """A chunk of an uploaded PDF links to the original shown in the browser (not saved)
+    at the chunk's page; every other original is still a download."""
+    pdf = (SHARED_DATA / "docs" / "pdf_list-item-example.pdf").read_bytes()
+    job = console.upload(console.tokens["admin"], ("list-items.pdf", pdf))
+    assert job["counts"]["added"] == 1, job
+    pdf_id = document_id(console, console.tokens["admin"], "Unstructured-test-doc")
+    sign_in(page, console, console.tokens["reader"])
+    page.goto(f"{console.url}/console/document?id={pdf_id}")
+    first = page.locator("li.chunk").first
+    expect(first.locator(".location")).to_contain_text(re.compile(r"^pp?\. 1\b"))
+    href = first.get_by_role("link", name="open the original at p. 1").get_attribute("href")
+    assert href is not None and href.endswith("#page=1") and "view=1" in href
+    shown = page.context.request.get(console.url + href.split("#")[0])
+    assert shown.status == 200 and shown.headers["content-type"] == "application/pdf"
+    assert shown.headers["content-disposition"].startswith("inline") and shown.body() == pdf
+    saved = page.context.request.get(f"{console.url}/console/document/original?id={pdf_id}")
+    assert saved.headers["content-disposition"].startswith("attachment")
+    harbour = document_id(console, console.tokens["admin"], "Harbour notes")
+    page_as_pdf = f"{console.url}/console/document/original?id={harbour}&view=1"
+    assert (
+        page.context.request.get(page_as_pdf)
+        .headers["content-disposition"]
+        .startswith("attachment")
+    )  # an uploaded page never opens as one of the console's
