@@ -27,14 +27,14 @@ from flexmatch.inputs.parsing._common import (
     parse_errors,
     split_list_lines,
 )
-from flexmatch.inputs.parsing.text import decode_text, looks_binary
+from flexmatch.inputs.parsing.text import add_text_blocks, decode_text, looks_binary
 from flexmatch.models import ParsedDocument
 
 _COMMAND = [
     "groff",
     "-t",  # tbl tables
     "-Kutf-8",  # the input is given as UTF-8 (decoded here)
-    "-man",
+    "-mandoc",  # man(7) or mdoc(7), whichever the page is written in
     "-Tutf8",
     "-P-cbou",  # plain text: no escape sequences, no overstriking
     "-rLL=250n",  # long lines: a paragraph is rarely wrapped
@@ -42,6 +42,7 @@ _COMMAND = [
     "-dAD=l",  # no justification spaces
 ]
 _SO_ONLY = re.compile(r"\A(?:\s*(?:[.']\\\".*)?\n)*\s*\.so\s+(\S+)\s*\Z")
+_MACROS = re.compile(r"^[.'][ \t]*(?:TH|SH|Dd|Sh)\b", re.MULTILINE)
 _SECTION_INDENT = 0
 _SUBSECTION_INDENT = 3
 TIMEOUT = 60.0
@@ -122,6 +123,10 @@ def parse_man(path: Path) -> ParsedDocument:
     link = _SO_ONLY.match(text)
     if link:
         raise EmptyDocumentError(f"{path}: no text found (a link to the man page {link[1]})")
+    if not _MACROS.search(text):  # ``notes.1``: a man page's suffix on plain text
+        builder = ElementBuilder()
+        add_text_blocks(builder, text)
+        return finish(path, builder, path.stem)
     with parse_errors(path, "man page"):
         builder, name = rendered_to_builder(render(text, path))
     return finish(path, builder, name or path.stem, {"format": "man"})

@@ -450,3 +450,26 @@ def test_a_broken_parser_plugin_is_named_and_the_others_keep_working(
     kept.write_text("plain words")
     assert parse_file(kept).text == "plain words"  # a built-in's suffix stays its own
     assert parse_file(kept, parsers={"a.txt": "frob"}).text == "frobbed"
+
+
+def test_plain_text_under_a_man_page_suffix_is_read_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "notes.1"
+    path.write_text("Release notes\n\nFrob 1 twiddles bits.\n")
+    doc = parse_file(path)
+    assert [(e.kind, e.text) for e in doc.elements] == [
+        ("paragraph", "Release notes"),
+        ("paragraph", "Frob 1 twiddles bits."),
+    ]
+    assert doc.elements[1].location is not None and doc.elements[1].location.line_start == 3
+
+
+def test_an_mdoc_page_is_rendered_too(tmp_path: Path) -> None:
+    path = tmp_path / "frob.8"
+    path.write_text(
+        ".Dd March 1, 2024\n.Dt FROB 8\n.Os\n.Sh NAME\n.Nm frob\n.Nd twiddle bits\n"
+        ".Sh DESCRIPTION\nThe\n.Nm\nutility twiddles bits.\n"
+    )
+    doc = parse_file(path)
+    assert doc.title == "frob \u2014 twiddle bits"  # mdoc's Nd dash
+    assert [e.text for e in doc.elements if e.kind == "heading"] == ["NAME", "DESCRIPTION"]
+    assert "The frob utility twiddles bits." in text_of(doc)
