@@ -199,3 +199,18 @@ def test_a_real_docs_folder_is_read_or_skipped_with_no_failure(tmp_path: Path) -
     stored = [i for i in items if isinstance(i, Document)]
     assert len(stored) >= len(copies) * 3 // 4  # most of it is text a parser reads
     assert any(d.metadata.get("compressed") for d in stored)
+
+
+def test_a_report_counts_skips_apart_from_failures() -> None:
+    from flexmatch.models import IngestReport
+
+    first, second = IngestReport(), IngestReport()
+    first.record_failed(FailedDocument(uri="a.so", error="a.so: binary", skipped="binary file"))
+    first.record_failed(FailedDocument(uri="b.pdf", error="b.pdf: PDF is encrypted"))
+    second.record_failed(FailedDocument(uri="c.so", error="c.so: binary", skipped="binary file"))
+    second.record_failed(FailedDocument(uri="d", error="d: no text", skipped="empty"))
+    both = IngestReport.combined([first, second])
+    assert both.skipped == {"binary file": 2, "empty": 1}
+    assert [f.uri for f in both.failed] == ["b.pdf"]
+    assert [o.input for o in both.outcomes] == ["b.pdf"]  # skips are not outcomes
+    assert both.processed == 4  # but they are done: a progress bar reaches its end
