@@ -304,7 +304,7 @@ def parse_file(
         if path.stat().st_size == 0:
             raise EmptyDocumentError(f"{path}: no text found (the file is empty)")
         with _reading(reading):
-            if suffix in COMPRESSED and reading.chosen(path.name) is None:
+            if suffix in COMPRESSED:  # a setting for its name chooses how to read what it holds
                 return _parse_compressed(path, reading)
             _, parser = _choose(path, reading, (path.name,), str(path))
             return parser(path)

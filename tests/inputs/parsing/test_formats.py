@@ -473,3 +473,13 @@ def test_an_mdoc_page_is_rendered_too(tmp_path: Path) -> None:
     assert doc.title == "frob \u2014 twiddle bits"  # mdoc's Nd dash
     assert [e.text for e in doc.elements if e.kind == "heading"] == ["NAME", "DESCRIPTION"]
     assert "The frob utility twiddles bits." in text_of(doc)
+
+
+def test_a_setting_for_a_compressed_name_reads_what_it_holds(tmp_path: Path) -> None:
+    path = tmp_path / "changelog.Debian.gz"
+    path.write_bytes(gzip.compress(b"# not a heading\n\nfrob (2.0) unstable\n"))
+    assert [e.kind for e in parse_file(path).elements] == ["paragraph", "paragraph"]
+    doc = parse_file(path, parsers={"changelog.Debian.gz": "markdown"})
+    assert [e.kind for e in doc.elements] == ["heading", "paragraph"]
+    inner = parse_file(path, parsers={"*.Debian": "markdown"})  # the name it holds
+    assert [e.kind for e in inner.elements] == ["heading", "paragraph"]
