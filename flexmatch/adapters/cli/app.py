@@ -164,9 +164,7 @@ def ingest(
     with _open(kb) as base:
         if dry_run:
             estimate = base.run_sync(base.aestimate(inputs or [], source=source))
-            problem = base.llm.credential_problem() if base.llm is not None else None
-            if problem is not None:  # the real run would fail every document on it
-                errors.print(f"[yellow]warning:[/] {shown(problem)}")
+            _warn_of_a_missing_key(base)
             if as_json:
                 sys.stdout.write(estimate.model_dump_json(indent=2) + "\n")
             else:
@@ -374,6 +372,13 @@ def _print_results(text: str, variants: list[str] | None, results: list[ResultIt
         console.print(Panel(body, title=title, title_align="left"))
 
 
+def _warn_of_a_missing_key(base: fm.KnowledgeBase) -> None:
+    """A dry run says what the real run would fail on for want of an LLM key."""
+    problem = base.llm.credential_problem() if base.llm is not None else None
+    if problem is not None:
+        errors.print(f"[yellow]warning:[/] {shown(problem)}")
+
+
 def _print_estimate(estimate: CostEstimate) -> None:
     price = f"${estimate.cost_usd:.4f}"
     if estimate.unpriced_models:
@@ -400,6 +405,7 @@ def reindex(
     with _open(kb) as base:
         plan = base.run_sync(base.areindex_plan(source=source, tenant=tenant))
         if dry_run:
+            _warn_of_a_missing_key(base)
             if as_json:
                 sys.stdout.write(plan.model_dump_json(indent=2) + "\n")
                 return

@@ -78,3 +78,6 @@ def test_dry_run_warns_of_a_missing_key(tmp_path: Path) -> None:
     warning = " ".join(dry.stderr.split())
     assert "warning: the LLM 'openai/gpt-4o-mini' needs an API key" in warning
     assert "FLEXMATCH_LLM_API_KEY" in warning and "OPENAI_API_KEY" in warning
+    plan = run("reindex", "--kb", str(tmp_path / "kb"), "--dry-run", env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert "warning: the LLM 'openai/gpt-4o-mini' needs an API key" in " ".join(plan.stderr.split())
