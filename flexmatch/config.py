@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flexmatch.access import Access
 from flexmatch.errors import SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
@@ -221,6 +222,9 @@ class SourceConfig(_Strict):
     reranker: ChainRef | None = None
     formatter: ChainRef | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # who may read its documents (see flexmatch.access): the default, and per path glob
+    access: Access | None = None
+    access_rules: dict[str, Access] = Field(default_factory=dict)
     # what the source holds, in a sentence: agents read it in the MCP tools' descriptions
     description: str = Field("", max_length=1000)
 

@@ -28,10 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, Literal, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from flexmatch.access import Principal
 from flexmatch.config import KBConfig, load_config
-from flexmatch.errors import KeyRequestError
+from flexmatch.errors import ConfigError, KeyRequestError
 from flexmatch.state_db import STATE_FILE, Database, SqliteDatabase, open_database, state_file_for
 
 Permission = Literal["read", "write", "admin"]
@@ -40,11 +41,44 @@ KEYS_FILE = STATE_FILE
 PREFIX = "fm"
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEY_ID = re.compile(r"^[0-9a-f]{12}$")
-_COLUMNS = "id, tenant, permissions, name, created_at, revoked, revoked_at"
+_COLUMNS = "id, tenant, permissions, name, created_at, revoked, revoked_at, identity"
+_FROM = "api_keys LEFT JOIN key_identities ON key_identities.key_id = api_keys.id"
 NAME_MAX = 200
 """The longest key name, in characters."""
 MAX_ACTIVE_KEYS = 1000
 """The most active (not revoked) keys one tenant may hold."""
+
+
+class KeyIdentity(BaseModel):
+    """Who a key reads documents as (see docs/security.md, "Access control"): a person
+    (``user`` and ``groups``), or a trusted ``service`` that names the end user on each
+    request. A key with none reads only what its whole tenant may (admin keys: all)."""
+
+    user: str | None = None
+    groups: list[str] = Field(default_factory=list)
+    service: bool = False
+
+    def principal(self) -> Principal:
+        return Principal(user=self.user, groups=tuple(self.groups))
+
+
+def key_identity(
+    principal: str | None = None, groups: Iterable[str] = (), *, service: bool = False
+) -> KeyIdentity | None:
+    """``--principal user:alice --group eng`` or ``--service`` as a ``KeyIdentity`` (None
+    for neither), or a ``KeyRequestError`` naming what is wrong."""
+    groups = list(groups)
+    if service and (principal or groups):
+        raise KeyRequestError("a service key names its users per request: no --principal/--group")
+    if not (service or principal or groups):
+        return None
+    if principal is not None and not principal.startswith("user:"):
+        raise KeyRequestError(f"--principal {principal[:80]!r} must be 'user:NAME'")
+    try:
+        bound = Principal.parse(principal, groups)
+    except ConfigError as exc:
+        raise KeyRequestError(str(exc)) from None
+    return KeyIdentity(user=bound.user, groups=list(bound.groups), service=service)
 
 
 class ApiKey(BaseModel):
@@ -57,6 +91,26 @@ class ApiKey(BaseModel):
     created_at: str
     revoked: bool = False
     revoked_at: str | None = None
+    identity: KeyIdentity | None = None
+
+    def reader(self, named: Principal | None) -> Principal | None:
+        """Who this key's request reads as; ``named``: the end user the request names
+        (the ``X-FlexMatch-Principal`` header). ``None`` means everything (an admin key
+        naming nobody). A missing identity never widens access: an unbound key, or a
+        service key naming nobody, reads as ``Principal()`` (what the whole tenant may
+        read); a person's key may not name anyone else (``KeyRequestError``)."""
+        if "admin" in self.permissions:
+            return named  # an admin sees everything, or searches as someone to check
+        identity = self.identity or KeyIdentity()
+        if identity.service:
+            return named or Principal()
+        bound = identity.principal()
+        if named is not None and named != bound:
+            raise KeyRequestError(
+                f"this API key reads as {bound.label()}; only a service or admin key may "
+                "name another principal"
+            )
+        return bound
 
     def allows(self, permission: Permission) -> bool:
         """``admin`` may do everything in its tenant; otherwise the permission is listed."""
@@ -137,16 +191,22 @@ class KeyStore:
         return cls(open_database(folder, url))
 
     def create(
-        self, tenant: str, permissions: str | Iterable[str], name: str = ""
+        self,
+        tenant: str,
+        permissions: str | Iterable[str],
+        name: str = "",
+        identity: KeyIdentity | None = None,
     ) -> tuple[ApiKey, str]:
         """A new key and its token; the token is shown once and never stored. A
-        ``KeyRequestError`` when the tenant already holds ``max_active`` active keys."""
+        ``KeyRequestError`` when the tenant already holds ``max_active`` active keys.
+        ``identity``: who it reads documents as (see ``KeyIdentity``)."""
         key = ApiKey(
             id=secrets.token_hex(6),
             tenant=check_tenant(tenant),
             permissions=parse_permissions(permissions),
             name=check_name(name),
             created_at=_now(),
+            identity=identity,
         )
         secret = secrets.token_urlsafe(32)
         # one statement counts and inserts, so concurrent creates cannot both pass the cap
@@ -167,6 +227,11 @@ class KeyStore:
                     "cap": self.max_active,
                 },
             ).rowcount
+            if inserted and identity is not None:
+                db.execute(
+                    "INSERT INTO key_identities (key_id, identity) VALUES (:id, :identity)",
+                    {"id": key.id, "identity": identity.model_dump_json()},
+                )
         if not inserted:
             raise KeyRequestError(
                 f"tenant '{key.tenant}' already has {self.max_active} active keys, the most "
@@ -181,10 +246,11 @@ class KeyStore:
             if db is None:
                 return []
             if tenant is None:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY {order}").rows
+                rows = db.execute(f"SELECT {_COLUMNS} FROM {_FROM} ORDER BY api_keys.{order}").rows
             else:
                 rows = db.execute(
-                    f"SELECT {_COLUMNS} FROM api_keys WHERE tenant = :tenant ORDER BY {order}",
+                    f"SELECT {_COLUMNS} FROM {_FROM} WHERE tenant = :tenant "
+                    f"ORDER BY api_keys.{order}",
                     {"tenant": tenant},
                 ).rows
         return [_key(row) for row in rows]
@@ -195,9 +261,7 @@ class KeyStore:
         with self.database.transaction(create=False) as db:
             if db is None:
                 return None
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM api_keys WHERE id = :id", {"id": key_id}
-            ).rows
+            rows = db.execute(f"SELECT {_COLUMNS} FROM {_FROM} WHERE id = :id", {"id": key_id}).rows
         keys = [_key(row) for row in rows]
         return next((k for k in keys if tenant is None or k.tenant == tenant), None)
 
@@ -224,7 +288,7 @@ class KeyStore:
         with self.database.transaction(create=False) as db:
             rows = (
                 db.execute(
-                    f"SELECT {_COLUMNS}, secret_sha256 FROM api_keys WHERE id = :id",
+                    f"SELECT {_COLUMNS}, secret_sha256 FROM {_FROM} WHERE id = :id",
                     {"id": parts[1]},
                 ).rows
                 if db is not None
@@ -235,14 +299,15 @@ class KeyStore:
             hmac.compare_digest(_digest(parts[2]), _digest(""))
             return None
         row = rows[0]
-        matches = hmac.compare_digest(_digest(parts[2]), row[7])
-        key = _key(row[:7])
+        matches = hmac.compare_digest(_digest(parts[2]), row[8])
+        key = _key(row[:8])
         return key if matches and not key.revoked else None
 
 
 def _key(row: tuple) -> ApiKey:
-    key_id, tenant, permissions, name, created_at, revoked, revoked_at = row
+    key_id, tenant, permissions, name, created_at, revoked, revoked_at, identity = row
     return ApiKey(
+        identity=KeyIdentity.model_validate_json(identity) if identity else None,
         id=key_id,
         tenant=tenant,
         permissions=[p for p in permissions.split(",") if p],

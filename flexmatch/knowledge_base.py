@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import yaml
 
 from flexmatch import resources
+from flexmatch.access import ACCESS_FIELD, Access, Principal, access_filter
 from flexmatch.config import (
     CONFIG_FILE,
     LOCAL_EMBEDDING_MODELS,
@@ -36,7 +37,7 @@ from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
 from flexmatch.engine.fanout import RayFanOut, RayOptions
-from flexmatch.engine.ingest import Indexer, SourceChains, Work, version_of
+from flexmatch.engine.ingest import Indexer, SourceChains, Work, is_current, version_of
 from flexmatch.engine.ingest_run import (
     READ_AHEAD,
     ActiveRuns,
@@ -730,13 +731,25 @@ class KnowledgeBase:
         return DocumentRegistry(self.store)
 
     def list_documents(
-        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+        self,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
     ) -> list[DocumentRecord]:
-        return self.registry.list(tenant, source)
+        """The documents ``principal`` may read (``None``: all of them)."""
+        return self.registry.list(tenant, source, principal)
 
-    def get_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> DocumentDetail:
-        """A document with its chunks, matching texts and qualifying texts."""
-        detail = self.registry.detail(tenant, document_id)
+    def get_document(
+        self,
+        document_id: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> DocumentDetail:
+        """A document with its chunks, matching texts and qualifying texts; one
+        ``principal`` may not read is not found, like one that does not exist."""
+        detail = self.registry.detail(tenant, document_id, principal)
         if detail is None:
             raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
         return detail
@@ -756,15 +769,39 @@ class KnowledgeBase:
             )
         return document
 
-    def get_original(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Original:
+    def get_original(
+        self,
+        document_id: str,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> Original:
         """The file a document was uploaded as (uploads only)."""
-        self.get_document(document_id, tenant=tenant)
+        self.get_document(document_id, tenant=tenant, principal=principal)
         original = self.archive.original(tenant, document_id)
         if original is None:
             raise DocumentNotFoundError(
                 f"document '{document_id}' was not uploaded as a file: no original is kept"
             )
         return original
+
+    def set_access(
+        self, document_id: str, access: Access | None, *, tenant: str = DEFAULT_TENANT
+    ) -> DocumentRecord:
+        """Change who may read a document (``None``: the whole tenant), an admin's act:
+        its points' payload and record are updated, nothing re-embedded, no LLM call. The
+        stored copy keeps it too, so a re-index from it keeps the new access."""
+        record = self.registry.get(tenant, document_id)
+        if record is None:
+            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
+        tokens = access.tokens() if access is not None else None
+        archived = self.archive.get(tenant, document_id)
+        if archived is not None:
+            metadata = {k: v for k, v in archived.metadata.items() if k != ACCESS_FIELD}
+            if access is not None:
+                metadata[ACCESS_FIELD] = access.model_dump()
+            self.archive.put(tenant, archived.model_copy(update={"metadata": metadata}))
+        return self.registry.set_access(tenant, record, tokens)
 
     async def aupdate_metadata(
         self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
@@ -791,7 +828,8 @@ class KnowledgeBase:
                 continue  # its source was removed from the config: nothing to index it with
             chains = self.source_chains(record.source)
             current = version_of(record.content_hash, record.metadata, chains)
-            if record.version == current and record.status == "complete":
+            fresh = is_current(record, current, record.content_hash, record.metadata, chains)
+            if fresh and record.status == "complete":
                 continue
             plan.stale.append(record.id)
             archived = self.archive.get(tenant, record.id)
@@ -830,8 +868,9 @@ class KnowledgeBase:
     def reindex(self, **kwargs: Any) -> IngestReport:
         return run_sync(self.areindex(**kwargs))
 
-    def stats(self, *, tenant: str = DEFAULT_TENANT) -> Stats:
-        return self.registry.stats(tenant)
+    def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
+        """Counts of what ``principal`` may read (``None``: everything)."""
+        return self.registry.stats(tenant, principal)
 
     # -- query -------------------------------------------------------------------------
     async def asearch(
@@ -842,8 +881,11 @@ class KnowledgeBase:
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
         tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
     ) -> Answer:
-        """The whole answer to ``text``: the variants searched, the results best first."""
+        """The whole answer to ``text``: the variants searched, the results best first.
+        ``principal``: search as this person, only over documents they may read (applied
+        inside the search; ``None``: everything, the admin's view)."""
         if not text.strip():
             raise ConfigError("the query is empty")
         return await search(
@@ -855,7 +897,7 @@ class KnowledgeBase:
             settings=self.config.query,
             top_k=top_k or self.config.query.top_k,
             top_n=top_n or self.config.query.top_n,
-            filters=search_filters(filters),
+            filters={**search_filters(filters), **access_filter(principal)},
         )
 
     async def aquery(self, text: str, **kwargs: Any) -> list[SearchResult]:
@@ -876,8 +918,10 @@ class KnowledgeBase:
         top_n: int = 5,
         filters: dict[str, Any] | None = None,
         tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
-        """The chunks most similar to ``text``: no query rewrite, no reranking."""
+        """The chunks most similar to ``text``: no query rewrite, no reranking; only of
+        documents ``principal`` may read."""
         if not text.strip():
             raise ConfigError("the text is empty")
         return await similar(
@@ -887,7 +931,7 @@ class KnowledgeBase:
             tenant=tenant,
             top_k=max(top_n * 4, 20),
             top_n=top_n,
-            filters=search_filters(filters),
+            filters={**search_filters(filters), **access_filter(principal)},
         )
 
     async def aformat(

@@ -562,6 +562,8 @@ class DocumentRecord(BaseModel):
     error: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     updated_at: str = ""
+    # who may read it, as stored access tokens (flexmatch.access); None: the whole tenant
+    access: list[str] | None = None
 
 
 class ChunkView(BaseModel):

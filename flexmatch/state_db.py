@@ -69,6 +69,11 @@ _SQLITE_SCHEMA = (
         tenant TEXT PRIMARY KEY,
         generation INTEGER NOT NULL
     )""",
+    # who a key reads as (flexmatch.keys.KeyIdentity, JSON); a key without a row is unbound
+    """CREATE TABLE IF NOT EXISTS key_identities (
+        key_id TEXT PRIMARY KEY,
+        identity TEXT NOT NULL
+    )""",
 )
 
 
@@ -247,6 +252,12 @@ def _tables(sa: Any) -> Any:
         metadata,
         sa.Column("tenant", sa.String(64), primary_key=True),
         sa.Column("generation", sa.BigInteger(), nullable=False),
+    )
+    sa.Table(
+        "key_identities",
+        metadata,
+        sa.Column("key_id", sa.String(32), primary_key=True),
+        sa.Column("identity", sa.Text(), nullable=False),
     )
     return metadata
 

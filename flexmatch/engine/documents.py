@@ -20,6 +20,7 @@ import json
 import uuid
 from datetime import UTC, datetime
 
+from flexmatch.access import ACCESS_FIELD, Principal, access_filter, readable
 from flexmatch.engine.points import (
     CONTENT,
     DOCUMENT,
@@ -88,8 +89,19 @@ class DocumentRegistry:
         self.store.upsert(tenant, [point])
         return record
 
-    def list(self, tenant: str, source: str | None = None) -> list[DocumentRecord]:
-        filters: dict[str, str] = {"record": DOCUMENT}
+    def readable(
+        self, tenant: str, document_id: str, principal: Principal | None
+    ) -> DocumentRecord | None:
+        """The record of a document ``principal`` may read; None for one it may not, as for
+        one that does not exist (so a reader learns nothing of what it cannot read)."""
+        record = self.get(tenant, document_id)
+        return record if record is not None and readable(record.access, principal) else None
+
+    def list(
+        self, tenant: str, source: str | None = None, principal: Principal | None = None
+    ) -> list[DocumentRecord]:
+        """The records ``principal`` may read (``None``: all), by an indexed filter."""
+        filters: dict[str, str | list[str]] = {"record": DOCUMENT, **access_filter(principal)}
         if source:
             filters["source"] = source
         records = [parse_record(h.payload) for h in self.store.scroll(tenant, filters)]
@@ -103,6 +115,17 @@ class DocumentRegistry:
     # -- the version protocol ------------------------------------------------------------
     def update(self, tenant: str, record: DocumentRecord, **changes: object) -> DocumentRecord:
         return self.put(tenant, record.model_copy(update=changes))
+
+    def set_access(
+        self, tenant: str, record: DocumentRecord, access: list[str] | None
+    ) -> DocumentRecord:
+        """Change who may read a document: its points' payload, then its record; nothing
+        re-embedded, no new version. (Points first: a narrowing is in force for searches
+        before the record says so.)"""
+        self.store.set_payload(
+            tenant, {"record": MATCH, "document_id": record.id}, {ACCESS_FIELD: access}
+        )
+        return self.update(tenant, record, access=access)
 
     def begin(self, tenant: str, record: DocumentRecord, version: str) -> DocumentRecord:
         return self.update(tenant, record, pending_version=version, status="pending", error=None)
@@ -174,8 +197,10 @@ class DocumentRegistry:
         seen = self.visibility(tenant)
         return [h for h in hits if seen(h)]
 
-    def detail(self, tenant: str, document_id: str) -> DocumentDetail | None:
-        record = self.get(tenant, document_id)
+    def detail(
+        self, tenant: str, document_id: str, principal: Principal | None = None
+    ) -> DocumentDetail | None:
+        record = self.readable(tenant, document_id, principal)
         if record is None:
             return None
         chunks: dict[str, ChunkView] = {}
@@ -203,9 +228,10 @@ class DocumentRegistry:
             view.matching_texts.sort(key=lambda m: (m.kind == CONTENT, m.text))
         return DocumentDetail(document=record, chunks=ordered)
 
-    def stats(self, tenant: str) -> Stats:
+    def stats(self, tenant: str, principal: Principal | None = None) -> Stats:
+        """Counts of what ``principal`` may read (``None``: everything)."""
         sources: dict[str, SourceCounts] = {}
-        records = self.list(tenant)
+        records = self.list(tenant, principal=principal)
         for record in records:
             counts = sources.setdefault(record.source, SourceCounts())
             if record.version is not None:
@@ -219,5 +245,5 @@ class DocumentRegistry:
             chunks=sum(c.chunks for c in sources.values()),
             matching_texts=sum(c.matching_texts for c in sources.values()),
             sources=sources,
-            store_bytes=self.store.size_bytes(),
+            store_bytes=self.store.size_bytes() if principal is None else None,
         )

@@ -14,12 +14,13 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
 from flexmatch import deadlines
+from flexmatch.access import ACCESS_FIELD, Access, resolve_access
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
@@ -36,12 +37,14 @@ from flexmatch.engine.points import (
     CHUNK_FIELDS,
     CONTENT,
     MATCH,
+    Filters,
     MatchPayload,
     filterable_metadata,
     match_point_id,
 )
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import ChainError, ConfigError, DocumentTooLargeError, FlexMatchError
+from flexmatch.inputs.loaders import NAMING_METADATA
 from flexmatch.inputs.validators import VOLATILE_METADATA, validators
 from flexmatch.models import (
     Chunk,
@@ -63,6 +66,10 @@ class SourceChains:
     chunker: Chunker
     matching_text: MatchingTextChain
     qualifying_text: QualifyingTextChain
+    # who may read the source's documents (``sources.NAME.access`` and ``access_rules``):
+    # not part of the fingerprint, as access never changes a version
+    access: Access | None = None
+    access_rules: dict[str, Access] = field(default_factory=dict)
 
     @classmethod
     def build(cls, config: SourceConfig, context: ChainContext) -> SourceChains:
@@ -70,7 +77,15 @@ class SourceChains:
             chunker=build_chain(config.chunker, Chunker, context),
             matching_text=build_chain(config.matching_text, MatchingTextChain, context),
             qualifying_text=build_chain(config.qualifying_text, QualifyingTextChain, context),
+            access=config.access,
+            access_rules=dict(config.access_rules),
         )
+
+    def access_of(self, document: Document) -> list[str] | None:
+        """The access tokens ``document`` is stored with (see ``flexmatch.access``)."""
+        where = (document.uri or document.id)[:300]
+        path = document.uri.removeprefix("file://")
+        return resolve_access(document.metadata, path, self.access_rules, self.access, where)
 
     def fingerprint(self) -> str:
         """Changes whenever a chain's definition changes (its YAML, params, prompt text or
@@ -288,7 +303,9 @@ class Indexer:
         check_size(document, self.settings.max_document_bytes)
         check_storable(document)  # before anything of it is written, the pending record too
         version = document_version(document, chains)
+        access = chains.access_of(document)
         record = self.registry.get(self.tenant, document.id)
+        document = with_naming_of(document, record)
         if record is not None and record.source != document.source:
             # ids are per tenant: two sources (or plug-ins) naming items alike must not
             # overwrite each other's documents
@@ -297,18 +314,19 @@ class Indexer:
                 f"'{record.source}' ({record.uri}); one source never replaces another's "
                 "document (give the items ids of their own, or remove that document first)"
             )
-        if await self._unchanged(document, record, version):
+        if await self._unchanged(document, record, version, access, chains):
             return
-        duplicate = self._duplicate_of(document)  # a changed one keeps its old version
+        duplicate = self._duplicate_of(document, access)  # a changed one keeps its old version
         if duplicate is not None:
             self.report.record_duplicate(duplicate)
             return
-        self._hashes_in_run[document.content_hash] = document
-        pending = self.registry.begin(self.tenant, pending_record(document, record), version)
+        self._hashes_in_run[_same_text_key(document.content_hash, access)] = document
+        begun = pending_record(document, record).model_copy(update={"access": access})
+        pending = self.registry.begin(self.tenant, begun, version)
         try:
             enriched = await self.work(document, chains)
             points = await in_ingest_thread(
-                self.points, document, enriched.chunks, version, enriched.vectors
+                self.points, document, enriched.chunks, version, enriched.vectors, access
             )
             await self._write_points(points)
         except Exception as exc:
@@ -340,16 +358,27 @@ class Indexer:
             )
 
     async def _unchanged(
-        self, document: Document, record: DocumentRecord | None, version: str
+        self,
+        document: Document,
+        record: DocumentRecord | None,
+        version: str,
+        access: list[str] | None,
+        chains: SourceChains,
     ) -> bool:
-        """Whether this version is the committed one (then nothing is spent on it)."""
-        if not (record and record.status == "complete" and record.version == version):
+        """Whether this version is the committed one (then nothing is spent on it; a
+        changed access list is written onto its points, no embedding, no LLM call)."""
+        if not (record and record.status == "complete"):
+            return False
+        if not is_current(record, version, document.content_hash, document.metadata, chains):
             return False
         if record.pending_version is not None:
-            self.registry.cleanup(self.tenant, record)
+            record = self.registry.cleanup(self.tenant, record)
+        if record.access != access:
+            record = await in_ingest_thread(self.registry.set_access, self.tenant, record, access)
         fresh = validators(document.metadata)
         if fresh != validators(record.metadata):  # kept for the next run's conditional read
-            self.registry.update(self.tenant, record, metadata=document.metadata)
+            metadata = stored_metadata(document.metadata)
+            self.registry.update(self.tenant, record, metadata=metadata)
         if self.archive is not None and (
             fresh != validators(record.metadata) or not self.archive.has(self.tenant, document.id)
         ):
@@ -357,17 +386,18 @@ class Indexer:
         self.report.record_unchanged(document.id, document.uri)
         return True
 
-    def _duplicate_of(self, document: Document) -> SkippedDocument | None:
-        """An identical text already stored (or taken by this run) under another id."""
+    def _duplicate_of(self, document: Document, access: list[str] | None) -> SkippedDocument | None:
+        """An identical text already stored (or taken by this run) under another id, with
+        the same access (a document is never skipped for one its readers cannot read)."""
         same = [
             r
             for r in self.registry.with_content(self.tenant, document.content_hash)
-            if r.id != document.id
+            if r.id != document.id and r.access == access
         ]
         if same:
             reason = f"same content as document {same[0].id} ({same[0].uri})"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
-        earlier = self._hashes_in_run.get(document.content_hash)
+        earlier = self._hashes_in_run.get(_same_text_key(document.content_hash, access))
         if earlier is not None and earlier.id != document.id:
             reason = f"same content as document {earlier.id} ({earlier.uri}) in this run"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
@@ -383,19 +413,25 @@ class Indexer:
         return await asyncio.to_thread(self.embedder.embed, texts)
 
     def points(
-        self, document: Document, chunks: list[Chunk], version: str, vectors: list[list[float]]
+        self,
+        document: Document,
+        chunks: list[Chunk],
+        version: str,
+        vectors: list[list[float]],
+        access: list[str] | None = None,
     ) -> list[StoredPoint]:
-        """One point per matching text; chunks that nearly duplicate a stored one dropped."""
+        """One point per matching text; chunks that nearly duplicate a stored one dropped.
+        ``access``: the document's access tokens (none: readable by its whole tenant)."""
         texts = [(chunk, m) for chunk in chunks for m in chunk.matching_texts]
         seen = VectorSet()  # this document's chunks: a repeated page is stored once
         by_chunk: dict[str, list[tuple[MatchingText, list[float]]]] = {}
         for (chunk, matching), vector in zip(texts, vectors, strict=True):
             by_chunk.setdefault(chunk.id, []).append((matching, vector))
         points = []
-        metadata = filterable_metadata(document.metadata)  # the whole of it: on the record
+        metadata = filterable_metadata(stored_metadata(document.metadata))  # whole: on the record
         for chunk in chunks:
             pairs = by_chunk.get(chunk.id, [])
-            if not pairs or self._near_duplicate(document, pairs, seen):
+            if not pairs or self._near_duplicate(document, pairs, seen, access):
                 continue
             for position, (matching, vector) in enumerate(pairs):
                 payload = MatchPayload(
@@ -413,7 +449,8 @@ class Indexer:
                     match_kind=matching.kind,
                     metadata=metadata,
                     location=chunk.location,
-                ).model_dump(exclude=None if position == 0 else set(CHUNK_FIELDS))
+                    access=access,
+                ).model_dump(exclude=_unstored(position, access))
                 points.append(
                     StoredPoint(
                         id=match_point_id(self.tenant, chunk.id, version, position),
@@ -425,9 +462,15 @@ class Indexer:
         return points
 
     def _near_duplicate(
-        self, document: Document, pairs: list[tuple[MatchingText, list[float]]], seen: VectorSet
+        self,
+        document: Document,
+        pairs: list[tuple[MatchingText, list[float]]],
+        seen: VectorSet,
+        access: list[str] | None,
     ) -> bool:
-        """Whether this chunk's content text is (nearly) one already stored or accepted."""
+        """Whether this chunk's content text is (nearly) one already stored or accepted:
+        only a chunk of a document with the same access counts (dropping one for a chunk
+        some of its readers cannot read would hide it from them)."""
         threshold = self.settings.near_duplicate_threshold
         content = next((v for m, v in pairs if m.kind == CONTENT), pairs[0][1])
         vector = np.asarray(content, dtype=np.float32)
@@ -435,12 +478,16 @@ class Indexer:
             if seen.max_similarity(vector) >= threshold:
                 self.report.near_duplicate_chunks += 1
                 return True
-            contents = {"record": MATCH, "match_kind": CONTENT}
+            contents: Filters = {"record": MATCH, "match_kind": CONTENT}
+            if access is not None:  # overlapping or unrestricted ones; equal ones kept below
+                contents[ACCESS_FIELD] = access
             hits = self.store.search(self.tenant, content, 5, contents)
             others = [
                 h
                 for h in hits
-                if h.payload.get("document_id") != document.id and h.score >= threshold
+                if h.payload.get("document_id") != document.id
+                and h.score >= threshold
+                and (h.payload.get(ACCESS_FIELD) or None) == access
             ]  # usually none: then no version look-up either
             if self.registry.visible(self.tenant, others):
                 self.report.near_duplicate_chunks += 1
@@ -497,17 +544,77 @@ class VectorSet:
         return float(np.max(np.stack([self._vectors[i] for i in near]) @ vector))
 
 
+def _same_text_key(content_hash: str, access: list[str] | None) -> str:
+    return json.dumps([content_hash, access])
+
+
+def _unstored(position: int, access: list[str] | None) -> set[str] | None:
+    """The fields a match point leaves out: the chunk's own, except on its carrier, and
+    ``access`` when it has none (its payload then is as it was before access existed)."""
+    left = set() if position == 0 else set(CHUNK_FIELDS)
+    if access is None:
+        left.add(ACCESS_FIELD)
+    return left or None
+
+
+def stored_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A document's metadata as its record and points keep it: without ``access``, which
+    they hold apart (so a change of it is no change of metadata)."""
+    if ACCESS_FIELD not in metadata:
+        return metadata
+    return {k: v for k, v in metadata.items() if k != ACCESS_FIELD}
+
+
 def document_version(document: Document, chains: SourceChains) -> str:
     """Changes with the text, the metadata or the chains, so any of them re-indexes."""
     return version_of(document.content_hash, document.metadata, chains)
 
 
-def version_of(content_hash: str, metadata: dict[str, Any], chains: SourceChains) -> str:
+def version_of(
+    content_hash: str, metadata: dict[str, Any], chains: SourceChains, *, named: bool = False
+) -> str:
     """The version a document of this text and metadata gets from these chains (a stored
-    record has both, so its current version can be checked without the document)."""
-    kept = {k: v for k, v in metadata.items() if k not in VOLATILE_METADATA}
+    record has both, so its current version can be checked without the document). How
+    the file was named (``NAMING_METADATA``) is left out, unless ``named``: the version
+    records made before that rule were given."""
+    left_out = VOLATILE_METADATA | {ACCESS_FIELD} | (set() if named else NAMING_METADATA)
+    kept = {k: v for k, v in metadata.items() if k not in left_out}
     blob = json.dumps([content_hash, chains.fingerprint(), kept], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def is_current(
+    record: DocumentRecord,
+    version: str,
+    content_hash: str,
+    metadata: dict[str, Any],
+    chains: SourceChains,
+) -> bool:
+    """Whether ``record``'s committed version is ``version``, the one this text and
+    metadata get now; or the one they got when a file's place in a walked folder still
+    counted (read from the record), so a knowledge base made then is not re-indexed."""
+    if record.version is None:
+        return False
+    if record.version == version:
+        return True
+    placed = {k: v for k, v in metadata.items() if k not in NAMING_METADATA}
+    placed |= {k: v for k, v in record.metadata.items() if k in NAMING_METADATA}
+    return record.version == version_of(content_hash, placed, chains, named=True)
+
+
+def with_naming_of(document: Document, record: DocumentRecord | None) -> Document:
+    """``document`` with the naming metadata its stored record has and it lacks: a walked
+    file's ``path`` stays known when the file is next named on its own."""
+    if record is None:
+        return document
+    kept = {
+        k: v
+        for k, v in record.metadata.items()
+        if k in NAMING_METADATA and k not in document.metadata
+    }
+    if not kept:
+        return document
+    return document.model_copy(update={"metadata": {**document.metadata, **kept}})
 
 
 def check_size(document: Document, limit: int) -> None:
@@ -543,6 +650,6 @@ def pending_record(document: Document, record: DocumentRecord | None) -> Documen
             "uri": document.uri,
             "title": document.title,
             "content_hash": document.content_hash,
-            "metadata": document.metadata,
+            "metadata": stored_metadata(document.metadata),
         }
     )

@@ -42,6 +42,7 @@ INDEXED_FIELDS = (
     "content_hash",
     "match_kind",
     "unfinished",
+    "access",  # read as "any of these tokens, or none at all" (``flexmatch.access``)
 )
 # what a caller may filter on directly; any other name is a document metadata field
 FILTERABLE_FIELDS = ("source", "document_id", "chunk_id", "match_kind")
@@ -80,6 +81,7 @@ class MatchPayload(BaseModel):
     match_kind: str = "question"
     metadata: dict[str, Any] = {}
     location: Location | None = None  # none in chunks stored before locations were kept
+    access: list[str] | None = None  # who may read it (absent: the whole tenant)
 
     def matching_text(self) -> MatchingText:
         kind = self.match_kind if self.match_kind in _MATCH_KINDS else "question"

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from flexmatch.access import ACCESS_FIELD
 from flexmatch.config import SourceConfig
 from flexmatch.errors import ParseError
 from flexmatch.inputs.loaders import Item, SeenIds, attempt, given_id, json_lines
@@ -78,6 +79,9 @@ def record_document(
         raise ParseError(f"{where}: a record must be a JSON object")
     if record_depth(record) > MAX_RECORD_DEPTH:
         raise ParseError(f"{where}: the record nests deeper than {MAX_RECORD_DEPTH} levels")
+    access = record.get(ACCESS_FIELD) if isinstance(record, dict) else None
+    if access is not None:  # who may read it: kept apart, never in its text (see access)
+        record = {k: v for k, v in record.items() if k != ACCESS_FIELD}
     fields = record if isinstance(record, dict) else {}
     given = record_id(fields, key, where, config)
     canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)
@@ -94,6 +98,8 @@ def record_document(
     if title:
         elements = [Element(kind="title", text=title), *elements]
     metadata = derived_metadata(fields, reserved=("record",))  # bounded: see payloads
+    if access is not None:
+        metadata[ACCESS_FIELD] = access
     return Document(
         id=document_id,
         uri=where,

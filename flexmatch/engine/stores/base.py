@@ -19,7 +19,7 @@ from flexmatch.payloads import check_payload
 
 DENSE = "dense"
 LEXICAL = "lexical"
-__all__ = ["INDEXED_FIELDS", "FilterValue", "Filters"]
+__all__ = ["INDEXED_FIELDS", "FilterValue", "Filters", "check_payload"]
 SCHEMA_VERSION = 3  # 3: point and record ids hash [tenant, id] as JSON
 
 
@@ -102,6 +102,10 @@ class VectorStore(Protocol):
     ) -> list[Hit]: ...
 
     def count(self, tenant: str, filters: Filters | None = None) -> int: ...
+
+    def set_payload(self, tenant: str, filters: Filters, payload: dict[str, Any]) -> None:
+        """Set ``payload``'s fields on every point matching ``filters`` (vectors kept)."""
+        ...
 
     def size_bytes(self) -> int | None:
         """Bytes on disk, where the store knows it."""

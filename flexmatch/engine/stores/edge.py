@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from flexmatch.access import ACCESS_FIELD
 from flexmatch.engine.folders import private_folder
 from flexmatch.engine.stores.base import (
     DENSE,
@@ -35,6 +36,7 @@ from flexmatch.engine.stores.base import (
     QueryMethods,
     Scope,
     StoredPoint,
+    check_payload,
     check_points,
     in_tenant,
     lexical_document,
@@ -95,7 +97,10 @@ def _condition(key: str, value: Any) -> Any:
 def _cached_condition(key: str, value: Any) -> Any:
     edge = _edge()
     match = edge.MatchAny(list(value)) if isinstance(value, tuple) else edge.MatchValue(value)
-    return edge.FieldCondition(key=key, match=match)
+    condition = edge.FieldCondition(key=key, match=match)
+    if key == ACCESS_FIELD:  # any of the asker's tokens, or no access list: the whole tenant's
+        return edge.Filter(should=[condition, edge.IsEmptyCondition(ACCESS_FIELD)])
+    return condition
 
 
 def unreadable_payload(exc: BaseException) -> bool:
@@ -156,6 +161,7 @@ class EdgeStore(QueryMethods):
         self._shard: Any = None
         self._opening = threading.Lock()
         self._unreadable: set[str] = set()  # points whose payload cannot be decoded
+        self._access_indexed = False  # see ``set_payload``
 
     def engine(self) -> Any:
         """The open engine shard, for maintenance that the store interface has no words
@@ -510,6 +516,19 @@ class EdgeStore(QueryMethods):
             if offset is None or not records:
                 break
         return in_tenant(tenant, hits)
+
+    def set_payload(self, tenant: str, filters: Filters, payload: dict[str, Any]) -> None:
+        check_payload(payload, "payload update")
+        edge = _edge()
+        if ACCESS_FIELD in payload and not self._access_indexed:
+            # a store made before access control has no index on it yet (idempotent)
+            index = edge.UpdateOperation.create_field_index
+            self._update(index(ACCESS_FIELD, edge.PayloadSchemaType.Keyword), "indexing access")
+            self._access_indexed = True
+        operation = edge.UpdateOperation.set_payload_by_filter(
+            self._filter(tenant, filters), payload
+        )
+        self._update(operation, "updating payloads")
 
     def count(self, tenant: str, filters: Filters | None = None) -> int:
         if not self.exists():

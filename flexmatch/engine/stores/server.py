@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from flexmatch.access import ACCESS_FIELD
 from flexmatch.engine.stores.base import (
     DENSE,
     INDEXED_FIELDS,
@@ -28,6 +29,7 @@ from flexmatch.engine.stores.base import (
     QueryMethods,
     Scope,
     StoredPoint,
+    check_payload,
     check_points,
     in_tenant,
     lexical_document,
@@ -176,7 +178,11 @@ class ServerStore(QueryMethods):
 
         def condition(key: str, value: Any) -> Any:
             match = m.MatchAny(any=value) if isinstance(value, list) else m.MatchValue(value=value)
-            return m.FieldCondition(key=key, match=match)
+            field = m.FieldCondition(key=key, match=match)
+            if key == ACCESS_FIELD:  # any of the asker's tokens, or no access list at all
+                empty = m.IsEmptyCondition(is_empty=m.PayloadField(key=ACCESS_FIELD))
+                return m.Filter(should=[field, empty])
+            return field
 
         must, negated = scoped_conditions(tenant, filters, must_not)
         return m.Filter(
@@ -278,6 +284,26 @@ class ServerStore(QueryMethods):
             if offset is None or not records:
                 break
         return in_tenant(tenant, hits)
+
+    def set_payload(self, tenant: str, filters: Filters, payload: dict[str, Any]) -> None:
+        check_payload(payload, "payload update")
+        if ACCESS_FIELD in payload:  # a collection made before access control: index it
+            schema = self.index_schema(ACCESS_FIELD)
+            self._call(
+                "indexing a field",
+                "create_payload_index",
+                self.collection,
+                ACCESS_FIELD,
+                field_schema=schema,
+            )
+        self._call(
+            "updating payloads",
+            "set_payload",
+            self.collection,
+            payload=payload,
+            points=self._filter(tenant, filters),
+            wait=True,
+        )
 
     def count(self, tenant: str, filters: Filters | None = None) -> int:
         if not self.exists():

@@ -1,0 +1,190 @@
+"""Per-document access control: who may read a document, and who is asking.
+
+A document may carry ``access: {public: bool, principals: [...]}`` (principals such as
+``user:alice`` or ``group:hr``). It is stored on each of the document's points as a list
+of *tokens* (``ACCESS_FIELD``), an indexed keyword field, so a search applies it as a
+payload filter inside the search: the top-K is full, never filtered down afterwards.
+
+The rules (documented for users in docs/security.md, "Access control"):
+
+- a document without ``access`` is readable by everyone in its tenant (as before access
+  control existed), and so is a ``public`` one;
+- a restricted document is readable by the principals on its list and by admins only;
+  one with ``public: false`` and no principals is readable by admins only;
+- a ``Principal`` reads what is unrestricted, public, or lists its user or one of its
+  groups; no principal at all (``None``) is the admin's view and applies no filter.
+
+Access never enters a document's version: changing it rewrites its points' payload, with
+no re-embedding and no LLM call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flexmatch.errors import ConfigError
+
+ACCESS_FIELD = "access"  # the payload field of points and records, and the metadata key
+PUBLIC = "public"  # the token of a public document
+NOBODY = "nobody"  # the token of a document no principal may read (admins only)
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,127}"
+_PRINCIPAL = re.compile(rf"^(user|group):{_NAME}$")
+_BARE = re.compile(rf"^{_NAME}$")
+
+
+def check_principal(value: str) -> str:
+    """``user:NAME`` or ``group:NAME`` (letters, digits, ``_.@+=-``), or a ``ConfigError``
+    naming it."""
+    if not isinstance(value, str) or not _PRINCIPAL.match(value):
+        raise ConfigError(
+            f"principal {str(value)[:80]!r} must be 'user:NAME' or 'group:NAME' (a name of "
+            "letters, digits and _.@+=-, at most 128 characters)"
+        )
+    return value
+
+
+class Access(BaseModel):
+    """Who may read a document: everyone (``public``) and/or the principals listed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    public: bool = False
+    principals: list[str] = Field(default_factory=list, max_length=1_000)
+
+    @field_validator("principals")
+    @classmethod
+    def _principals(cls, value: list[str]) -> list[str]:
+        try:
+            return sorted({check_principal(item) for item in value})
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def tokens(self) -> list[str]:
+        """What is stored on the document's points (never empty: an empty list would
+        read as unrestricted)."""
+        tokens = ([PUBLIC] if self.public else []) + self.principals
+        return tokens or [NOBODY]
+
+    @classmethod
+    def from_tokens(cls, tokens: Iterable[str]) -> Access:
+        kept = [t for t in tokens if t not in (PUBLIC, NOBODY)]
+        return cls(public=PUBLIC in tokens, principals=kept)
+
+
+def parse_access(value: Any, where: str) -> Access:
+    """An ``access`` value from a record, metadata or a config, or a ``ConfigError``
+    naming ``where``. A list is shorthand for its principals; ``"public"`` for public."""
+    if value == PUBLIC:
+        value = {"public": True}
+    elif isinstance(value, list):
+        value = {"principals": value}
+    try:
+        return Access.model_validate(value)
+    except ValidationError as exc:
+        problem = "; ".join(error["msg"] for error in exc.errors())
+        raise ConfigError(f"{where}: access {str(value)[:120]}: {problem}") from None
+
+
+class Principal(BaseModel):
+    """Who is asking: a user and the groups they belong to. ``Principal()`` (no user, no
+    groups) reads only unrestricted and public documents: a missing identity never widens
+    access."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        if value is not None and not _BARE.match(value.removeprefix("user:")):
+            raise ValueError(f"user {value[:80]!r} is not a name (letters, digits, _.@+=-)")
+        return value.removeprefix("user:") if value is not None else None
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _groups(cls, value: Any) -> Any:
+        if not isinstance(value, list | tuple | set):
+            return value
+        names = []
+        for group in value:
+            name = str(group).removeprefix("group:")
+            if not _BARE.match(name):
+                problem = "is not a name (letters, digits, _.@+=-)"
+                raise ValueError(f"group {str(group)[:80]!r} {problem}")
+            names.append(name)
+        return tuple(sorted(set(names)))
+
+    def tokens(self) -> list[str]:
+        """The access tokens this principal holds: a document listing any of them (or
+        none at all) is readable."""
+        return [
+            PUBLIC,
+            *([f"user:{self.user}"] if self.user else []),
+            *(f"group:{g}" for g in self.groups),
+        ]
+
+    def key(self) -> str:
+        """One string per distinct principal (the search cache's key)."""
+        return "\x1f".join(self.tokens())
+
+    def label(self) -> str:
+        user = f"user:{self.user}" if self.user else "no user"
+        return user + "".join(f", group:{g}" for g in self.groups)
+
+    @classmethod
+    def parse(cls, user: str | None, groups: Iterable[str] = ()) -> Principal:
+        """From the CLI's ``--as user:alice --group eng`` or an HTTP header, or a
+        ``ConfigError`` naming what is wrong."""
+        try:
+            return cls(user=user or None, groups=tuple(groups))
+        except ValidationError as exc:
+            problem = "; ".join(error["msg"] for error in exc.errors())
+            raise ConfigError(f"principal: {problem}") from None
+
+
+def readable(tokens: list[str] | None, principal: Principal | None) -> bool:
+    """Whether a document whose stored access is ``tokens`` is readable by ``principal``
+    (``None``: the admin's view, everything)."""
+    if principal is None or not tokens:
+        return True
+    return not set(tokens).isdisjoint(principal.tokens())
+
+
+def access_filter(principal: Principal | None) -> dict[str, list[str]]:
+    """The payload condition a search adds for ``principal`` (none for an admin). The
+    stores read ``ACCESS_FIELD`` as "any of these tokens, or no access at all"."""
+    return {} if principal is None else {ACCESS_FIELD: principal.tokens()}
+
+
+def resolve_access(
+    metadata: Mapping[str, Any],
+    path: str,
+    rules: Mapping[str, Access],
+    default: Access | None,
+    where: str,
+) -> list[str] | None:
+    """A document's stored access tokens: its own ``access`` (a record's field or its
+    metadata), else the first rule whose glob matches its ``path``, else the source's
+    default, else none (unrestricted)."""
+    if ACCESS_FIELD in metadata:
+        return parse_access(metadata[ACCESS_FIELD], where).tokens()
+    for pattern, access in rules.items():
+        if path and fnmatch.fnmatch(path, pattern):
+            return access.tokens()
+    return default.tokens() if default is not None else None
+
+
+def describe(tokens: list[str] | None) -> str:
+    """Who can read a document, in words (``docs show``)."""
+    if not tokens:
+        return "everyone in the tenant (no access list)"
+    access = Access.from_tokens(tokens)
+    parts = (["everyone (public)"] if access.public else []) + access.principals
+    return ", ".join(parts) if parts else "admins only"
