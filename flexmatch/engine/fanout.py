@@ -39,6 +39,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ START_TIMEOUT = 300.0  # seconds for every worker to import, load its model and 
 # documents' retries (a document is charged only for a death while it ran alone)
 RESTARTS = -1
 ALONE_POLL = 0.05  # seconds between looks for a worker to run a suspect document alone
+DRAIN_SECONDS = 10.0  # at most, for the calls under way to end once the workers are killed
 T = TypeVar("T")
 
 
@@ -264,6 +266,7 @@ class RayFanOut:
         self._down: set[int] = set()  # died; left out until they answer again
         self._gone: set[int] = set()  # died for good
         self._held: set[int] = set()  # held for a document that runs alone
+        self._closing = False  # the run is ending: no new calls
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
         self._probes: set[asyncio.Task[None]] = set()
@@ -285,6 +288,7 @@ class RayFanOut:
         options.check()
         ray = require("ray", "ray", "a distributed ingest on Ray")
         started = await asyncio.to_thread(_connect, ray, options)
+        fanout: RayFanOut | None = None
         with _sigterm_exits(started):
             try:
                 actors, infos = await asyncio.to_thread(
@@ -299,11 +303,16 @@ class RayFanOut:
                                 f"'{embedding_model}'"
                             )
                     concurrency = options.workers * config.ingest.document_concurrency
-                    yield cls(ray, actors, infos, options, concurrency, usage, embedding_model)
+                    fanout = cls(ray, actors, infos, options, concurrency, usage, embedding_model)
+                    yield fanout
                 finally:
+                    if fanout is not None:
+                        fanout.close()
                     for actor in actors:
                         with contextlib.suppress(Exception):
                             ray.kill(actor)
+                    if fanout is not None:  # no call may be under way once Ray is shut down
+                        await fanout.drained(DRAIN_SECONDS)
             finally:
                 if started:
                     await asyncio.to_thread(ray.shutdown)
@@ -326,12 +335,15 @@ class RayFanOut:
         label = str(options.get("label", ""))
         index = self._take()
         if index is None:
-            raise error(self._all_gone(label))
+            raise error(self._stopped(label) if self._closing else self._all_gone(label))
         try:
-            outcome = self.ray.get(
-                self.actors[index].isolated.remote(kind, function, args, options)
-            )
+            ref = self._call(index, "isolated", kind, function, args, options)
+            if ref is None:
+                raise error(self._stopped(label))
+            outcome = self.ray.get(ref)
         except self.ray.exceptions.RayActorError:
+            if self._closing:
+                raise error(self._stopped(label)) from None
             asyncio.run_coroutine_threadsafe(self._probe(index), self._loop)
             raise error(self._died(label, str(options.get("what", "parsing")))) from None
         finally:
@@ -354,13 +366,18 @@ class RayFanOut:
         while True:
             index = await self._take_alone() if alone else self._take()
             if index is None:
-                raise FlexMatchError(self._all_gone(document.uri))
+                uri = document.uri
+                raise FlexMatchError(self._stopped(uri) if self._closing else self._all_gone(uri))
             was_alone = alone
             try:
-                call = self.actors[index].work.options(max_task_retries=0)
-                result: WorkResult = await call.remote(document)
+                ref = self._call(index, "work", document, retries=0)
+                if ref is None:
+                    raise FlexMatchError(self._stopped(document.uri))
+                result: WorkResult = await ref
                 break
             except self.ray.exceptions.RayActorError:
+                if self._closing:
+                    raise FlexMatchError(self._stopped(document.uri)) from None
                 self._probe_soon(index)
                 deaths += was_alone
                 if deaths > self.options.retries:
@@ -381,10 +398,37 @@ class RayFanOut:
         return Enriched(chunks=result.chunks, vectors=result.vectors.tolist())
 
     # -- workers -------------------------------------------------------------------------
+    def _call(self, index: int, method: str, *args: Any, retries: int | None = None) -> Any:
+        """``actors[index].method.remote(*args)``, or None once the run is closing: no call
+        reaches Ray after it is shut down (Ray's C++ layer ends the process when one does)."""
+        with self._lock:
+            if self._closing:
+                return None
+            bound = getattr(self.actors[index], method)
+            if retries is not None:
+                bound = bound.options(max_task_retries=retries)
+            return bound.remote(*args)
+
+    def close(self) -> None:
+        """The run is ending: no new call goes to a worker from now on."""
+        with self._lock:
+            self._closing = True
+
+    async def drained(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) until no call to a worker is under way."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not any(self._busy):
+                    return
+            await asyncio.sleep(ALONE_POLL)
+
     def _take(self) -> int | None:
         """The least busy worker that is up and not held for a document running alone
-        (or, if there is none, one that is up, or restarting)."""
+        (or, if there is none, one that is up, or restarting); None once closing."""
         with self._lock:
+            if self._closing:
+                return None
             alive = [i for i in range(len(self.actors)) if i not in self._gone]
             up = [i for i in alive if i not in self._down]
             left = [i for i in up if i not in self._held] or up or alive
@@ -401,7 +445,7 @@ class RayFanOut:
         while True:
             with self._lock:
                 alive = [i for i in range(len(self.actors)) if i not in self._gone]
-                if not alive:
+                if not alive or self._closing:
                     if index is not None:
                         self._held.discard(index)
                     return None
@@ -434,8 +478,11 @@ class RayFanOut:
         (its restarts are spent), for good."""
         with self._lock:
             self._down.add(index)
+        ref = self._call(index, "ready")
+        if ref is None:
+            return
         try:
-            await self.actors[index].ready.remote()
+            await ref
         except self.ray.exceptions.RayActorError:
             with self._lock:
                 self._gone.add(index)
@@ -448,6 +495,9 @@ class RayFanOut:
             f"{uri}: the Ray worker {doing} it died and its retries ({self.options.retries}) "
             "ran out; nothing of it was written"
         )
+
+    def _stopped(self, uri: str) -> str:
+        return f"{uri}: the run was stopped before a Ray worker finished it"
 
     def _all_gone(self, uri: str) -> str:
         return f"{uri}: every Ray ingest worker died; nothing of it was written"
