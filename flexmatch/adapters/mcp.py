@@ -127,7 +127,8 @@ def describe_tools(kb: KnowledgeBase) -> dict[str, str]:
         "ingest_url": f"{own['ingest_url']}\n\nSources it can be filed under (default: "
         f"{config.default_source}):\n{_source_lines(sources)}",
         "add_record": f"{own['add_record']}\n\nRecords sources (default: "
-        f"{next(iter(records), '')}):\n{_source_lines(records)}",
+        f"{kb.choose_source(None, records=True) if records else 'none'}):\n"
+        + _source_lines(records),
     }
 
 
