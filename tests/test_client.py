@@ -170,8 +170,7 @@ def test_errors_are_the_same_classes(kb: KB, tmp_path: Path, notes: Path) -> Non
 
 
 # -- the client alone ---------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["served"])
-def test_jobs_can_be_followed(server: Served, notes: Path, kind: str) -> None:
+def test_jobs_can_be_followed(server: Served, notes: Path) -> None:
     with Client(server.url, server.key(f"jobs{next(_tenants)}")) as client:
         job = client.submit_files([notes / "keys.md"])
         assert isinstance(job, Job) and job.kind == "upload" and job.total == 1
@@ -185,8 +184,7 @@ def test_jobs_can_be_followed(server: Served, notes: Path, kind: str) -> None:
         assert unknown.value.status == 404
 
 
-@pytest.mark.parametrize("kind", ["served"])
-def test_keys_and_permissions_are_service_errors(server: Served, kind: str) -> None:
+def test_keys_and_permissions_are_service_errors(server: Served) -> None:
     with Client(server.url, "not-a-key") as client, pytest.raises(ServiceError) as bad:
         client.query("anything")
     assert bad.value.status == 401
