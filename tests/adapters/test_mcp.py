@@ -86,6 +86,7 @@ def test_stdio_session_lists_tools_and_searches(stdio_kb: Path) -> None:
             assert (
                 "- facts (records): Facts agents learned." in record and "default (" not in record
             )
+            assert "Records sources (default: facts):" in record
             assert tools["get_document"].description == "Read one stored document whole."
 
             found = await client.call_tool("search_knowledge", {"query": QUESTION, "top_n": 2})
