@@ -305,6 +305,8 @@ class Indexer:
         version = document_version(document, chains)
         access = chains.access_of(document)
         record = self.registry.get(self.tenant, document.id)
+        if access is None and record is not None:
+            access = record.access  # a new version declaring none keeps it: never wider
         document = with_naming_of(document, record)
         if record is not None and record.source != document.source:
             # ids are per tenant: two sources (or plug-ins) naming items alike must not

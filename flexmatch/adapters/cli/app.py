@@ -23,10 +23,13 @@ from flexmatch.adapters.cli import prompts as prompts_command
 from flexmatch.adapters.cli import service_commands
 from flexmatch.adapters.cli.options import (
     DEFAULT_TENANT,
+    AsOption,
+    GroupOption,
     JsonOption,
     KbOption,
     TenantOption,
     knowledge_base,
+    reader,
 )
 from flexmatch.adapters.cli.output import shown
 
@@ -299,10 +302,19 @@ def query(
         list[str] | None,
         typer.Option("--filter", help="FIELD=VALUE (repeatable; tags, source, document_id, …)."),
     ] = None,
+    as_user: AsOption = None,
+    groups: GroupOption = None,
 ) -> None:
     """Answer a query with the chunks that best match it."""
+    principal = reader(as_user, groups)
     with _open(kb) as base:
-        answer = base.search(text, top_n=top_n, tenant=tenant, filters=_parse_filters(filters))
+        answer = base.search(
+            text,
+            top_n=top_n,
+            tenant=tenant,
+            filters=_parse_filters(filters),
+            principal=principal,
+        )
         for warning in answer.warnings:
             errors.print(f"[yellow]warning:[/] {shown(warning)}")
         if as_json or markdown:
@@ -459,10 +471,13 @@ def docs_list(
     source: Annotated[str | None, typer.Option(help="Only this source.")] = None,
     tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
+    as_user: AsOption = None,
+    groups: GroupOption = None,
 ) -> None:
-    """The documents in the knowledge base."""
+    """The documents in the knowledge base (with --as, those that user may read)."""
+    principal = reader(as_user, groups)
     with _open(kb) as base:
-        records = base.list_documents(source=source, tenant=tenant)
+        records = base.list_documents(source=source, tenant=tenant, principal=principal)
     if as_json:
         console.print_json(json.dumps([r.model_dump() for r in records], ensure_ascii=False))
         return
@@ -525,6 +540,7 @@ def docs_show(
         f"id {shown(record.id)} · source {shown(record.source)} · {record.status} · "
         f"{record.chunks} chunks · {record.matching_texts} matching texts · {record.updated_at}"
     )
+    console.print(f"readable by: {shown(fm.describe_access(record.access))}")
     if record.error:
         console.print(f"[red]error:[/] {shown(record.error)}")
     for chunk in detail.chunks:
@@ -542,6 +558,37 @@ def docs_show(
                 title_align="left",
             )
         )
+
+
+@docs_app.command("access")
+def docs_access(
+    document_id: Annotated[
+        str,
+        typer.Argument(help="Document id, or an unambiguous start of one, or its path or URL."),
+    ],
+    principals: Annotated[
+        list[str] | None,
+        typer.Option("--principal", help="user:NAME or group:NAME who may read it (repeatable)."),
+    ] = None,
+    public: Annotated[
+        bool, typer.Option("--public/--private", help="Readable by everyone, or only those named.")
+    ] = False,
+    tenant_wide: Annotated[
+        bool,
+        typer.Option("--tenant-wide", help="Drop its access list: the whole tenant reads it."),
+    ] = False,
+    kb: KbOption = Path("."),
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """Change who may read a document (its points are updated; nothing is re-embedded)."""
+    if tenant_wide and (principals or public):
+        raise fm.ConfigError("--tenant-wide drops the access list: give no --principal/--public")
+    wanted = {"public": public, "principals": principals or []}
+    access = None if tenant_wide else fm.parse_access(wanted, "docs access")
+    with _open(kb) as base:
+        document_id = _document_id(base, document_id, tenant)
+        record = base.set_access(document_id, access, tenant=tenant)
+    console.print(f"{shown(document_id)} is readable by {shown(fm.describe_access(record.access))}")
 
 
 @docs_app.command("remove")

@@ -41,3 +41,25 @@ def knowledge_base(kb: Path) -> Path:
             f"{folder} is not a knowledge-base folder: it has no {fm.CONFIG_FILE}; {init}"
         )
     return folder
+
+
+AsOption = Annotated[
+    str | None,
+    typer.Option("--as", help="Search as this user (user:NAME): only what they may read."),
+]
+GroupOption = Annotated[
+    list[str] | None,
+    typer.Option("--group", help="A group of the user --as names (repeatable)."),
+]
+
+
+def reader(user: str | None, groups: list[str] | None) -> object | None:
+    """The ``flexmatch.Principal`` that ``--as``/``--group`` name (None: neither, the
+    operator's view of everything); a ``ConfigError`` when malformed."""
+    import flexmatch as fm
+
+    if user is None and not groups:
+        return None
+    if user is not None and not user.startswith("user:"):
+        raise fm.ConfigError(f"--as {user[:80]!r} must be 'user:NAME'")
+    return fm.Principal.parse(user, groups or [])

@@ -135,10 +135,23 @@ def keys_create(
     tenant: Annotated[str, typer.Option(help="The tenant the key is scoped to.")] = "default",
     permissions: Annotated[str, typer.Option(help="Comma-separated: read, write, admin.")] = "read",
     name: Annotated[str, typer.Option(help="A note on who or what uses the key.")] = "",
+    principal: Annotated[
+        str | None, typer.Option(help="A person's key: it reads as user:NAME.")
+    ] = None,
+    groups: Annotated[
+        list[str] | None, typer.Option("--group", help="That person's group (repeatable).")
+    ] = None,
+    service: Annotated[
+        bool, typer.Option(help="A service key: it names the end user on each request.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Create a key and print it once (only its hash is stored)."""
-    key, token = fm.KeyStore.for_kb(_kb_folder(kb)).create(tenant, permissions, name)
+    """Create a key and print it once (only its hash is stored). Without --principal or
+    --service, a read or write key reads only what the whole tenant may (see
+    docs/security.md, "Access control")."""
+    identity = fm.key_identity(principal, groups or [], service=service)
+    store = fm.KeyStore.for_kb(_kb_folder(kb))
+    key, token = store.create(tenant, permissions, name, identity)
     if as_json:
         console.print_json(json.dumps({"token": token, **key.model_dump()}))
         return

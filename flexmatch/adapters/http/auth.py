@@ -22,13 +22,17 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexmatch import ApiKey, FlexMatchError, Permission
+from flexmatch import ApiKey, FlexMatchError, KeyRequestError, Permission
+from flexmatch import Principal as Reader
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 PROTECTED_PREFIX = "/v1/"
 _PRINCIPAL = "flexmatch.principal"
+# a service (or admin) key names the end user it searches for (see docs/security.md)
+PRINCIPAL_HEADER = "X-FlexMatch-Principal"
+GROUPS_HEADER = "X-FlexMatch-Groups"
 
 # declared for the OpenAPI schema; the middleware below does the checking
 _bearer = HTTPBearer(
@@ -42,11 +46,43 @@ _header = APIKeyHeader(
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated caller: the key and the one tenant it may see."""
+    """An authenticated caller: the key, the one tenant it may see, and who it reads
+    documents as (``reader``; None: every document, an admin key naming nobody)."""
 
     key_id: str
     tenant: str
     permissions: frozenset[str]
+    reader: Reader | None = None
+    key: ApiKey | None = None
+
+    def read_as(self, named: Reader | None) -> Reader | None:
+        """Who a request naming ``named`` in its body reads as (see ``ApiKey.reader``);
+        a 403 when this key may not name it."""
+        if named is None or self.key is None:
+            return self.reader
+        return _reader(self.key, named)
+
+
+def named_reader(headers: Headers) -> Reader | None:
+    """The end user the request names (``X-FlexMatch-Principal: user:alice`` and
+    ``X-FlexMatch-Groups: eng, hr``), or None; a 422 when they are malformed."""
+    user = headers.get(PRINCIPAL_HEADER, "").strip()
+    groups = [g.strip() for g in headers.get(GROUPS_HEADER, "").split(",") if g.strip()]
+    if not user and not groups:
+        return None
+    if user and not user.startswith("user:"):
+        raise ApiError(422, "invalid_principal", f"{PRINCIPAL_HEADER} must be 'user:NAME'")
+    try:
+        return Reader.parse(user or None, groups)
+    except FlexMatchError as exc:
+        raise ApiError(422, "invalid_principal", str(exc)) from None
+
+
+def _reader(key: ApiKey, named: Reader | None) -> Reader | None:
+    try:
+        return key.reader(named)
+    except KeyRequestError as exc:
+        raise ApiError(403, "forbidden", str(exc)) from None
 
 
 async def identify(
@@ -79,7 +115,14 @@ async def identify(
             "too many requests for this API key; retry later",
             headers={"Retry-After": retry_after(wait)},
         )
-    return Principal(key_id=key.id, tenant=key.tenant, permissions=frozenset(key.permissions))
+    reader = _reader(key, named_reader(headers))
+    return Principal(
+        key_id=key.id,
+        tenant=key.tenant,
+        permissions=frozenset(key.permissions),
+        reader=reader,
+        key=key,
+    )
 
 
 async def check_key(

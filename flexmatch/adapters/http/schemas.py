@@ -6,7 +6,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from flexmatch import ApiKey, DocumentOutcome, DocumentRecord, KeyStore, Permission, ToolResult
+from flexmatch import (
+    Access,
+    ApiKey,
+    DocumentOutcome,
+    DocumentRecord,
+    KeyStore,
+    Permission,
+    Principal,
+    ToolResult,
+)
 from flexmatch.adapters.http.jobs import JobStatus
 
 FILTERS_DOC = (
@@ -64,17 +73,32 @@ class Deleted(BaseModel):
     deleted: bool = True
 
 
+PRINCIPAL_DOC = (
+    "Search as this end user ({user, groups}): only a service or admin key may name one "
+    "(as the X-FlexMatch-Principal header does)."
+)
+
+
+class AccessRequest(_Strict):
+    """A document's new access: ``public`` and/or ``principals``; ``null`` for the whole
+    tenant."""
+
+    access: Access | None
+
+
 class SearchRequest(_Strict):
     query: str = Field(min_length=1)
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
     filters: RawFilters = Field(None, description=FILTERS_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")
+    principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
 
 
 class SimilarRequest(_Strict):
     text: str = Field(min_length=1)
     top_n: int = Field(5, ge=1, le=100)
     filters: RawFilters = Field(None, description=FILTERS_DOC)
+    principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
 
 
 class SearchResponse(ToolResult):
@@ -93,6 +117,10 @@ class KeyCreateRequest(_Strict):
         max_length=KeyStore.NAME_MAX,
         description="A note on who or what uses the key: printable text, no control characters.",
     )
+    # who it reads documents as (see docs/security.md, "Access control")
+    principal: str | None = Field(None, description="user:NAME: a person's key.")
+    groups: list[str] = Field(default_factory=list, max_length=100, description="Their groups.")
+    service: bool = Field(False, description="A service key naming the end user per request.")
 
 
 class KeyCreated(BaseModel):

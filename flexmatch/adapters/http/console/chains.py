@@ -128,7 +128,9 @@ def _editor(
     if kind in drafts.CHUNK_PROMPTS:
         records = [
             r
-            for r in state.kb.list_documents(source=source, tenant=user.tenant)
+            for r in state.kb.list_documents(
+                source=source, tenant=user.tenant, principal=user.principal.reader
+            )
             if r.status == "complete"
         ]
         choices = records[:CHOOSER_LIMIT]
@@ -162,7 +164,9 @@ async def _preview_input(
         if not document_id:
             raise ApiError(422, "no_chunk", "choose a document to preview the prompt on")
         try:
-            detail = state.kb.get_document(document_id, tenant=user.tenant)
+            detail = state.kb.get_document(
+                document_id, tenant=user.tenant, principal=user.principal.reader
+            )
         except DocumentNotFoundError:
             raise ApiError(404, "not_found", f"no document '{document_id}'") from None
         try:
@@ -204,7 +208,9 @@ async def preview(request: Request, user: User, state: State) -> Response:
         template = _text(text_field(form, "template"))
         given = await _preview_input(state, user, form, kind)
         if kind == "result_formatter":  # the facts block of a real search
-            answer = await state.kb.asearch(given["query"], tenant=user.tenant)
+            answer = await state.kb.asearch(
+                given["query"], tenant=user.tenant, principal=user.principal.reader
+            )
             with drafts.draft(state.kb, (name, template)) as edited:
                 chain = drafts.chain_of(edited, source, kind)
                 text = await drafts.format_result(chain, answer_result(answer))

@@ -205,7 +205,8 @@ def _sum_usage(usages: list[Usage]) -> Usage:
 @router.get("/")
 async def overview(request: Request, user: User, state: State) -> Response:
     """What the tenant holds, what its jobs cost, whether the service is healthy."""
-    stats = state.kb.stats(tenant=user.tenant) if user.can("read") else None
+    reader = user.principal.reader  # what this key may read
+    stats = state.kb.stats(tenant=user.tenant, principal=reader) if user.can("read") else None
     jobs = await asyncio.to_thread(state.jobs.list, user.tenant)
     readiness = state.readiness
     context: dict[str, Any] = {
@@ -247,7 +248,7 @@ async def documents_page(
 ) -> Response:
     """The tenant's documents, filtered by source, text and status, a page at a time."""
     need(user, "read")
-    everything = state.kb.list_documents(tenant=user.tenant)
+    everything = state.kb.list_documents(tenant=user.tenant, principal=user.principal.reader)
     counts: dict[str, int] = {}
     for record in everything:
         counts[record.source] = counts.get(record.source, 0) + 1
@@ -424,7 +425,13 @@ async def search_page(
         check_text(state, q)
         conditions = parse_filters(filters, source)
         await state.warmed()
-        answer = await state.kb.asearch(q, top_n=count, filters=conditions, tenant=user.tenant)
+        answer = await state.kb.asearch(
+            q,
+            top_n=count,
+            filters=conditions,
+            tenant=user.tenant,
+            principal=user.principal.reader,
+        )
         formatting = time.perf_counter()
         context["result"] = answer_result(answer, explain=True)
         context["facts"] = await state.kb.aformat_answer(answer, "markdown")

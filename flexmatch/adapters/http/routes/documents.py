@@ -24,11 +24,13 @@ from flexmatch import (
     record_id,
     safe_filename,
 )
-from flexmatch.adapters.http.auth import Principal, require
+from flexmatch import Principal as AccessPrincipal
+from flexmatch.adapters.http.auth import Principal, permits, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
 from flexmatch.adapters.http.jobs import JobKind, Reservation, WorkItem
 from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.schemas import (
+    AccessRequest,
     Deleted,
     DocumentList,
     JobAccepted,
@@ -48,6 +50,7 @@ Read = Coroutine[Any, Any, list[Document | FailedDocument]]
 
 Reader = Annotated[Principal, Depends(require("read"))]
 Writer = Annotated[Principal, Depends(require("write"))]
+Admin = Annotated[Principal, Depends(require("admin"))]
 State = Annotated[ServiceState, Depends(get_state)]
 
 
@@ -266,17 +269,24 @@ async def list_documents(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DocumentList:
-    """The tenant's documents, sorted by source and uri, a page at a time."""
-    records = state.kb.list_documents(source=source, tenant=principal.tenant)
+    """The tenant's documents the caller may read, sorted by source and uri, a page at a
+    time."""
+    records = state.kb.list_documents(
+        source=source, tenant=principal.tenant, principal=principal.reader
+    )
     if status is not None:
         records = [r for r in records if r.status == status]
     page = records[offset : offset + limit]
     return DocumentList(items=page, total=len(records), limit=limit, offset=offset)
 
 
-def _detail(state: ServiceState, tenant: str, document_id: str) -> DocumentDetail:
+def _detail(
+    state: ServiceState, tenant: str, document_id: str, reader: AccessPrincipal | None = None
+) -> DocumentDetail:
+    """The document, or a 404 for one that does not exist or ``reader`` may not read (the
+    same answer: nobody learns of a document they may not read)."""
     try:
-        return state.kb.get_document(document_id, tenant=tenant)
+        return state.kb.get_document(document_id, tenant=tenant, principal=reader)
     except DocumentNotFoundError:
         raise not_found("document", document_id) from None
 
@@ -289,7 +299,9 @@ def _detail(state: ServiceState, tenant: str, document_id: str) -> DocumentDetai
 async def download_original(document_id: str, principal: Reader, state: State) -> Response:
     """The file a document was uploaded as, byte for byte (uploads only)."""
     try:
-        original = state.kb.get_original(document_id, tenant=principal.tenant)
+        original = state.kb.get_original(
+            document_id, tenant=principal.tenant, principal=principal.reader
+        )
     except DocumentNotFoundError:
         raise not_found("original of document", document_id) from None
     media_type = mimetypes.guess_type(original.filename)[0] or "application/octet-stream"
@@ -304,6 +316,21 @@ async def download_original(document_id: str, principal: Reader, state: State) -
 @router.get("/documents/{document_id:path}", response_model=DocumentDetail)
 async def get_document(document_id: str, principal: Reader, state: State) -> DocumentDetail:
     """A document with its chunks, their matching texts and qualifying texts."""
+    return _detail(state, principal.tenant, document_id, principal.reader)
+
+
+@router.put("/documents/{document_id:path}/access", response_model=DocumentDetail)
+async def set_access(
+    document_id: str, body: AccessRequest, principal: Admin, state: State
+) -> DocumentDetail:
+    """Change who may read a document (admin keys): its points are updated in place,
+    nothing is re-embedded; ``{"access": null}`` opens it to the whole tenant."""
+    async with state.writer.write(principal.tenant):
+        try:
+            state.kb.set_access(document_id, body.access, tenant=principal.tenant)
+        except DocumentNotFoundError:
+            raise not_found("document", document_id) from None
+    state.cache.invalidate(principal.tenant)
     return _detail(state, principal.tenant, document_id)
 
 
@@ -321,6 +348,10 @@ async def replace_document(
     the old version until the new one is complete. With metadata alone, the knowledge
     base re-indexes from its stored copy (the LLM cache answers every chain again)."""
     extra = parse_metadata(metadata)
+    if extra is not None and "access" in extra and not permits(principal, "admin"):
+        raise ApiError(
+            403, "forbidden", "only an admin key may change a document's access (metadata.access)"
+        )
     if file is None and extra is None:
         raise ApiError(
             422,
@@ -331,7 +362,7 @@ async def replace_document(
     ticket = state.writer.ticket(tenant)  # this PUT's place among the tenant's writes
     filename = "metadata"
     try:
-        source = _detail(state, tenant, document_id).document.source
+        source = _detail(state, tenant, document_id, principal.reader).document.source
         documents = None
         if file is not None:
             filename = safe_filename(file.filename or "upload")
@@ -364,6 +395,7 @@ async def delete_document(document_id: str, principal: Writer, state: State) -> 
     """Remove a document and everything derived from it."""
     async with state.writer.write(principal.tenant):
         try:
+            _detail(state, principal.tenant, document_id, principal.reader)  # one it may read
             state.kb.remove_document(document_id, tenant=principal.tenant)
         except DocumentNotFoundError:
             raise not_found("document", document_id) from None

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from flexmatch import ApiKey
+from flexmatch import ApiKey, key_identity
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import not_found, reject_unknown_query
 from flexmatch.adapters.http.schemas import KeyCreated, KeyCreateRequest
@@ -27,7 +27,8 @@ async def list_keys(principal: Admin, state: State) -> list[ApiKey]:
 @router.post("/keys", status_code=201, response_model=KeyCreated)
 async def create_key(body: KeyCreateRequest, principal: Admin, state: State) -> KeyCreated:
     """A new key for the caller's tenant; its token is in this response only."""
-    key, token = state.keys.create(principal.tenant, body.permissions, body.name)
+    identity = key_identity(body.principal, body.groups, service=body.service)
+    key, token = state.keys.create(principal.tenant, body.permissions, body.name, identity)
     return KeyCreated(key=key, token=token)
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from flexmatch import Principal as AccessPrincipal
 from flexmatch import Stats, answer_result, search_filters, tool_result
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
@@ -41,8 +42,10 @@ async def run_search(
     filters: Any,
     explain: bool,
     response: Response,
+    reader: AccessPrincipal | None = None,
 ) -> SearchResponse:
-    """Answer from the cache, or ask the knowledge base and remember the answer.
+    """Answer from the cache, or ask the knowledge base and remember the answer; only
+    what ``reader`` may read (the cache keeps each reader's answers apart).
 
     Filters are checked by the knowledge base's own rules (the one vocabulary of every
     interface), first, so any bad value is a 422 ``invalid_filter`` naming its field and
@@ -52,7 +55,8 @@ async def run_search(
         raise ApiError(422, "invalid_filter", "filters must be a JSON object of field conditions")
     search_filters(filters)  # raises FilterError: 422 invalid_filter
     explain = explain and kind == "search"
-    key = state.cache.key(tenant, kind, text, top_n, filters, explain)
+    readers = None if reader is None else reader.key()  # None: the admin's, everything
+    key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers)
     cached = state.cache.get(key)
     state.metrics.cache_lookup(cached is not None)
     if cached is not None:
@@ -60,14 +64,18 @@ async def run_search(
         return cached.model_copy(update={"cached": True})
     await state.warmed()
     if kind == "search":
-        answer = await state.kb.asearch(text, top_n=top_n, filters=filters, tenant=tenant)
+        answer = await state.kb.asearch(
+            text, top_n=top_n, filters=filters, tenant=tenant, principal=reader
+        )
         formatting = time.perf_counter()
         result, took = answer_result(answer, explain=explain), answer.took_ms
         format_ms = (time.perf_counter() - formatting) * 1000
         state.metrics.search({**answer.stage_ms, "format": format_ms})
     else:
         started = time.perf_counter()
-        results = await state.kb.asimilar(text, top_n=top_n or 5, filters=filters, tenant=tenant)
+        results = await state.kb.asimilar(
+            text, top_n=top_n or 5, filters=filters, tenant=tenant, principal=reader
+        )
         result = tool_result(text, results)
         took = round((time.perf_counter() - started) * 1000, 1)
     answer_body = SearchResponse(
@@ -92,6 +100,7 @@ async def search(
         body.filters,
         body.explain,
         response,
+        principal.read_as(body.principal),
     )
 
 
@@ -113,7 +122,15 @@ async def search_get(
         raise ApiError(422, "conflicting_parameters", "top_n and limit differ; send one")
     filters: dict[str, Any] | None = {"source": source} if source else None
     return await run_search(
-        state, principal.tenant, "search", query, top_n or limit, filters, explain, response
+        state,
+        principal.tenant,
+        "search",
+        query,
+        top_n or limit,
+        filters,
+        explain,
+        response,
+        principal.reader,
     )
 
 
@@ -122,14 +139,23 @@ async def search_similar(
     body: SimilarRequest, principal: Reader, state: State, response: Response
 ) -> SearchResponse:
     """The chunks most similar to a text, by embedding alone (no rewrite, no reranking)."""
+    reader = principal.read_as(body.principal)
     return await run_search(
-        state, principal.tenant, "similar", body.text, body.top_n, body.filters, False, response
+        state,
+        principal.tenant,
+        "similar",
+        body.text,
+        body.top_n,
+        body.filters,
+        False,
+        response,
+        reader,
     )
 
 
 @router.get("/stats", response_model=Stats)
 async def stats(principal: Reader, state: State) -> Stats:
     """Documents, chunks and matching texts per source in the caller's tenant."""
-    result = state.kb.stats(tenant=principal.tenant)
+    result = state.kb.stats(tenant=principal.tenant, principal=principal.reader)
     # the store's size on disk counts every tenant: not this caller's to know
     return result.model_copy(update={"store_bytes": None})
