@@ -1,0 +1,441 @@
+"""Per-document access control: every result, listing, count, detail and download is one
+the asking principal may read, through the Python API, the CLI and a real ``flexmatch
+serve``; knowledge bases without access lists answer as before; an access-only change
+re-embeds nothing."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flexmatch import Access, ApiKey, KeyStore, KnowledgeBase, Principal, key_identity
+from flexmatch.access import describe, parse_access, readable
+from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.errors import ConfigError, DocumentNotFoundError
+from flexmatch.models import Document, Element
+from tests.conftest import run, write_config
+from tests.serving import KB_CONFIG, Served, served_kb
+
+USERS = ["alice", "bob", "carol"]
+GROUPS = ["hr", "eng", "ops"]
+TOPICS = ["salary bands", "deploy windows", "holiday rota", "server racks", "pension plan"]
+TENANT = "acme"
+QUERY = "orchard memo"
+
+accesses = st.none() | st.builds(
+    Access,
+    public=st.booleans(),
+    principals=st.lists(
+        st.sampled_from([f"user:{u}" for u in USERS] + [f"group:{g}" for g in GROUPS]),
+        max_size=3,
+    ),
+)
+principals = st.builds(
+    Principal,
+    user=st.none() | st.sampled_from(USERS),
+    groups=st.lists(st.sampled_from(GROUPS), max_size=2).map(tuple),
+)
+
+
+def may_read(access: Access | None, who: Principal | None) -> bool:
+    """The rules, written out apart from the code under test."""
+    if who is None or access is None or access.public:
+        return True
+    named = {f"user:{who.user}"} if who.user else set()
+    named |= {f"group:{g}" for g in who.groups}
+    return bool(named & set(access.principals))
+
+
+def memo(index: int, access: Access | None) -> dict[str, Any]:
+    """A record every query for ``QUERY`` finds, distinct from every other."""
+    topic = TOPICS[index % len(TOPICS)]
+    record: dict[str, Any] = {
+        "id": f"memo-{index}",
+        "title": f"Orchard memo {index}",
+        "text": f"Orchard memo number {index} is about the {topic} of team {index * 7 + 3}.",
+    }
+    if access is not None:
+        record["access"] = access.model_dump()
+    return record
+
+
+# -- the rules ------------------------------------------------------------------------
+def test_principal_and_access_parse_and_refuse_clearly() -> None:
+    who = Principal.parse("user:alice", ["group:hr", "eng", "eng"])
+    assert who.user == "alice" and who.groups == ("eng", "hr")
+    assert who.tokens() == ["public", "user:alice", "group:eng", "group:hr"]
+    assert parse_access("public", "x").tokens() == ["public"]
+    assert parse_access(["group:hr"], "x").tokens() == ["group:hr"]
+    # no one named and not public: admins only (never an empty list, which reads as "all")
+    assert parse_access({"public": False}, "x").tokens() == ["nobody"]
+    with pytest.raises(ConfigError, match=r"hr.csv: access .*'user:NAME' or 'group:NAME'"):
+        parse_access({"principals": ["hr"]}, "hr.csv")
+    with pytest.raises(ConfigError, match="principal"):
+        Principal.parse("user:al ice")
+    assert describe(None) == "everyone in the tenant (no access list)"
+    assert describe(["group:hr", "user:bob"]) == "group:hr, user:bob"
+    assert describe(["nobody"]) == "admins only"
+
+
+@given(accesses, principals)
+def test_readable_matches_the_rules(access: Access | None, who: Principal) -> None:
+    assert readable(access.tokens() if access else None, who) == may_read(access, who)
+    assert readable(access.tokens() if access else None, None)  # the admin's view
+
+
+def test_a_missing_identity_never_widens_access() -> None:
+    """Unbound keys and a service key naming nobody read as ``Principal()``; a person's
+    key cannot name another; admins see everything or search as someone."""
+
+    def key(permissions: list[str], identity: Any = None) -> ApiKey:
+        return ApiKey(
+            id="0" * 12, tenant="t", permissions=permissions, created_at="", identity=identity
+        )
+
+    alice = Principal(user="alice", groups=("hr",))
+    assert key(["read"]).reader(None) == Principal()
+    service = key(["read"], key_identity(service=True))
+    assert service.reader(None) == Principal() and service.reader(alice) == alice
+    person = key(["read"], key_identity("user:alice", ["hr"]))
+    assert person.reader(None) == alice and person.reader(alice) == alice
+    with pytest.raises(Exception, match="only a service or admin key may name"):
+        person.reader(Principal(user="bob"))
+    assert key(["admin"]).reader(None) is None and key(["admin"]).reader(alice) == alice
+
+
+# -- the Python API -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Iterator[KnowledgeBase]:
+    with KnowledgeBase.open(tmp_path_factory.mktemp("access") / "kb", embedder=embedder) as base:
+        yield base
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(accesses, min_size=1, max_size=6), st.lists(principals, min_size=1, max_size=4))
+def test_property_nothing_unreadable_is_returned_listed_counted_or_shown(
+    kb: KnowledgeBase, documents: list[Access | None], askers: list[Principal]
+) -> None:
+    tenant = uuid.uuid4().hex[:12]
+    report = kb.add_records([memo(i, a) for i, a in enumerate(documents)], tenant=tenant)
+    assert not report.failed and report.documents == len(documents)
+    access = {f"memo-{i}": a for i, a in enumerate(documents)}
+    for who in askers:
+        allowed = {d for d, a in access.items() if may_read(a, who)}
+        found = {r.document_id for r in kb.query(QUERY, top_n=50, tenant=tenant, principal=who)}
+        assert found == allowed  # none it may not read, and the top-K is full
+        similar = kb.run_sync(kb.asimilar(QUERY, top_n=50, tenant=tenant, principal=who))
+        assert {r.document_id for r in similar} == allowed
+        assert {r.id for r in kb.list_documents(tenant=tenant, principal=who)} == allowed
+        assert kb.stats(tenant=tenant, principal=who).documents == len(allowed)
+        for document_id in access:
+            if document_id in allowed:
+                assert kb.get_document(document_id, tenant=tenant, principal=who).chunks
+            else:
+                with pytest.raises(DocumentNotFoundError, match=f"no document '{document_id}'"):
+                    kb.get_document(document_id, tenant=tenant, principal=who)
+    everything = {r.document_id for r in kb.query(QUERY, top_n=50, tenant=tenant)}
+    assert everything == set(access)  # no principal: the admin's view
+
+
+def test_changing_only_access_rewrites_payloads_not_vectors(kb: KnowledgeBase) -> None:
+    tenant = uuid.uuid4().hex[:12]
+    kb.add_records([memo(1, Access(principals=["group:hr"]))], tenant=tenant)
+    before = kb.registry.get(tenant, "memo-1")
+    ids = {h.id for h in kb.store.scroll(tenant, {"record": "match"})}
+    again = kb.add_records([memo(1, Access(principals=["user:bob"]))], tenant=tenant)
+    assert again.unchanged == 1 and again.documents == 0 and again.usage.calls == 0
+    after = kb.registry.get(tenant, "memo-1")
+    assert after is not None and before is not None
+    assert after.version == before.version and after.access == ["user:bob"]
+    points = kb.store.scroll(tenant, {"record": "match"})
+    assert {h.id for h in points} == ids  # the same points, not a new version
+    assert all(h.payload["access"] == ["user:bob"] for h in points)
+    bob, hr = Principal(user="bob"), Principal(groups=("hr",))
+    assert [r.document_id for r in kb.query(QUERY, tenant=tenant, principal=bob)] == ["memo-1"]
+    assert kb.query(QUERY, tenant=tenant, principal=hr) == []
+    # an admin opens it to the whole tenant, then closes it again
+    kb.set_access("memo-1", None, tenant=tenant)
+    assert [r.document_id for r in kb.query(QUERY, tenant=tenant, principal=hr)] == ["memo-1"]
+    kb.set_access("memo-1", Access(public=False), tenant=tenant)
+    assert kb.query(QUERY, tenant=tenant, principal=bob) == []
+    assert kb.registry.get(tenant, "memo-1").version == before.version  # type: ignore[union-attr]
+
+
+def test_duplicates_count_only_between_documents_of_the_same_access(kb: KnowledgeBase) -> None:
+    """A document is never skipped for a copy its readers cannot read."""
+    tenant = uuid.uuid4().hex[:12]
+    text = "The orchard memo on pension plans: contributions double in March."
+
+    def copy(document_id: str, group: str) -> Document:
+        element = Element(kind="paragraph", text=text)
+        metadata = {"access": [f"group:{group}"]}
+        return Document(
+            id=document_id,
+            uri=f"{document_id}.txt",
+            source="default",
+            title="",
+            elements=[element],
+            metadata=metadata,
+        )
+
+    documents = [copy("hr", "hr"), copy("eng", "eng"), copy("eng-copy", "eng")]
+    report = kb.run_sync(kb.aingest_documents(documents, tenant=tenant))
+    assert sorted(report.document_ids) == ["eng", "hr"]
+    assert [d.document_id for d in report.duplicates] == ["eng-copy"]
+    for group in ("hr", "eng"):
+        found = kb.query(QUERY, tenant=tenant, principal=Principal(groups=(group,)))
+        assert [r.document_id for r in found] == [group]
+
+
+def test_source_default_and_path_rules(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    folder = tmp_path / "docs"
+    (folder / "hr").mkdir(parents=True)
+    (folder / "hr" / "pay.md").write_text("# Pay\n\nThe orchard memo on pay rises.\n")
+    (folder / "notes.md").write_text("# Notes\n\nThe orchard memo on team lunches.\n")
+    (folder / "open.md").write_text(
+        "---\naccess: public\n---\n# Open\n\nThe orchard memo for all.\n"
+    )
+    config = (
+        "sources:\n  default:\n    access: {principals: ['group:staff']}\n"
+        "    access_rules:\n      '*/hr/*': {principals: ['group:hr']}\n"
+    )
+    write_config(tmp_path / "kb", config)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as base:
+        report = base.ingest([folder])
+        assert not report.failed, report.failed
+        by_name = {Path(r.uri).name: r.access for r in base.list_documents()}
+        hr, staff = Principal(groups=("hr",)), Principal(groups=("staff",))
+        seen = {
+            who: sorted(Path(r.uri).name for r in base.query(QUERY, principal=p, top_n=10))
+            for who, p in (("hr", hr), ("staff", staff))
+        }
+    assert by_name["pay.md"] == ["group:hr"] and by_name["notes.md"] == ["group:staff"]
+    assert seen["hr"] == sorted(n for n, a in by_name.items() if a != ["group:staff"])
+    assert "pay.md" not in seen["staff"] and "notes.md" in seen["staff"]
+
+
+def test_a_knowledge_base_without_access_answers_as_before(
+    tmp_path: Path, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store made before access control (no index on ``access``, no field on any point)
+    answers every principal exactly as it answers the admin."""
+    import flexmatch.engine.stores.edge as edge
+
+    old_fields = tuple(f for f in edge.INDEXED_FIELDS if f != "access")
+    monkeypatch.setattr(edge, "INDEXED_FIELDS", old_fields)  # the store as it was created
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as base:
+        base.add_records([memo(i, None) for i in range(5)])
+        points = base.store.scroll("default", {"record": "match"})
+        assert points and all("access" not in h.payload for h in points)
+        admin = base.query(QUERY, top_n=10)
+        for who in (Principal(), Principal(user="alice", groups=("hr",))):
+            answer = base.query(QUERY, top_n=10, principal=who)
+            assert [(r.chunk_id, r.score) for r in answer] == [(r.chunk_id, r.score) for r in admin]
+            assert len(base.list_documents(principal=who)) == 5
+
+
+# -- the CLI --------------------------------------------------------------------------
+def test_cli_query_as_docs_show_and_docs_access(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "sources:\n  default: {}\n")
+    with KnowledgeBase.open(kb_dir, embedder=embedder) as base:
+        base.add_records([memo(0, Access(principals=["group:hr"])), memo(1, None)])
+    shown = run("docs", "show", "memo-0", "--kb", str(kb_dir))
+    assert shown.returncode == 0 and "readable by: group:hr" in shown.stdout
+    as_bob = run("query", QUERY, "--kb", str(kb_dir), "--as", "user:bob", "--json")
+    assert as_bob.returncode == 0 and "memo-0" not in as_bob.stdout and "memo-1" in as_bob.stdout
+    changed = run("docs", "access", "memo-0", "--principal", "user:bob", "--kb", str(kb_dir))
+    assert changed.returncode == 0 and "readable by user:bob" in changed.stdout
+    as_bob = run("query", QUERY, "--kb", str(kb_dir), "--as", "user:bob", "--json")
+    assert "memo-0" in as_bob.stdout
+    listed = run("docs", "list", "--kb", str(kb_dir), "--as", "bob", "--json")
+    assert (
+        listed.returncode == 2
+        and "'user:NAME'" in listed.stderr
+        and "Traceback" not in listed.stderr
+    )
+
+
+# -- HTTP, through a real flexmatch serve ----------------------------------------------
+def _memos() -> dict[str, Access | None]:
+    chosen = random.Random(24)
+    options: list[Access | None] = [
+        None,
+        Access(public=True),
+        Access(public=False),
+        Access(principals=["group:hr"]),
+        Access(principals=["user:alice"]),
+        Access(principals=["group:eng", "user:carol"]),
+    ]
+    return {f"memo-{i}": chosen.choice(options) for i in range(12)}
+
+
+MEMOS = _memos()
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder
+) -> Iterator[tuple[Served, dict[str, str]]]:
+    kb_dir = tmp_path_factory.mktemp("served") / "kb"
+    write_config(kb_dir, KB_CONFIG)
+    with KnowledgeBase.open(kb_dir, embedder=embedder) as base:
+        records = [memo(int(d.split("-")[1]), a) for d, a in MEMOS.items()]
+        base.add_records(records, source="default", tenant=TENANT)
+        upload = base.run_sync(
+            base.aread_upload(
+                "pay.txt", b"Orchard memo: the pay scale file.", metadata={"access": ["group:hr"]}
+            )
+        )
+        base.run_sync(base.aingest_documents(upload, tenant=TENANT))
+    store = KeyStore.for_kb(kb_dir)
+    keys = {
+        "admin": store.create(TENANT, "admin")[1],
+        "service": store.create(TENANT, "read", identity=key_identity(service=True))[1],
+        "alice": store.create(TENANT, "read,write", identity=key_identity("user:alice", ["hr"]))[1],
+        "unbound": store.create(TENANT, "read")[1],
+    }
+    with served_kb(kb_dir, KB_CONFIG, "--rate", "0") as server:
+        yield server, keys
+
+
+def _as(token: str, who: Principal | None = None) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    if who is not None:
+        if who.user:
+            headers["X-FlexMatch-Principal"] = f"user:{who.user}"
+        if who.groups:
+            headers["X-FlexMatch-Groups"] = ",".join(who.groups)
+    return headers
+
+
+def _upload_id(client: httpx.Client, admin: str) -> str:
+    listed = client.get("/v1/documents", params={"limit": 500}, headers=_as(admin)).json()
+    return next(d["id"] for d in listed["items"] if d["uri"].endswith("pay.txt"))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(principals)
+def test_property_http_service_key_reveals_nothing_unreadable(
+    served: tuple[Served, dict[str, str]], who: Principal
+) -> None:
+    server, keys = served
+    allowed = {d for d, a in MEMOS.items() if may_read(a, who)}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        headers = _as(keys["service"], who)
+        upload = _upload_id(client, keys["admin"])
+        pay = may_read(Access(principals=["group:hr"]), who)
+        expected = allowed | ({upload} if pay else set())
+        found = client.post("/v1/search", json={"query": QUERY, "top_n": 50}, headers=headers)
+        assert found.status_code == 200, found.text
+        assert {r["document_id"] for r in found.json()["results"]} == expected
+        similar = client.post(
+            "/v1/search/similar", json={"text": QUERY, "top_n": 50}, headers=headers
+        )
+        assert {r["document_id"] for r in similar.json()["results"]} == expected
+        listed = client.get("/v1/documents", params={"limit": 500}, headers=headers).json()
+        assert {d["id"] for d in listed["items"]} == expected and listed["total"] == len(expected)
+        assert client.get("/v1/stats", headers=headers).json()["documents"] == len(expected)
+        for document_id in MEMOS:
+            status = client.get(f"/v1/documents/{document_id}", headers=headers).status_code
+            assert status == (200 if document_id in allowed else 404)
+        original = client.get(f"/v1/documents/{upload}/original", headers=headers)
+        assert original.status_code == (200 if pay else 404)
+        if not pay:
+            assert "pay" not in original.text.lower().replace("original of document", "")
+
+
+def test_http_service_key_searches_for_two_users_apart(
+    served: tuple[Served, dict[str, str]],
+) -> None:
+    """The same query, the same service key, two users: two different, correct result
+    sets (the cache keeps them apart, and a body principal works like the header)."""
+    server, keys = served
+    alice, carol = Principal(user="alice", groups=("hr",)), Principal(user="carol")
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        answers = {}
+        for _ in range(2):  # the second time from the cache
+            for name, who in (("alice", alice), ("carol", carol)):
+                body = {"query": QUERY, "top_n": 50, "principal": who.model_dump(mode="json")}
+                response = client.post("/v1/search", json=body, headers=_as(keys["service"]))
+                answers[name] = {r["document_id"] for r in response.json()["results"]}
+        upload = _upload_id(client, keys["admin"])
+    assert answers["alice"] == {d for d, a in MEMOS.items() if may_read(a, alice)} | {upload}
+    assert answers["carol"] == {d for d, a in MEMOS.items() if may_read(a, carol)}
+    assert answers["alice"] != answers["carol"]
+
+
+def test_http_keys_person_unbound_and_admin(served: tuple[Served, dict[str, str]]) -> None:
+    server, keys = served
+    nobody = {d for d, a in MEMOS.items() if may_read(a, Principal())}
+    alice = Principal(user="alice", groups=("hr",))
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+
+        def found(token: str, who: Principal | None = None) -> set[str]:
+            response = client.post(
+                "/v1/search", json={"query": QUERY, "top_n": 50}, headers=_as(token, who)
+            )
+            assert response.status_code == 200, response.text
+            return {r["document_id"] for r in response.json()["results"]}
+
+        upload = _upload_id(client, keys["admin"])
+        assert found(keys["unbound"]) == nobody  # a key without an identity: never wider
+        assert found(keys["service"]) == nobody  # a service key naming nobody
+        assert found(keys["alice"]) == {d for d, a in MEMOS.items() if may_read(a, alice)} | {
+            upload
+        }
+        assert found(keys["admin"]) == set(MEMOS) | {upload}
+        assert found(keys["admin"], Principal(user="bob")) == {
+            d for d, a in MEMOS.items() if may_read(a, Principal(user="bob"))
+        }  # an admin checks what a colleague would see
+        refused = client.post(
+            "/v1/search", json={"query": QUERY}, headers=_as(keys["alice"], Principal(user="bob"))
+        )
+        assert refused.status_code == 403 and "only a service or admin key" in refused.text
+        bad = client.post(
+            "/v1/search",
+            json={"query": QUERY},
+            headers={**_as(keys["service"]), "X-FlexMatch-Principal": "bob"},
+        )
+        assert bad.status_code == 422 and "user:NAME" in bad.text
+        # a writer cannot widen access through metadata; only an admin changes it
+        widen = client.put(
+            f"/v1/documents/{upload}",
+            data={"metadata": '{"access": "public"}'},
+            headers=_as(keys["alice"]),
+        )
+        assert widen.status_code == 403
+        restricted = next(
+            d
+            for d, a in MEMOS.items()
+            if a is not None and not a.public and not may_read(a, Principal())
+        )
+        assert (
+            client.put(
+                f"/v1/documents/{restricted}/access",
+                json={"access": {"public": True}},
+                headers=_as(keys["alice"]),
+            ).status_code
+            == 403
+        )
+        changed = client.put(
+            f"/v1/documents/{restricted}/access",
+            json={"access": {"public": True}},
+            headers=_as(keys["admin"]),
+        )
+        assert changed.status_code == 200 and changed.json()["document"]["access"] == ["public"]
+        assert restricted in found(keys["unbound"])  # the cache was dropped with the change
+        back = client.put(
+            f"/v1/documents/{restricted}/access",
+            json={"access": MEMOS[restricted].model_dump()},  # type: ignore[union-attr]
+            headers=_as(keys["admin"]),
+        )
+        assert back.status_code == 200 and restricted not in found(keys["unbound"])
