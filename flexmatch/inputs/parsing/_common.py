@@ -126,11 +126,60 @@ def strip_bullet(text: str) -> str | None:
     return text[match.end() :] if match else None
 
 
+class ListMarkers:
+    """Markdown list markers for items given their nesting level in the source, so a chunk
+    reads as a Markdown list: ``- `` for bullets, ``1. `` counted per list, a nested item
+    indented under its parent's text. Levels are relative: a list whose first item sits at
+    Word's third level is still a top-level list here."""
+
+    def __init__(self) -> None:
+        self._open: list[list[Any]] = []  # [source level, ordered, number, marker width]
+
+    def reset(self) -> None:
+        """A block that is not a list item came between: the next item starts a list."""
+        self._open.clear()
+
+    def prefix(self, level: int = 0, ordered: bool = False, number: int | None = None) -> str:
+        """The indent and marker of the next item at source nesting ``level``; ``number``
+        sets an ordered item's number (else it counts on from the previous one)."""
+        while self._open and self._open[-1][0] > level:
+            self._open.pop()
+        top = self._open[-1] if self._open else None
+        if top is not None and top[0] == level:
+            if top[1] != ordered:
+                top[1], top[2] = ordered, 0
+            top[2] = number if number is not None else top[2] + 1
+        else:
+            top = [level, ordered, number if number is not None else 1, 0]
+            self._open.append(top)
+        marker = f"{top[2]}." if ordered else "-"
+        top[3] = len(marker) + 1
+        indent = sum(entry[3] for entry in self._open[:-1])
+        return " " * indent + marker + " "
+
+
 class ElementBuilder:
     """Collects elements in reading order, normalising whitespace and dropping empty ones."""
 
     def __init__(self) -> None:
         self.elements: list[Element] = []
+        self.lists = ListMarkers()
+
+    def add_list_item(
+        self,
+        text: str,
+        level: int = 0,
+        ordered: bool = False,
+        number: int | None = None,
+        location: Location | None = None,
+    ) -> None:
+        """Add a list item with its Markdown marker and indent (``ListMarkers``); the
+        whitespace of the text is normalised, the indent in front of the marker kept."""
+        text = clean_inline(text)
+        if not text:
+            return
+        prefix = self.lists.prefix(level, ordered, number)
+        self.elements.append(Element(kind="list_item", text=prefix + text, location=location))
 
     def add(
         self,
@@ -152,6 +201,7 @@ class ElementBuilder:
             text = clean_inline(text)
         if not text.strip():
             return
+        self.lists.reset()
         self.elements.append(
             Element(
                 kind=kind,

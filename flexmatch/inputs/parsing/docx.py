@@ -76,6 +76,76 @@ def _paragraph_kind(paragraph: Paragraph) -> tuple[ElementKind, int]:
     return "paragraph", 0
 
 
+class _Numbering:
+    """Word's list numbering, so an item gets its Markdown marker: whether each (list,
+    level) is numbered and where it starts (numbering part), and the count so far (Word
+    counts on across paragraphs between items of one list; a deeper level restarts)."""
+
+    def __init__(self, document: Any) -> None:
+        from docx.oxml.ns import qn
+
+        self._formats: dict[tuple[str, int], tuple[bool, int]] = {}
+        self._counts: dict[tuple[str, int], int] = {}
+        try:
+            root = document.part.numbering_part.element
+        except (KeyError, NotImplementedError, AttributeError):  # no numbering part
+            return
+        abstract: dict[str, dict[int, tuple[bool, int]]] = {}
+        for definition in root.findall(qn("w:abstractNum")):
+            levels: dict[int, tuple[bool, int]] = {}
+            for lvl in definition.findall(qn("w:lvl")):
+                fmt, start = lvl.find(qn("w:numFmt")), lvl.find(qn("w:start"))
+                kind = fmt.get(qn("w:val")) if fmt is not None else "decimal"
+                first = start.get(qn("w:val")) if start is not None else "1"
+                ilvl = lvl.get(qn("w:ilvl")) or "0"
+                if ilvl.isdigit():
+                    ordered = kind not in ("bullet", "none")
+                    levels[int(ilvl)] = (ordered, int(first) if first.isdigit() else 1)
+            abstract[definition.get(qn("w:abstractNumId")) or ""] = levels
+        for num in root.findall(qn("w:num")):
+            link = num.find(qn("w:abstractNumId"))
+            levels = abstract.get(link.get(qn("w:val")) if link is not None else "", {})
+            for ilvl, value in levels.items():
+                self._formats[(num.get(qn("w:numId")) or "", ilvl)] = value
+
+    def marker(self, paragraph: Paragraph) -> tuple[int, bool, int | None]:
+        """(level, ordered, number) of a list paragraph, from its own numbering or its
+        style's ("List Number 2": numbered, second level, when the style has none)."""
+        from docx.oxml.ns import qn
+
+        num_id, level = "", 0
+        style = paragraph.style
+        for ppr in (paragraph._p.pPr, *_style_pprs(style)):
+            numpr = ppr.find(qn("w:numPr")) if ppr is not None else None
+            if numpr is None:
+                continue
+            ilvl, nid = numpr.find(qn("w:ilvl")), numpr.find(qn("w:numId"))
+            if ilvl is not None and (ilvl.get(qn("w:val")) or "").isdigit():
+                level = int(ilvl.get(qn("w:val")))
+            if nid is not None:
+                num_id = nid.get(qn("w:val")) or ""
+                break
+        if (num_id, level) not in self._formats:
+            name = (getattr(style, "name", "") or "").lower()
+            digit = name[-1:] if name[-1:].isdigit() else ""
+            return (int(digit) - 1 if digit else level), "number" in name, None
+        ordered, start = self._formats[(num_id, level)]
+        for key in [k for k in self._counts if k[0] == num_id and k[1] > level]:
+            del self._counts[key]  # a deeper level starts again under a new parent item
+        number = self._counts.get((num_id, level), start - 1) + 1
+        self._counts[(num_id, level)] = number
+        return level, ordered, number if ordered else None
+
+
+def _style_pprs(style: Any) -> Iterator[Any]:
+    """The paragraph properties of a style and of the styles it is based on."""
+    for _ in range(10):  # a cycle of based-on styles must end
+        if style is None:
+            return
+        yield style.element.pPr
+        style = style.base_style
+
+
 def _cell_text(cell: Any) -> str:
     """Text of a table cell; a nested table is flattened to "[a | b; c | d]"."""
     from docx.table import Table
@@ -129,6 +199,7 @@ def parse_docx(path: Path) -> ParsedDocument:
     can_ocr: bool | None = None  # asked at the first picture only
     with parse_errors(path, "Word (.docx)"):
         document = docx.Document(str(path))
+        numbering = _Numbering(document)
         for block in _iter_blocks(document.element.body, document._body):
             if isinstance(block, Table):
                 builder.add("table", "\n".join(_table_rows(block)))
@@ -137,8 +208,12 @@ def parse_docx(path: Path) -> ParsedDocument:
                 text = block.text
                 unbulleted = strip_bullet(text) if kind == "paragraph" else None
                 if unbulleted is not None:  # a typed "• item" is a list item too
-                    kind, text = "list_item", unbulleted
-                builder.add(kind, text, level=level)
+                    builder.add_list_item(unbulleted)
+                elif kind == "list_item":
+                    depth, ordered, number = numbering.marker(block)
+                    builder.add_list_item(text, depth, ordered, number)
+                else:
+                    builder.add(kind, text, level=level)
                 for picture in _pictures(block):
                     can_ocr = ocr.available() if can_ocr is None else can_ocr
                     if can_ocr:

@@ -186,6 +186,7 @@ class _Walker:
         self._buffer: list[str] = []
         self._holders = _block_holders(root)
         self._fragment: str | None = None  # of the part of the page being read
+        self._numbers: dict[int, int] = {}  # id of an <ol> → the number of its last item
 
     def _add(self, kind: ElementKind, text: str, level: int = 0) -> None:
         where = Location(fragment=self._fragment) if self._fragment else None
@@ -239,8 +240,36 @@ class _Walker:
             else:
                 self._buffer.append(_text(child))
 
+    def _list_depth(self, li: Tag) -> int:
+        """How many lists hold ``li`` (1 for a top-level item), read up to ``MAX_NESTING``."""
+        depth = 0
+        for steps, parent in enumerate(li.parents):
+            if steps > MAX_NESTING:
+                break
+            if parent.name in _LISTS:
+                depth += 1
+        return depth
+
+    def _marker_number(self, li: Tag) -> int | None:
+        """The number an ordered list shows for ``li`` (``start`` and ``value`` honoured;
+        counted per list, so a long list stays linear); None in a bulleted list."""
+        parent = li.parent
+        if parent is None or parent.name != "ol":
+            return None
+        value = li.get("value")
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            number = int(value)
+        elif id(parent) in self._numbers:
+            number = self._numbers[id(parent)] + 1
+        else:
+            start = parent.get("start")
+            number = int(start) if isinstance(start, str) and start.strip().isdigit() else 1
+        self._numbers[id(parent)] = number
+        return number
+
     def _list_item(self, li: Tag) -> list[Tag]:
-        """Add the item's own text; return its nested lists and tables, to walk next."""
+        """Add the item's own text as a Markdown list item (``- ``/``1. ``, indented by its
+        nesting); return its nested lists and tables, to walk next."""
         from bs4.element import Tag
 
         parts: list[str] = []
@@ -250,7 +279,12 @@ class _Walker:
                 nested.append(child)
             else:
                 parts.append(_text(child))
-        self._add("list_item", "".join(parts))
+        number = self._marker_number(li)
+        where = Location(fragment=self._fragment) if self._fragment else None
+        level = max(0, self._list_depth(li) - 1)
+        self.builder.add_list_item(
+            "".join(parts), level, ordered=number is not None, number=number, location=where
+        )
         return nested
 
     def _table(self, table: Tag) -> None:

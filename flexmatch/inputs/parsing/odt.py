@@ -20,6 +20,7 @@ from flexmatch.models import ParsedDocument
 
 _TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 _TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+_STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
 _SKIPPED = {
     (_TEXT, "sequence-decls"),
     (_TEXT, "tracked-changes"),
@@ -76,7 +77,35 @@ def _table(table: Any) -> str:
     return "\n".join(lines)
 
 
-def _walk(node: Any, builder: ElementBuilder, in_list: bool = False) -> None:
+def _numbered_lists(document: Any) -> set[tuple[str, int]]:
+    """(list style name, level) pairs whose items are numbered (``list-level-style-number``;
+    the others are bullets), from the document's automatic and common styles."""
+    numbered: set[tuple[str, int]] = set()
+    for styles in (document.automaticstyles, document.styles):
+        for style in _elements(styles) if styles is not None else []:
+            if style.qname != (_TEXT, "list-style"):
+                continue
+            name = str(style.attributes.get((_STYLE, "name")) or "")
+            for level_style in _elements(style):
+                level = str(level_style.attributes.get((_TEXT, "level")) or "")
+                if level_style.qname == (_TEXT, "list-level-style-number") and level.isdigit():
+                    numbered.add((name, int(level)))
+    return numbered
+
+
+class _ListState:
+    """Where the walk is in nested ``text:list``s: depth (0: not in a list) and the list
+    style (named on the outermost list, inherited by the lists inside it)."""
+
+    def __init__(self, numbered: set[tuple[str, int]], depth: int = 0, style: str = "") -> None:
+        self.numbered, self.depth, self.style = numbered, depth, style
+
+    def inner(self, node: Any) -> _ListState:
+        style = str(node.attributes.get((_TEXT, "style-name")) or "") or self.style
+        return _ListState(self.numbered, self.depth + 1, style)
+
+
+def _walk(node: Any, builder: ElementBuilder, lists: _ListState) -> None:
     for child in _elements(node):
         qname = child.qname
         if qname in _SKIPPED:
@@ -85,14 +114,17 @@ def _walk(node: Any, builder: ElementBuilder, in_list: bool = False) -> None:
             level = child.attributes.get((_TEXT, "outline-level"))
             level = int(level) if level and str(level).isdigit() else 1
             builder.add("heading", _text(child), level=level)
+        elif qname == (_TEXT, "p") and lists.depth:  # "- "/"1. " by the list's style
+            ordered = (lists.style, lists.depth) in lists.numbered
+            builder.add_list_item(_text(child), lists.depth - 1, ordered)
         elif qname == (_TEXT, "p"):
-            builder.add("list_item" if in_list else "paragraph", _text(child))
+            builder.add("paragraph", _text(child))
         elif qname == (_TEXT, "list"):
-            _walk(child, builder, in_list=True)
+            _walk(child, builder, lists.inner(child))
         elif qname == (_TABLE, "table"):
             builder.add("table", _table(child))
         else:  # sections, list items, frames, text boxes ...
-            _walk(child, builder, in_list)
+            _walk(child, builder, lists)
 
 
 def parse_odt(path: Path) -> ParsedDocument:
@@ -103,7 +135,7 @@ def parse_odt(path: Path) -> ParsedDocument:
     builder = ElementBuilder()
     with parse_errors(path, "OpenDocument text (.odt)"):
         document = load(str(path))
-        _walk(document.text, builder)
+        _walk(document.text, builder, _ListState(_numbered_lists(document)))
         titles = document.meta.getElementsByType(dc.Title) if document.meta else []
         meta_title = meaningful_title(_text(titles[0])) if titles else ""
     title = meta_title or builder.first_text("heading")

@@ -75,6 +75,12 @@ def _paragraph_kind(paragraph: _Paragraph, in_body: bool) -> ElementKind:
     return "list_item" if in_body or paragraph.level > 0 else "paragraph"
 
 
+def _numbered(paragraph: _Paragraph) -> bool:
+    """Whether the paragraph's own properties number it (``a:buAutoNum``)."""
+    ppr = paragraph._p.pPr
+    return ppr is not None and any(child.tag.endswith("}buAutoNum") for child in ppr)
+
+
 def parse_pptx(path: Path) -> ParsedDocument:
     """Parse a .pptx file."""
     from pptx import Presentation
@@ -99,9 +105,15 @@ def parse_pptx(path: Path) -> ParsedDocument:
                     builder.add("table", table_text(rows), location=where)
                 elif shape.has_text_frame:
                     in_body = _is_body_placeholder(shape)
+                    builder.lists.reset()  # each text box holds its own lists
                     for paragraph in shape.text_frame.paragraphs:
                         kind = _paragraph_kind(paragraph, in_body)
-                        builder.add(kind, paragraph.text, location=where)
+                        if kind == "list_item":  # "- "/"1. ", indented by the paragraph's level
+                            ordered = _numbered(paragraph)
+                            level = paragraph.level
+                            builder.add_list_item(paragraph.text, level, ordered, location=where)
+                        else:
+                            builder.add(kind, paragraph.text, location=where)
                 elif isinstance(shape, Picture):
                     can_ocr = ocr.available() if can_ocr is None else can_ocr
                     if can_ocr:

@@ -10,8 +10,8 @@ def test_docx_headings_and_lists() -> None:
     assert headings(doc) == [(1, "These are a few of my favorite things:")]
     assert doc.title == "These are a few of my favorite things:"
     items = [e.text for e in of_kind(doc, "list_item")]
-    assert "Hockey" in items  # "List Bullet" style
-    assert "Parrots" in items  # a typed "• " bullet
+    assert "- Hockey" in items  # "List Bullet" style
+    assert "- Parrots" in items  # a typed "• " bullet
     assert "This is my third thought." in doc.text
 
 
@@ -19,7 +19,25 @@ def test_docx_numbered_paragraphs_are_list_items() -> None:
     doc = parse_doc("example-list-items-multiple.docx")
     items = [e.text for e in of_kind(doc, "list_item")]
     assert len(items) == 10
-    assert "Trying more lists." in items
+    dummy = "This is simply dummy text of the printing and typesetting industry."
+    fox = "The quick brown fox jumps over the lazy dog."
+    # numbering properties give the marker (bullet or numbered, counted per list) and
+    # the nesting; a list that starts at Word's third level is still a top-level list
+    assert [item[:30] for item in items] == [
+        item[:30]
+        for item in [
+            f"- {dummy}",
+            f"- {dummy}",
+            f"1. {dummy}",
+            f"2. {dummy}",
+            f"   1. {fox}",
+            f"   2. {fox}",
+            "1. Trying various lists.",
+            "2. Trying various lists.",
+            "   1. Trying more lists.",
+            f"      1. {dummy}",
+        ]
+    ]
     assert "Lorem Ipsum 2" in [e.text for e in of_kind(doc, "paragraph")]
 
 

@@ -28,11 +28,11 @@ def test_html_structure() -> None:
         (3, "A Third Heading"),
     ]
     assert [e.text for e in of_kind(doc, "list_item")] == [
-        "A test list",
-        "With sub-bullets!",
-        "And another",
-        "Back at the root",
-    ]
+        "- A test list",
+        "  - With sub-bullets!",
+        "  - And another",
+        "- Back at the root",
+    ]  # Markdown markers, nesting kept
     (table,) = of_kind(doc, "table")
     assert table.text.splitlines() == [
         "Column 1 | Column 2",
@@ -62,7 +62,7 @@ def test_parse_html_bytes_uses_declared_charset() -> None:
     assert doc.title == "Café"
     assert [e.kind for e in doc.elements] == ["paragraph", "list_item"]
     assert doc.elements[0].text == "Crème brûlée €5"
-    assert doc.elements[1].text == "Item one"
+    assert doc.elements[1].text == "- Item one"
     assert "var x" not in doc.text
 
 

@@ -12,8 +12,11 @@ def test_pptx_slide_titles_bullets_and_pages() -> None:
         kind="heading", text="Adding a Bullet Slide", level=1, location=Location(slide=1)
     )
     items = [e.text for e in of_kind(doc, "list_item")]
-    assert "Find the bullet slide layout" in items
-    assert "Use _TextFrame.add_paragraph() for subsequent bullets" in items
+    assert items == [  # paragraph levels become Markdown nesting
+        "- Find the bullet slide layout",
+        "  - Use _TextFrame.text for first bullet",
+        "    - Use _TextFrame.add_paragraph() for subsequent bullets",
+    ]
     assert "Here is some text in a text box!" in [e.text for e in of_kind(doc, "paragraph")]
 
     deck = parse_doc("sample-presentation.pptx")
