@@ -32,8 +32,6 @@ def test_markers_count_per_list_and_indent_under_the_parent_text() -> None:
 
 
 def test_sample_presentation_chunk_reads_as_a_markdown_list() -> None:
-    from flexmatch.chains import ChainContext, build_chain
-    from flexmatch.config import ChainRef
 
     parsed = parse_doc("sample-presentation.pptx")
     document = Document(
