@@ -439,3 +439,67 @@ def test_http_keys_person_unbound_and_admin(served: tuple[Served, dict[str, str]
             headers=_as(keys["admin"]),
         )
         assert back.status_code == 200 and restricted not in found(keys["unbound"])
+
+
+# -- MCP over HTTP --------------------------------------------------------------------
+def test_mcp_service_key_acts_for_two_users_apart(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """The same tools, one service key, two users: two different, correct answers; a
+    person's key cannot name another; an unbound key reads what the whole tenant may."""
+    import asyncio
+    import json
+
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from flexmatch.adapters.mcp import build_server
+    from tests.adapters.http.servers import UvicornThread, free_port
+
+    write_config(tmp_path / "kb", "sources:\n  default: {}\n")
+    kb = KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={})
+    kb.add_records([memo(int(d.split("-")[1]), a) for d, a in MEMOS.items()], tenant=TENANT)
+    keys = KeyStore.for_kb(kb.path)
+    service = keys.create(TENANT, "read", identity=key_identity(service=True))[1]
+    bob = keys.create(TENANT, "read", identity=key_identity("user:bob"))[1]
+    unbound = keys.create(TENANT, "read")[1]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    app = build_server(kb, keys=keys, url=url).streamable_http_app()
+
+    async def call(token: str, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        transport = streamable_http_client(f"{url}/mcp", http_client=client)
+        async with Client(transport, read_timeout_seconds=60) as session:
+            result = await session.call_tool(tool, arguments)
+            return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
+
+    def found(token: str, **who: Any) -> set[str]:
+        error, text = asyncio.run(
+            call(token, "search_knowledge", {"query": QUERY, "top_n": 20, **who})
+        )
+        assert not error, text
+        return {r["document_id"] for r in json.loads(text)["results"]}
+
+    alice, carol = Principal(user="alice", groups=("hr",)), Principal(user="carol")
+    try:
+        with UvicornThread(app, port=port):
+            for_alice = found(service, as_user="user:alice", groups=["hr"])
+            for_carol = found(service, as_user="user:carol")
+            assert for_alice == {d for d, a in MEMOS.items() if may_read(a, alice)}
+            assert for_carol == {d for d, a in MEMOS.items() if may_read(a, carol)}
+            assert for_alice != for_carol
+            nobody = {d for d, a in MEMOS.items() if may_read(a, Principal())}
+            assert found(unbound) == nobody and found(service) == nobody
+            error, text = asyncio.run(
+                call(bob, "search_knowledge", {"query": QUERY, "as_user": "user:alice"})
+            )
+            assert error and "only a service or admin key may name" in text
+            error, listed = asyncio.run(call(service, "list_documents", {"as_user": "user:carol"}))
+            assert {d["id"] for d in json.loads(listed)["documents"]} == for_carol
+            hidden = next(d for d in MEMOS if d not in for_carol)
+            error, text = asyncio.run(
+                call(service, "get_document", {"document_id": hidden, "as_user": "user:carol"})
+            )
+            assert error and f"no document '{hidden}'" in text
+    finally:
+        kb.close()

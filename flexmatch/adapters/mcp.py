@@ -36,11 +36,14 @@ from pydantic import Field, ValidationError
 
 from flexmatch import (
     DEFAULT_TENANT,
+    ApiKey,
     ConfigError,
     FlexMatchError,
+    KeyRequestError,
     KeyStore,
     KnowledgeBase,
     Permission,
+    Principal,
     SourceConfig,
     __version__,
     check_tenant,
@@ -66,12 +69,23 @@ MAX_TOP_N = 20
 MAX_QUERY_CHARS = 2_000
 
 
+AsUser = Annotated[
+    str | None,
+    Field(
+        description="Act for this end user (user:NAME): only what they may read. With API "
+        "keys, only a service or admin key may name one."
+    ),
+]
+AsGroups = Annotated[list[str] | None, Field(description="That end user's groups.")]
+
+
 class _KeyVerifier:
     """The REST API's keys as MCP bearer tokens: the tenant rides in ``subject`` and the
     permissions in ``scopes`` of the access token the SDK hands to each tool call."""
 
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
+        self.verified: dict[str, ApiKey] = {}  # key id → the key as last verified
 
     async def verify_token(self, token: str) -> Any:
         from mcp.server.auth.provider import AccessToken
@@ -79,6 +93,7 @@ class _KeyVerifier:
         key = await asyncio.to_thread(self.keys.verify, token)
         if key is None:
             return None
+        self.verified[key.id] = key  # who it reads as (see ``ApiKey.reader``)
         return AccessToken(
             token=token, client_id=key.id, scopes=list(key.permissions), subject=key.tenant
         )
@@ -154,9 +169,10 @@ def build_server(
     if kb.config.mcp.description.strip():
         instructions += f" This knowledge base: {kb.config.mcp.description.strip()}"
     auth: dict[str, Any] = {}
+    verifier = _KeyVerifier(keys) if keys is not None else None
     if keys is not None:
         auth = {
-            "token_verifier": _KeyVerifier(keys),
+            "token_verifier": verifier,
             "auth": AuthSettings(
                 issuer_url=url,
                 resource_server_url=f"{url}/mcp",
@@ -215,6 +231,28 @@ def build_server(
             raise ToolError(f"this API key does not have the '{needs}' permission")
         return token.subject
 
+    def reader(as_user: str | None, groups: list[str] | None) -> Principal | None:
+        """Who this call reads documents as (docs/security.md, "Access control"): the
+        named user for a local server (else everything), the key's reader with keys."""
+        named = None
+        if as_user or groups:
+            if as_user and not as_user.startswith("user:"):
+                raise ToolError(f"as_user {as_user[:80]!r} must be 'user:NAME'")
+            try:
+                named = Principal.parse(as_user, groups or [])
+            except FlexMatchError as exc:
+                raise ToolError(str(exc)) from None
+        if verifier is None:
+            return named
+        token = get_access_token()
+        key = verifier.verified.get(token.client_id) if token is not None else None
+        if key is None:
+            return Principal()  # never wider than the whole tenant's
+        try:
+            return key.reader(named)
+        except KeyRequestError as exc:
+            raise ToolError(str(exc)) from None
+
     warm = _Warm(kb)
     writes = asyncio.Lock()  # one ingest at a time: a run repairs what others left pending
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -251,14 +289,19 @@ def build_server(
                 )
             ),
         ] = None,
+        as_user: AsUser = None,
+        groups: AsGroups = None,
     ) -> str:
         """The JSON tool result of ``flexmatch query --json`` for ``query``."""
         scope = caller("read")
+        who = reader(as_user, groups)
         await warm.ready()
         try:
             name = source_of(source)
             filters = {**(filters or {}), **({"source": name} if name is not None else {})}
-            answer = await kb.asearch(query, top_n=top_n, filters=filters, tenant=scope)
+            answer = await kb.asearch(
+                query, top_n=top_n, filters=filters, tenant=scope, principal=who
+            )
             return await kb.aformat_answer(answer, "json")
         except FlexMatchError as exc:
             raise failed(exc) from exc
@@ -269,11 +312,14 @@ def build_server(
         source: Annotated[str | None, Field(description="Only this data source.")] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         offset: Annotated[int, Field(ge=0)] = 0,
+        as_user: AsUser = None,
+        groups: AsGroups = None,
     ) -> str:
         """The documents in the knowledge base: id, title, uri, source, status, chunks."""
         scope = caller("read")
+        who = reader(as_user, groups)
         try:  # an unknown source is said, not answered with an empty list
-            records = kb.list_documents(source=source_of(source), tenant=scope)
+            records = kb.list_documents(source=source_of(source), tenant=scope, principal=who)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         page = [
@@ -285,11 +331,14 @@ def build_server(
     @server.tool(annotations=reading, description=descriptions["get_document"])
     async def get_document(
         document_id: Annotated[str, Field(description="An id from list_documents.")],
+        as_user: AsUser = None,
+        groups: AsGroups = None,
     ) -> str:
         """A document with its chunks, the questions each answers, and its context."""
         scope = caller("read")
+        who = reader(as_user, groups)
         try:
-            detail = kb.get_document(document_id, tenant=scope)
+            detail = kb.get_document(document_id, tenant=scope, principal=who)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return detail.model_dump_json()
