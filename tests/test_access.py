@@ -200,9 +200,6 @@ def test_source_default_and_path_rules(tmp_path: Path, embedder: OnnxEmbedder) -
     (folder / "hr").mkdir(parents=True)
     (folder / "hr" / "pay.md").write_text("# Pay\n\nThe orchard memo on pay rises.\n")
     (folder / "notes.md").write_text("# Notes\n\nThe orchard memo on team lunches.\n")
-    (folder / "open.md").write_text(
-        "---\naccess: public\n---\n# Open\n\nThe orchard memo for all.\n"
-    )
     config = (
         "sources:\n  default:\n    access: {principals: ['group:staff']}\n"
         "    access_rules:\n      '*/hr/*': {principals: ['group:hr']}\n"
