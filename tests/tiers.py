@@ -82,6 +82,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/engine/test_embed_batching.py": ("slow",),
     "tests/engine/test_file_modes.py": ("slow",),
     "tests/engine/test_ingest.py": ("slow",),
+    "tests/engine/test_incremental.py": ("slow",),  # re-ingests, one against the fake LLM
     "tests/engine/test_warnings.py": ("slow",),
     "tests/inputs/test_records.py": ("slow",),
     "tests/inputs/test_web_deadline.py": ("slow",),
@@ -214,6 +215,8 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         # image-only PDFs, read by OCR
         "tests/inputs/parsing/test_dispatch.py::test_sample_document_parses[pdf_single_table.pdf]",
         "tests/inputs/parsing/test_dispatch.py::test_sample_document_parses[pdf_table-multi-row-column-cells.pdf]",
+        # a message with PDF, Word and e-mail attachments, each read by its parser
+        "tests/inputs/parsing/test_email.py::test_eml_attachments_by_their_own_parsers",
         "tests/inputs/test_source_types.py::test_a_plug_in_ingests_and_its_version_hint_skips_unchanged_items",
         "tests/inputs/test_source_types.py::test_an_unknown_type_is_named_with_the_known_ones",
         "tests/inputs/test_source_types.py::test_one_source_never_replaces_another_sources_document",

@@ -1,19 +1,42 @@
 """E-mail messages (.eml) via the standard library's modern ``email`` API.
 
 The plain-text body is preferred (it is what the sender wrote); the HTML body goes through
-the HTML parser only when there is no plain one. Attachments are listed, not parsed. A
-body's lines are not the message file's (headers, MIME parts and transfer encodings come
-between), so its elements carry no location; an attachment's would name it.
+the HTML parser only when there is no plain one. A body's lines are not the message
+file's (headers, MIME parts and transfer encodings come between), so its elements carry no
+location.
+
+Attachments are read by their own parsers, chosen like a file's (the ``parsers`` setting,
+the file name, else the content type), and indexed as part of the message: each under a
+heading naming it, every element's location naming it (``Location.attachment``; an
+attachment of an attached message is ``inner.eml › report.pdf``). The byte cap applies to
+each attachment (decompressed too); attached messages are read ``MAX_DEPTH`` deep. One
+that cannot be read (unsupported type, too large, broken) does not fail the message: it
+stays listed in ``attachments`` and its reason is in ``attachments_not_read``.
 """
 
 from __future__ import annotations
 
+import mimetypes
+import re
+import tempfile
+from contextvars import ContextVar
+from email.message import EmailMessage, Message
 from pathlib import Path
 from typing import Any
 
-from flexmatch.errors import EmptyDocumentError, ParseError
-from flexmatch.inputs.parsing._common import ElementBuilder, clean_inline, finish, parse_errors
-from flexmatch.models import Element, ParsedDocument
+from flexmatch.errors import EmptyDocumentError, FlexMatchError, ParseError
+from flexmatch.inputs.parsing._common import (
+    ElementBuilder,
+    clean_inline,
+    finish,
+    parse_errors,
+    short_reason,
+)
+from flexmatch.models import Element, Location, ParsedDocument
+
+MAX_DEPTH = 3  # messages attached inside messages are read this many levels deep
+_DEPTH: ContextVar[int] = ContextVar("email_depth", default=0)
+_UNSAFE = re.compile(r"[^\w.\- ()+,@]+")
 
 
 def parse_email(path: Path) -> ParsedDocument:
@@ -45,14 +68,24 @@ def parse_email(path: Path) -> ParsedDocument:
                 add_text_blocks(builder, str(body.get_content()), first_line=None)
             if builder.elements:
                 break
-        attachments = []
-        for part in message.walk():
-            if part.is_multipart() or any(part is body for body in bodies):
+        attachments: list[str] = []
+        not_read: dict[str, str] = {}
+        for part in _attachment_parts(message, bodies):
+            name = _attachment_name(part, len(attachments) + 1)
+            attachments.append(name)
+            try:
+                parsed = _read_attachment(part, name)
+            except FlexMatchError as exc:
+                not_read[name] = str(exc)
                 continue
-            filename = part.get_filename()
-            if filename or part.get_content_disposition() == "attachment":
-                attachments.append(filename or "(unnamed)")
+            inner = parsed.metadata.get("attachments_not_read") or {}
+            not_read.update({f"{name} › {key}": value for key, value in inner.items()})
+            elements = [_under(element, name) for element in parsed.elements]
+            builder.add("heading", name, level=1, location=Location(attachment=name))
+            builder.elements.extend(elements)
         metadata["attachments"] = attachments
+        if not_read:
+            metadata["attachments_not_read"] = not_read
         title = clean_inline(str(message.get("subject") or ""))
     return finish(path, builder, title or path.stem, metadata)
 
@@ -68,3 +101,98 @@ def _html_body(content: str) -> list[Element]:
         return [e.model_copy(update={"location": None}) for e in elements]
     except EmptyDocumentError:
         return []
+
+
+def _attachment_parts(message: EmailMessage, bodies: list[Any]) -> list[Message]:
+    """The message's attachments in order: named parts and those marked as attachments,
+    the body parts excepted; an attached message is one part (not walked into)."""
+    parts: list[Message] = []
+    stack: list[Message] = [message]
+    while stack:
+        part = stack.pop()
+        if part is not message and part.get_content_type() == "message/rfc822":
+            parts.append(part)
+        elif part.is_multipart():
+            stack.extend(reversed(part.get_payload()))
+        elif not any(part is body for body in bodies) and (
+            part.get_filename() or part.get_content_disposition() == "attachment"
+        ):
+            parts.append(part)
+    return parts
+
+
+def _attachment_name(part: Message, number: int) -> str:
+    """The attachment's own file name; an attached message without one is named by its
+    subject; else ``attachment-N`` with the suffix its content type implies."""
+    name = part.get_filename()
+    if not name and part.get_content_type() == "message/rfc822":
+        inner = part.get_payload()
+        subject = inner[0].get("subject") if isinstance(inner, list) and inner else None
+        name = f"{clean_inline(str(subject or ''))[:80] or f'message-{number}'}.eml"
+    if not name:
+        suffix = mimetypes.guess_extension(part.get_content_type()) or ""
+        name = f"attachment-{number}{suffix}"
+    return clean_inline(str(name))
+
+
+def _attachment_bytes(part: Message) -> bytes:
+    if part.get_content_type() == "message/rfc822":
+        inner = part.get_payload()
+        if isinstance(inner, list) and inner:
+            return bytes(inner[0].as_bytes())
+        return b""
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
+
+
+def _read_attachment(part: Message, name: str) -> ParsedDocument:
+    """One attachment parsed by its own parser from a private copy named like it. Errors
+    name the attachment, not the copy."""
+    from flexmatch.errors import DocumentTooLargeError
+    from flexmatch.inputs.parsing import current_reading, parse_file
+
+    reading = current_reading()
+    is_message = part.get_content_type() == "message/rfc822"
+    if is_message and _DEPTH.get() >= MAX_DEPTH:
+        raise ParseError(f"{name}: an attached message nested deeper than {MAX_DEPTH} levels")
+    data = _attachment_bytes(part)
+    if len(data) > reading.max_bytes:
+        raise DocumentTooLargeError(
+            f"{name}: {len(data):,} bytes, over the {reading.max_bytes:,}-byte cap"
+        )
+    if not data.strip():
+        raise EmptyDocumentError(f"{name}: no text found (the attachment is empty)")
+    safe = _UNSAFE.sub("_", Path(name.replace("\\", "/")).name).strip(" .") or "attachment"
+    if not Path(safe).suffix:
+        safe += ".eml" if is_message else mimetypes.guess_extension(part.get_content_type()) or ""
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="flexmatch-attachment-") as folder:
+            copy = Path(folder) / safe
+            copy.write_bytes(data)
+            try:
+                parsed = parse_file(copy, reading.max_bytes, reading.parsers)
+            except FlexMatchError as exc:
+                message = str(exc).replace(str(copy), name)
+                shown = message if message.startswith(name) else f"{name}: {message}"
+                raise type(exc)(shown) from None
+            except Exception as exc:  # a parser bug: the message is still read
+                raise ParseError(f"{name}: could not parse: {short_reason(exc)}") from exc
+    finally:
+        _DEPTH.reset(token)
+    return parsed
+
+
+def _under(element: Element, name: str) -> Element:
+    """``element`` placed in the attachment ``name``: its location names the attachment
+    (before any attachment it names itself), a heading or title goes one level down."""
+    where = element.location
+    inner = where.attachment if where is not None else None
+    attachment = f"{name} › {inner}" if inner else name
+    location = (where or Location()).model_copy(update={"attachment": attachment})
+    update: dict[str, Any] = {"location": location}
+    if element.kind == "title":
+        update.update(kind="heading", level=2)
+    elif element.kind == "heading":
+        update["level"] = element.level + 1
+    return element.model_copy(update=update)
