@@ -258,6 +258,12 @@ def _skip_detail(path: Path, reason: str) -> str:
     return f"{path}: no text (the file is empty)"
 
 
+NAMING_METADATA = frozenset({"path"})
+"""Metadata that depends on how a file was named (its place in the folder that was
+walked, none when named on its own), not on the file: it never enters a document's
+version, so one file reached by either route is one unchanged document."""
+
+
 def _place(task: LoadTask) -> dict[str, str]:
     """``path``: where a walked file sits in the folder that was ingested (``src/app.py``),
     the place a reader knows it by; a file named on its own has its ``file_name`` only."""
