@@ -348,6 +348,10 @@ class IngestReport(BaseModel):
     matching_texts: int = 0
     document_tokens: int = 0  # of the documents written, ~4 characters a token
     near_duplicate_chunks: int = 0
+    # matching texts of the documents written: embedded now, or reused from the stored
+    # version of the same document (same text, same model: same vector)
+    texts_embedded: int = 0
+    texts_reused: int = 0
     repaired: int = 0
     document_ids: list[str] = Field(default_factory=list)  # stored or unchanged, in order
     duplicates: list[SkippedDocument] = Field(default_factory=list)

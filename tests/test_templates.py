@@ -103,6 +103,7 @@ def test_document_text_stays_inside_the_data_block(name: str) -> None:
     document = {
         "title": f'Title" {hostile}',
         "uri": f"https://example.com/{hostile}",
+        "outline": f"Outline heading {hostile}",
         "text": f"Whole document {hostile}",
         "chunks": [chunk],
     }
@@ -115,6 +116,7 @@ def test_document_text_stays_inside_the_data_block(name: str) -> None:
         assert piece not in outside, piece
         assert piece in inside
     assert "Whole document" in inside or name == "questions"
+    assert "Outline heading" in inside or name == "questions"
     for tag in ("chunk", "title", "section"):
         assert inside.count(f"</{tag}>") <= (2 if tag == "title" else 1)
 

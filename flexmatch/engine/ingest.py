@@ -406,8 +406,37 @@ class Indexer:
         return None
 
     async def _enrich_and_embed(self, document: Document, chains: SourceChains) -> Enriched:
-        """The local work: this process's chains, its embedder through the run's batcher."""
-        return await enrich_and_embed(document, chains, self._embed, self.settings)
+        """The local work: this process's chains, its embedder through the run's batcher;
+        texts the document's committed version already holds keep their stored vectors."""
+        stored = await self._stored_vectors(document.id)
+
+        async def embed(texts: list[str]) -> list[list[float]]:
+            fresh = [text for text in texts if text not in stored]
+            made = dict(zip(fresh, await self._embed(fresh), strict=True)) if fresh else {}
+            self.report.texts_embedded += len(fresh)
+            self.report.texts_reused += len(texts) - len(fresh)
+            return [stored[text] if text in stored else made[text] for text in texts]
+
+        return await enrich_and_embed(document, chains, embed, self.settings)
+
+    async def _stored_vectors(self, document_id: str) -> dict[str, list[float]]:
+        """Matching text → vector of the document's committed version. The store holds
+        vectors of one embedding model (``prepare`` refuses another), and a model's
+        vector depends on the text alone, so an edit re-embeds only the texts it made
+        new. Reuse saves work and is never needed: a store that cannot say gives none."""
+        record = self.registry.get(self.tenant, document_id)
+        if record is None or record.version is None:
+            return {}
+        where: Filters = {"record": MATCH, "document_id": document_id, "version": record.version}
+        try:
+            found = await in_ingest_thread(self.store.scroll_vectors, self.tenant, where)
+        except FlexMatchError:
+            return {}
+        return {
+            str(hit.payload["matched_text"]): vector
+            for hit, vector in found
+            if isinstance(hit.payload.get("matched_text"), str)
+        }
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         if self.batcher is not None:

@@ -227,6 +227,11 @@ def _print_report(report: IngestReport) -> None:
     )
     if report.index_seconds:
         console.print(f"Search index (HNSW) built in {report.index_seconds:.1f}s")
+    if report.texts_reused:
+        console.print(
+            f"Embedded {report.texts_embedded} matching texts; {report.texts_reused} "
+            "unchanged ones kept their stored vectors"
+        )
     if report.near_duplicate_chunks or report.repaired:
         console.print(
             f"{report.near_duplicate_chunks} near-duplicate chunks skipped; "

@@ -19,6 +19,20 @@ class _DocumentFacts:
     def __init__(self, document: Document) -> None:
         self.text = document.text
         self._lead: str | None = None
+        self._document = weakref.ref(document)
+        self._outline: str | None = None
+
+    @property
+    def outline(self) -> str:
+        if self._outline is None:
+            document = self._document()
+            elements = document.elements if document is not None else []
+            self._outline = "\n".join(
+                "  " * max(e.level - 1, 0) + " ".join(e.text.split())
+                for e in elements
+                if e.kind == "heading" and e.text.strip()
+            )
+        return self._outline
 
     @property
     def lead(self) -> str:
@@ -50,6 +64,12 @@ def document_text(document: Document) -> str:
 def document_lead(document: Document) -> str:
     """The document's first prose sentence (``lead_sentence``), found once per document."""
     return _facts(document).lead
+
+
+def document_outline(document: Document) -> str:
+    """The document's headings in reading order, one a line, indented by level: its
+    structure without its text (an edit to a section's body leaves it as it was)."""
+    return _facts(document).outline
 
 
 def section_variables(section: Section, document: Document) -> dict[str, Any]:

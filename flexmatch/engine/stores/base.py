@@ -101,6 +101,13 @@ class VectorStore(Protocol):
         self, tenant: str, filters: Filters | None = None, limit: int = 100_000
     ) -> list[Hit]: ...
 
+    def scroll_vectors(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[tuple[Hit, list[float]]]:
+        """``scroll`` with each point's dense vector (points without one left out): what
+        a changed document's unchanged texts reuse instead of being embedded again."""
+        ...
+
     def count(self, tenant: str, filters: Filters | None = None) -> int: ...
 
     def set_payload(self, tenant: str, filters: Filters, payload: dict[str, Any]) -> None:

@@ -517,6 +517,31 @@ class EdgeStore(QueryMethods):
                 break
         return in_tenant(tenant, hits)
 
+    def scroll_vectors(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[tuple[Hit, list[float]]]:
+        if not self.exists():
+            return []
+        edge = _edge()
+        found: list[tuple[Hit, list[float]]] = []
+        offset: Any = None
+        while len(found) < limit:
+            request = edge.ScrollRequest(
+                offset=offset,
+                limit=min(1000, limit - len(found)),
+                filter=self._filter(tenant, filters),
+                with_payload=True,
+                with_vector=[DENSE],
+            )
+            records, offset = self._open().scroll(request)
+            for r in records:
+                vector = (r.vector or {}).get(DENSE)
+                if isinstance(vector, list) and r.payload.get("tenant") == tenant:
+                    found.append((Hit(id=str(r.id), payload=dict(r.payload)), vector))
+            if offset is None or not records:
+                break
+        return found
+
     def set_payload(self, tenant: str, filters: Filters, payload: dict[str, Any]) -> None:
         check_payload(payload, "payload update")
         edge = _edge()

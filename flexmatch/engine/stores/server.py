@@ -285,6 +285,33 @@ class ServerStore(QueryMethods):
                 break
         return in_tenant(tenant, hits)
 
+    def scroll_vectors(
+        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+    ) -> list[tuple[Hit, list[float]]]:
+        if not self.exists():
+            return []
+        found: list[tuple[Hit, list[float]]] = []
+        offset: Any = None
+        while len(found) < limit:
+            records, offset = self._call(
+                "listing points",
+                "scroll",
+                self.collection,
+                scroll_filter=self._filter(tenant, filters),
+                limit=min(1000, limit - len(found)),
+                offset=offset,
+                with_payload=True,
+                with_vectors=[DENSE],
+            )
+            for r in records:
+                vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
+                payload = dict(r.payload or {})
+                if isinstance(vector, list) and payload.get("tenant") == tenant:
+                    found.append((Hit(id=str(r.id), payload=payload), vector))
+            if offset is None or not records:
+                break
+        return found
+
     def set_payload(self, tenant: str, filters: Filters, payload: dict[str, Any]) -> None:
         check_payload(payload, "payload update")
         if ACCESS_FIELD in payload:  # a collection made before access control: index it
