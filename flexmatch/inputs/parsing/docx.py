@@ -3,7 +3,9 @@
 The body is walked directly (paragraphs, tables, and content controls, which
 ``iter_inner_content`` skips) so text keeps its reading order. Paragraph styles give the
 structure: "Title", "Heading N", "List ..." (or a numbering property) for list items.
-Page headers and footers are left out: they repeat on every page and carry no content.
+Page headers and footers are page furniture (see ``_furniture``): their text is kept out
+of the chunk text and stored once in the metadata (``page_headers``, ``page_footers``); a
+header is the title of a document that has no other.
 Pictures in the body are read by OCR where they stand (the ``ocr`` extra; without it they
 are left out, as before).
 """
@@ -146,6 +148,30 @@ def _style_pprs(style: Any) -> Iterator[Any]:
         style = style.base_style
 
 
+_PAGE_NUMBER = re.compile(r"^(page\s*)?\d+(\s*(of|/)\s*\d+)?$", re.IGNORECASE)
+
+
+def _furniture(document: Any) -> dict[str, list[str]]:
+    """The distinct lines of the sections' headers and footers (first-page and even-page
+    ones too), in order; page numbers left out. A header or footer linked to the previous
+    section's is that one again, so it is not read twice."""
+    found: dict[str, list[str]] = {"page_headers": [], "page_footers": []}
+    for section in document.sections:
+        for key, parts in (
+            ("page_headers", (section.header, section.first_page_header, section.even_page_header)),
+            ("page_footers", (section.footer, section.first_page_footer, section.even_page_footer)),
+        ):
+            for part in parts:
+                if part.is_linked_to_previous:
+                    continue
+                lines = [p.text for p in part.paragraphs]
+                lines += [row for table in part.tables for row in _table_rows(table)]
+                for line in map(clean_inline, lines):
+                    if line and not _PAGE_NUMBER.match(line) and line not in found[key]:
+                        found[key].append(line)
+    return {key: lines for key, lines in found.items() if lines}
+
+
 def _cell_text(cell: Any) -> str:
     """Text of a table cell; a nested table is flattened to "[a | b; c | d]"."""
     from docx.table import Table
@@ -218,6 +244,8 @@ def parse_docx(path: Path) -> ParsedDocument:
                     can_ocr = ocr.available() if can_ocr is None else can_ocr
                     if can_ocr:
                         ocr.read_bytes(picture, builder, log)
+        furniture = _furniture(document)
+        metadata.update(furniture)
         props = document.core_properties
         core_title = meaningful_title(props.title)
         if props.author:
@@ -225,4 +253,5 @@ def parse_docx(path: Path) -> ParsedDocument:
         if props.created:
             metadata["created"] = props.created.isoformat()
     title = core_title or builder.first_text("title") or builder.first_text("heading")
+    title = title or meaningful_title(next(iter(furniture.get("page_headers", [])), ""))
     return finish(path, builder, title or path.stem, {**metadata, **log.metadata(pictures=True)})
