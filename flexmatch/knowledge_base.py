@@ -37,7 +37,15 @@ from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
 from flexmatch.engine.fanout import RayFanOut, RayOptions
-from flexmatch.engine.ingest import Indexer, SourceChains, Work, is_current, version_of
+from flexmatch.engine.ingest import (
+    Indexer,
+    SourceChains,
+    Work,
+    check_size,
+    check_storable,
+    is_current,
+    version_of,
+)
 from flexmatch.engine.ingest_run import (
     READ_AHEAD,
     ActiveRuns,
@@ -49,7 +57,7 @@ from flexmatch.engine.llm import LLM
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
-from flexmatch.errors import ConfigError, DocumentNotFoundError, StoreError
+from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError, StoreError
 from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, deep_merge, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
@@ -637,20 +645,40 @@ class KnowledgeBase:
     ) -> CostEstimate:
         """What ingesting ``inputs`` would cost, before anything is spent: the documents
         are read and chunked, the exact prompts rendered and checked against the LLM
-        cache; nothing is stored and no LLM is called (web pages are fetched)."""
+        cache; nothing is stored and no LLM is called (web pages are fetched). What the
+        real run would fail on is listed with its reason, and what it would skip counted."""
         reader = self._reader(source)
         plan = await asyncio.to_thread(reader.plan, inputs)
         pages = await self._fetch(reader, plan.urls)
+        failed: list[FailedDocument] = []
+        skipped: dict[str, int] = {}
+        limit = self.config.ingest.max_document_bytes
+
+        def indexable(item: Item) -> Document | None:
+            """``item`` if the real run would index it; else its failure or skip noted."""
+            if isinstance(item, Document):
+                try:  # the checks the indexer makes before it writes anything
+                    check_size(item, limit)
+                    check_storable(item)
+                    return item
+                except FlexMatchError as exc:
+                    item = FailedDocument(uri=item.uri, error=str(exc))
+            if item.skipped is not None:
+                skipped[item.skipped] = skipped.get(item.skipped, 0) + 1
+            else:
+                failed.append(item)
+            return None
 
         async def documents() -> AsyncIterator[Document]:  # read as they are estimated
             for page in pages:
-                if isinstance(page, Document):
-                    yield page
+                if (document := indexable(page)) is not None:
+                    yield document
             async for item in read_ahead(reader.read(plan, urls=False), READ_AHEAD):
-                if isinstance(item, Document):
-                    yield item
+                if (document := indexable(item)) is not None:
+                    yield document
 
-        return await estimate(documents(), self.source_chains, self.llm)
+        result = await estimate(documents(), self.source_chains, self.llm)
+        return result.model_copy(update={"failed": failed, "skipped": skipped})
 
     async def aadd_records(
         self,

@@ -519,6 +519,11 @@ class CostEstimate(BaseModel):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_models: list[str] = Field(default_factory=list)  # not in litellm's cost map
+    # what the real run would fail on, each with the reason it would give (a missing path,
+    # an unsupported type, over the size cap...), and the files a folder walk would pass
+    # over, by reason: a dry run shows them and exits as the real run would
+    failed: list[FailedDocument] = Field(default_factory=list)
+    skipped: dict[str, int] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

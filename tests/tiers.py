@@ -54,6 +54,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_replicas_postgres.py": ("postgres",),
     # real ``flexmatch serve`` / ``ingest`` processes, killed, restarted, raced
     "tests/adapters/cli/test_crash.py": ("slow",),
+    "tests/adapters/cli/test_interrupts.py": ("slow",),  # ingests stopped by SIGINT/SIGTERM
+    "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM
+    "tests/adapters/cli/test_dry_run_failures.py": ("slow",),  # dry and real ingest runs
+    "tests/engine/test_file_identity.py": ("slow",),  # ingests with the embedding model
     "tests/adapters/cli/test_serve_lifecycle.py": ("slow",),
     "tests/adapters/cli/test_service_commands.py": ("slow",),
     "tests/adapters/http/test_replicas.py": ("slow",),
@@ -69,6 +73,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # ingests with the real model, LLM chains, stores broken and repaired on disk
     "tests/adapters/cli/test_cli.py": ("slow",),
     "tests/adapters/cli/test_code_source.py": ("slow",),
+    "tests/adapters/cli/test_structure_cli.py": ("slow",),  # ingest + queries, real command
     "tests/adapters/cli/test_rough_edges.py": ("slow",),  # command runs, a real serve
     "tests/adapters/http/test_tenant_isolation.py": ("slow",),
     "tests/adapters/test_mcp_auth.py": ("slow",),

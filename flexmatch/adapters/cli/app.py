@@ -21,6 +21,7 @@ from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
 from flexmatch.adapters.cli import prompts as prompts_command
 from flexmatch.adapters.cli import service_commands
+from flexmatch.adapters.cli.interrupts import RunWatch, stopped_cleanly
 from flexmatch.adapters.cli.options import (
     DEFAULT_TENANT,
     AsOption,
@@ -175,6 +176,11 @@ def ingest(
                     f"{estimate.documents} documents, ~{estimate.document_tokens:,} tokens"
                 )
                 _print_estimate(estimate)
+                _print_would_fail(estimate)
+            if not (estimate.documents or estimate.failed or estimate.skipped):
+                raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
+            if estimate.failed:  # as the real run would exit
+                raise typer.Exit(2)
             return
         columns = (
             TextColumn("[bold]ingest"),
@@ -183,10 +189,12 @@ def ingest(
             TextColumn("{task.fields[detail]}"),
             TimeElapsedColumn(),
         )
+        watch = RunWatch(base, tenant)
         with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
             task_id = bar.add_task("ingest", total=None, detail="")
 
             def progress(report: IngestReport) -> None:
+                watch.seen(report)
                 detail = (
                     f"{report.chunks} chunks · {report.usage.calls} LLM calls"
                     f" · {len(report.failed)} failed"
@@ -195,7 +203,10 @@ def ingest(
 
             # Ray prints its notices (a worker died, …) on standard output, which is this
             # command's result (--json): they go to standard error with the progress
-            with contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext():
+            with (
+                contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext(),
+                stopped_cleanly(watch, errors, as_json),
+            ):
                 report = base.ingest(
                     inputs or [],
                     source=source,
@@ -396,6 +407,15 @@ def _warn_of_a_missing_key(base: fm.KnowledgeBase) -> None:
         errors.print(f"[yellow]warning:[/] {shown(problem)}")
 
 
+def _print_would_fail(estimate: CostEstimate) -> None:
+    """What the real run would fail on, each with its reason, and what it would skip."""
+    if estimate.skipped:
+        counts = ", ".join(f"{n} {why}" for why, n in sorted(estimate.skipped.items()))
+        console.print(f"would skip: {counts}")
+    for failure in estimate.failed:
+        errors.print(f"[red]would fail:[/] {shown(failure.error)}", soft_wrap=True)
+
+
 def _print_estimate(estimate: CostEstimate) -> None:
     price = f"${estimate.cost_usd:.4f}"
     if estimate.unpriced_models:
@@ -434,7 +454,9 @@ def reindex(
             for document_id in plan.missing:
                 errors.print(f"[yellow]no stored copy:[/] {shown(document_id)}")
             return
-        report = base.reindex(source=source, tenant=tenant)
+        watch = RunWatch(base, tenant)
+        with stopped_cleanly(watch, errors, as_json):
+            report = base.reindex(source=source, tenant=tenant, progress=watch.seen)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:

@@ -1,0 +1,121 @@
+"""Ctrl-C (SIGINT) or SIGTERM in the middle of a real CLI ingest: it stops, says what it
+stored, what is pending and what it spent, exits 130, and the next run repairs and
+finishes the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.testing import FakeLLMServer
+from tests.adapters.cli.test_crash import TOPICS as PLACES
+from tests.conftest import FLEXMATCH, run
+
+# 36 documents of 2 chunks: ~27 LLM calls, enough that a stop lands mid-run
+TOPICS = [f"{place}-{n}" for n in range(3) for place in PLACES]
+
+
+def _setup(tmp_path: Path, llm_server: FakeLLMServer) -> tuple[Path, Path, dict[str, str]]:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, topic in enumerate(TOPICS):
+        (docs / f"{topic}.md").write_text(
+            f"# The {topic}\n\nThe {topic} opens at {i + 6} o'clock every day.\n\n"
+            f"## Staff\n\nThe {topic} employs {i + 3} people on weekdays.\n"
+        )
+    kb = tmp_path / "kb"
+    assert run("init", str(kb)).returncode == 0
+    env = {
+        **os.environ,
+        "COLUMNS": "200",
+        "FLEXMATCH_LLM": "openai/fake",
+        "FLEXMATCH_LLM_API_BASE": llm_server.base_url,
+        "FLEXMATCH_LLM_API_KEY": "k",
+    }
+    env.pop("FLEXMATCH_KB", None)
+    return docs, kb, env
+
+
+def _interrupted(
+    command: list[str], env: dict[str, str], llm_server: FakeLLMServer, signum: int
+) -> subprocess.CompletedProcess[str]:
+    """``command`` stopped by ``signum`` once the LLM has answered 8 of its calls and
+    the command had a moment to take the answers in."""
+    llm_server.latency = 0.5
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while llm_server.successful_calls() < 8 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(1.5)
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=60)
+    llm_server.latency = 0.0
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _finish(kb: Path, docs: Path, env: dict[str, str]) -> dict[str, object]:
+    """The next run: repairs what was left mid-write, ingests the rest."""
+    command = [str(FLEXMATCH), "ingest", "--kb", str(kb), "--json", str(docs)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report: dict[str, object] = json.loads(result.stdout)
+    assert report["failed"] == []
+    assert report["added"] + report["changed"] + report["unchanged"] == len(TOPICS)
+    with KnowledgeBase.open(kb, env={}) as base:
+        records = base.list_documents()
+    assert len(records) == len(TOPICS)
+    assert all(r.status == "complete" and r.pending_version is None for r in records)
+    return report
+
+
+def test_ctrl_c_says_what_was_stored_pending_and_spent(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    docs, kb, env = _setup(tmp_path, llm_server)
+    command = [str(FLEXMATCH), "ingest", "--kb", str(kb), str(docs)]
+    result = _interrupted(command, env, llm_server, signal.SIGINT)
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr
+    text = " ".join(result.stderr.split())
+    assert "Interrupted. Stored " in text
+    stored = re.search(r"Stored (\d+) documents", text)
+    pending = re.search(r"Pending: (\d+) left mid-write .*?, (\d+) not reached", text)
+    spent = re.search(r"Spent: (\d+) LLM calls \((\d+) from cache\), (\d+) tokens, \$", text)
+    assert stored and pending and spent, text
+    # the calls answered before the stop (one still in flight is not counted)
+    assert 1 <= int(spent[1]) <= llm_server.successful_calls() and int(spent[3]) > 0
+    found = int(stored[1]) + int(pending[1]) + int(pending[2])
+    assert int(pending[1]) + int(pending[2]) > 0  # it really was cut short
+    assert found <= len(TOPICS)
+    report = _finish(kb, docs, env)
+    assert report["repaired"] == int(pending[1])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM])
+def test_sigterm_stops_like_ctrl_c_with_a_json_summary(
+    tmp_path: Path, llm_server: FakeLLMServer, signum: int
+) -> None:
+    docs, kb, env = _setup(tmp_path, llm_server)
+    command = [str(FLEXMATCH), "ingest", "--kb", str(kb), "--json", str(docs)]
+    result = _interrupted(command, env, llm_server, signum)
+    assert result.returncode == 130, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["interrupted"] is True
+    assert 1 <= summary["usage"]["calls"] <= llm_server.successful_calls()
+    assert summary["usage"]["prompt_tokens"] > 0
+    stored = summary["added"] + summary["changed"]
+    assert len(summary["pending"]) + summary["not_reached"] > 0  # it really was cut short
+    assert stored + len(summary["pending"]) + summary["not_reached"] <= len(TOPICS)
+    report = _finish(kb, docs, env)
+    assert report["repaired"] == len(summary["pending"])
+    assert report["unchanged"] == stored  # what was stored before the stop is kept
