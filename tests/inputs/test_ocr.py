@@ -220,3 +220,25 @@ def test_the_console_says_which_chunks_ocr_read(
     where = Location(**location) if location else None
     html = str(macro(metadata, where)).replace("confidence ", "")
     assert (shown in html) if shown else html.strip() == "", html
+
+
+def test_every_page_of_a_tiff_and_a_sideways_photo_are_read(tmp_path: Path) -> None:
+    """A scanner's multi-page TIFF: each frame its own page. A phone's portrait photo is
+    stored sideways with an EXIF orientation saying so: it is read upright."""
+    with (
+        Image.open(render(MEMO, tmp_path, dpi=150)) as memo,
+        Image.open(render(DOCS / "pdf_header-test-doc.pdf", tmp_path, dpi=150)) as second,
+    ):
+        scan = tmp_path / "scan.tiff"
+        memo.convert("L").save(scan, save_all=True, append_images=[second.convert("L")])
+        sideways = tmp_path / "portrait.jpg"
+        exif = Image.Exif()
+        exif[0x0112] = 6  # Orientation: turn 90° clockwise to view
+        memo.convert("L").rotate(90, expand=True).save(sideways, exif=exif, quality=90)
+    document = parse_file(scan)
+    pages = {e.location.page for e in document.elements if e.location is not None}
+    assert pages == {1, 2} and document.metadata["pages"] == 2
+    assert document.metadata["ocr_pages"] == [1, 2]
+    assert any("lovely sentences" in e.text for e in document.elements)
+    upright = parse_file(sideways)
+    assert any("10,000 blankets" in e.text for e in upright.elements)
