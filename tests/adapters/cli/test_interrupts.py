@@ -50,11 +50,12 @@ def _interrupted(
     """``command`` stopped by ``signum`` once the LLM has answered 8 of its calls and
     the command had a moment to take the answers in."""
     llm_server.latency = 0.5
+    before = llm_server.successful_calls()
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 120
-    while llm_server.successful_calls() < 8 and time.monotonic() < deadline:
+    while llm_server.successful_calls() - before < 8 and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(1.5)
     process.send_signal(signum)
@@ -119,3 +120,25 @@ def test_sigterm_stops_like_ctrl_c_with_a_json_summary(
     report = _finish(kb, docs, env)
     assert report["repaired"] == len(summary["pending"])
     assert report["unchanged"] == stored  # what was stored before the stop is kept
+
+
+def test_ctrl_c_during_reindex_stops_cleanly_and_the_next_run_finishes(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    docs, kb, env = _setup(tmp_path, llm_server)
+    _finish(kb, docs, env)  # everything stored under one model
+    env = {**env, "FLEXMATCH_LLM": "openai/fake-2"}  # another model: every chunk to redo
+    command = [str(FLEXMATCH), "reindex", "--kb", str(kb)]
+    result = _interrupted(command, env, llm_server, signal.SIGINT)
+    assert result.returncode == 130, result.stderr
+    text = " ".join(result.stderr.split())
+    assert "Interrupted. Stored " in text and "Pending: " in text, text
+    spent = re.search(r"Spent: (\d+) LLM calls", text)
+    assert spent and int(spent[1]) >= 1
+
+    again = subprocess.run(
+        [*command, "--json"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    plan = run("reindex", "--kb", str(kb), "--dry-run", "--json", env=env)
+    assert json.loads(plan.stdout)["stale"] == []  # the next run finished what was left
