@@ -242,3 +242,50 @@ def test_every_page_of_a_tiff_and_a_sideways_photo_are_read(tmp_path: Path) -> N
     assert any("lovely sentences" in e.text for e in document.elements)
     upright = parse_file(sideways)
     assert any("10,000 blankets" in e.text for e in upright.elements)
+
+
+def test_a_scan_under_a_garbage_text_layer_is_read_by_ocr(tmp_path: Path) -> None:
+    """A scanned page whose hidden text layer maps every glyph to private-use code points
+    (a broken OCR layer, a font without a Unicode map): OCR reads it, the garbage goes."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import (
+        ArrayObject,
+        DecodedStreamObject,
+        DictionaryObject,
+        NameObject,
+        NumberObject,
+    )
+
+    names = [NameObject(f"/uniE0{i:02X}") for i in range(26)]  # A-Z → U+E000-U+E019
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+            NameObject("/Encoding"): DictionaryObject(
+                {NameObject("/Differences"): ArrayObject([NumberObject(65), *names])}
+            ),
+        }
+    )
+    layer = PdfWriter().add_blank_page(612, 792)
+    plain = DictionaryObject({**font, NameObject("/Encoding"): NameObject("/WinAnsiEncoding")})
+    layer[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F9"): font, NameObject("/F1"): plain})}
+    )
+    text = DecodedStreamObject()  # readable text too: only the garbage rule calls for OCR
+    text.set_data(
+        b"BT /F1 8 Tf 72 40 Td (Scanned by the office scanner on floor two) Tj ET "
+        b"BT /F9 11 Tf 3 Tr 72 700 Td (" + b"ABCDEFGHIJ KLMNOP QRSTUV " * 4 + b") Tj ET"
+    )
+    layer.replace_contents(text)
+    writer = PdfWriter()
+    writer.append(PdfReader(image_only_pdf(MEMO, tmp_path, "scan.pdf")))
+    writer.pages[0].merge_page(layer)
+    broken = tmp_path / "broken-layer.pdf"
+    writer.write(broken)
+
+    document = parse_file(broken)
+    assert document.metadata["ocr_pages"] == [1]
+    assert any("10,000 blankets" in e.text for e in document.elements)
+    assert document.text.count("floor two") == 1  # read once, by OCR: the layer is left
+    assert not any("\ue000" <= ch <= "\uf8ff" for e in document.elements for ch in e.text)
