@@ -289,3 +289,18 @@ def test_a_scan_under_a_garbage_text_layer_is_read_by_ocr(tmp_path: Path) -> Non
     assert any("10,000 blankets" in e.text for e in document.elements)
     assert document.text.count("floor two") == 1  # read once, by OCR: the layer is left
     assert not any("\ue000" <= ch <= "\uf8ff" for e in document.elements for ch in e.text)
+
+
+def test_without_the_extra_a_pdf_keeps_its_text_pages_and_lists_the_rest(
+    tmp_path: Path, no_ocr: None
+) -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    writer.append(PdfReader(DOCS / "pdf_header-test-doc.pdf"))
+    writer.append(PdfReader(image_only_pdf(MEMO, tmp_path, "scan.pdf")))
+    mixed = tmp_path / "mixed.pdf"
+    writer.write(mixed)
+    document = parse_file(mixed)
+    assert any("lovely sentences" in e.text for e in document.elements)
+    assert document.metadata["unread_pages"] == [2] and "ocr" not in document.metadata
