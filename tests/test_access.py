@@ -500,3 +500,38 @@ def test_mcp_service_key_acts_for_two_users_apart(tmp_path: Path, embedder: Onnx
             assert error and f"no document '{hidden}'" in text
     finally:
         kb.close()
+
+
+def test_console_pages_show_only_what_the_key_reads(served: tuple[Served, dict[str, str]]) -> None:
+    """The console's documents and search pages answer as the signed-in key; its document
+    page says who can read a document, and one the key may not read is not found."""
+    import re
+
+    server, keys = served
+    alice = Principal(user="alice", groups=("hr",))
+    hidden = next(d for d, a in MEMOS.items() if not may_read(a, alice))
+    shown = next(
+        d for d, a in MEMOS.items() if a is not None and a.principals and may_read(a, alice)
+    )
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/console/signin").text)
+        assert csrf
+        signed = client.post(
+            "/console/signin",
+            data={"csrf": csrf.group(1), "api_key": keys["alice"], "next": "/console/"},
+            headers={"Origin": server.url, "Sec-Fetch-Site": "same-origin"},
+        )
+        assert signed.status_code in (200, 303), signed.text[:300]
+        page = client.get(f"/console/documents/{shown}")
+        assert page.status_code == 200
+        readers = ", ".join(MEMOS[shown].principals)  # type: ignore[union-attr]
+        assert f'<dt>Readable by</dt><dd class="access">{readers}</dd>' in page.text
+        assert client.get(f"/console/documents/{hidden}").status_code == 404
+
+        def linked(html: str, document_id: str) -> bool:
+            return re.search(rf"id={re.escape(document_id)}[&\"]", html) is not None
+
+        listing = client.get("/console/documents").text
+        assert linked(listing, shown) and not linked(listing, hidden)
+        search = client.get("/console/search", params={"q": QUERY, "top_n": "50"}).text
+        assert linked(search, shown) and not linked(search, hidden)

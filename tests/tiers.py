@@ -117,6 +117,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_access.py::test_http_service_key_searches_for_two_users_apart",
         "tests/test_access.py::test_http_keys_person_unbound_and_admin",
         "tests/test_access.py::test_mcp_service_key_acts_for_two_users_apart",
+        "tests/test_access.py::test_console_pages_show_only_what_the_key_reads",
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",
         "tests/inputs/test_walk.py::test_the_cli_counts_skips_by_reason_and_exits_0",
         "tests/inputs/test_walk.py::test_the_cli_refuses_an_unknown_parser_naming_the_known_ones",

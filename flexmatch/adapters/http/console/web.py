@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData, Headers
 
-from flexmatch import FlexMatchError, Permission, __version__
+from flexmatch import FlexMatchError, Permission, __version__, describe_access
 from flexmatch.adapters.http.auth import Principal, client_host, identify, permits, remember
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
@@ -98,6 +98,7 @@ def make_environment() -> jinja2.Environment:
     env.filters["size"] = size
     env.filters["score"] = lambda v: "–" if v is None else f"{v:.4f}"
     env.filters["document_url"] = document_url
+    env.filters["access"] = describe_access  # who may read a document, in words
     return env
 
 
