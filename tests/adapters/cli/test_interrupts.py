@@ -142,3 +142,60 @@ def test_ctrl_c_during_reindex_stops_cleanly_and_the_next_run_finishes(
     assert again.returncode == 0, again.stderr
     plan = run("reindex", "--kb", str(kb), "--dry-run", "--json", env=env)
     assert json.loads(plan.stdout)["stale"] == []  # the next run finished what was left
+
+
+def test_sigterm_to_the_service_ends_its_running_job_failed_saying_why(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    import httpx
+
+    from tests.adapters.cli.test_serve_lifecycle import _stop, _wait_ready
+    from tests.adapters.http.servers import auth, free_port
+
+    _docs, kb, env = _setup(tmp_path, llm_server)
+    token = run("keys", "create", "--kb", str(kb), "--permissions", "read,write").stdout.strip()
+    port = free_port()
+    command = [str(FLEXMATCH), "serve", "--kb", str(kb), "--port", str(port)]
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [*command, "--log-level", "warning"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "HF_HUB_OFFLINE": "1"},
+        )
+
+    server = start()
+    try:
+        _wait_ready(server, port)
+        llm_server.latency = 1.0
+        files = [
+            ("files", (f"{topic}.md", f"# The {topic}\n\nThe {topic} opens at six.\n".encode()))
+            for topic in TOPICS[:6]
+        ]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            upload = client.post("/v1/documents", files=files, headers=auth(token))
+            assert upload.status_code == 202, upload.text
+            job_id = upload.json()["job_id"]
+            deadline = time.monotonic() + 60
+            while llm_server.successful_calls() < 1:  # asked, not answered: mid-run
+                assert time.monotonic() < deadline, "the job never called the LLM"
+                time.sleep(0.05)
+        server.send_signal(signal.SIGTERM)
+        # a graceful stop (uvicorn then ends by the signal it got, as a shell expects)
+        assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+        assert "Traceback" not in _stop(server)
+    finally:
+        _stop(server)
+        llm_server.latency = 0.0
+
+    again = start()
+    try:
+        _wait_ready(again, port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            job = client.get(f"/v1/jobs/{job_id}", headers=auth(token)).json()
+        assert job["status"] == "failed", job
+        assert job["error"] == "the server shut down before the job finished"
+    finally:
+        assert "Traceback" not in _stop(again)
