@@ -195,6 +195,30 @@ def test_duplicates_count_only_between_documents_of_the_same_access(kb: Knowledg
         assert [r.document_id for r in found] == [group]
 
 
+def test_the_agent_tool_searches_as_the_person_the_application_names(kb: KnowledgeBase) -> None:
+    """The agent's search tool reads as the principal its application binds; the model
+    cannot name one (an unknown argument is refused)."""
+    import json
+
+    from flexmatch.adapters.agent import handle_tool_call
+
+    tenant = uuid.uuid4().hex[:12]
+    kb.add_records([memo(0, Access(principals=["group:hr"])), memo(1, None)], tenant=tenant)
+
+    def found(who: Principal | None, **extra: Any) -> Any:
+        arguments = {"query": QUERY, "top_n": 20, **extra}
+        call = handle_tool_call(kb, "search_knowledge", arguments, tenant, principal=who)
+        return json.loads(kb.run_sync(call))
+
+    def ids(answer: Any) -> set[str]:
+        return {r["document_id"] for r in answer["results"]}
+
+    assert ids(found(Principal(user="bob"))) == {"memo-1"}
+    assert ids(found(Principal(groups=("hr",)))) == {"memo-0", "memo-1"}
+    refused = found(Principal(user="bob"), principal={"groups": ["hr"]})
+    assert "error" in refused and "principal" in refused["error"]
+
+
 def test_source_default_and_path_rules(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     folder = tmp_path / "docs"
     (folder / "hr").mkdir(parents=True)

@@ -88,6 +88,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/engine/test_file_modes.py": ("slow",),
     "tests/engine/test_ingest.py": ("slow",),
     "tests/engine/test_incremental.py": ("slow",),  # re-ingests, one against the fake LLM
+    "tests/adapters/cli/test_incremental_cli.py": ("slow",),  # ingest runs, the real model
     "tests/engine/test_warnings.py": ("slow",),
     "tests/inputs/test_records.py": ("slow",),
     "tests/inputs/test_web_deadline.py": ("slow",),
@@ -117,6 +118,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_access.py::test_http_service_key_searches_for_two_users_apart",
         "tests/test_access.py::test_http_keys_person_unbound_and_admin",
         "tests/test_access.py::test_mcp_service_key_acts_for_two_users_apart",
+        "tests/test_access.py::test_the_agent_tool_searches_as_the_person_the_application_names",
         "tests/test_access.py::test_console_pages_show_only_what_the_key_reads",
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",
         "tests/inputs/test_walk.py::test_the_cli_counts_skips_by_reason_and_exits_0",

@@ -34,6 +34,7 @@ from flexmatch import (
     FlexMatchError,
     KnowledgeBase,
     LLMError,
+    Principal,
     SearchResult,
     SourceChoiceError,
     ToolCallError,
@@ -138,8 +139,10 @@ async def search(
     top_n: int | None = None,
     source: str | None = None,
     tenant: str = DEFAULT_TENANT,
+    principal: Principal | None = None,
 ) -> dict[str, Any]:
-    """The JSON tool result for ``query`` (what ``flexmatch query --json`` prints)."""
+    """The JSON tool result for ``query`` (what ``flexmatch query --json`` prints), of
+    the documents ``principal`` may read (None: all)."""
     if not isinstance(query, str) or not query.strip():
         raise ToolCallError("'query' must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
@@ -147,7 +150,9 @@ async def search(
     if top_n is not None and (not isinstance(top_n, int) or not 1 <= top_n <= MAX_TOP_N):
         raise ToolCallError(f"'top_n' must be an integer from 1 to {MAX_TOP_N}")
     filters = {"source": _source(kb, source)} if source is not None else None
-    answer = await kb.asearch(query, top_n=top_n, filters=filters, tenant=tenant)
+    answer = await kb.asearch(
+        query, top_n=top_n, filters=filters, tenant=tenant, principal=principal
+    )
     return json.loads(await kb.aformat_answer(answer, "json"))
 
 
@@ -192,8 +197,11 @@ async def handle_tool_call(
     tenant: str = DEFAULT_TENANT,
     *,
     allow_writes: bool = True,
+    principal: Principal | None = None,
 ) -> str:
-    """Run one tool call and return its result as a JSON string, errors included."""
+    """Run one tool call and return its result as a JSON string, errors included.
+    ``principal``: the person the agent serves, set by the application and never by the
+    model (a tool argument would let a prompt choose whose documents it reads)."""
     try:
         arguments = _arguments(arguments_json)
         if name == "search_knowledge":
@@ -204,6 +212,7 @@ async def handle_tool_call(
                 top_n=arguments.get("top_n"),
                 source=arguments.get("source"),
                 tenant=tenant,
+                principal=principal,
             )
         elif name in ("ingest_url", "add_record") and not allow_writes:
             raise ToolCallError(f"'{name}' is not available: the knowledge base is read-only")
@@ -291,6 +300,7 @@ async def run_agent(
     tenant: str = DEFAULT_TENANT,
     tools: list[dict[str, Any]] | None = None,
     on_tool_call: Callable[[AgentToolCall], None] | None = None,
+    principal: Principal | None = None,
 ) -> AgentAnswer:
     """Ask ``model`` (a litellm model string) ``question`` with the knowledge-base tools
     (default: search only): run each tool call it makes, give it the result as a ``tool``
@@ -339,7 +349,9 @@ async def run_agent(
         )
         for call in calls:
             name, arguments = call.function.name, call.function.arguments or ""
-            result = await handle_tool_call(kb, name, arguments, tenant, allow_writes=writes)
+            result = await handle_tool_call(
+                kb, name, arguments, tenant, allow_writes=writes, principal=principal
+            )
             made.append(AgentToolCall(name=name, arguments=arguments, result=result))
             if on_tool_call is not None:
                 on_tool_call(made[-1])
