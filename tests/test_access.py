@@ -285,6 +285,24 @@ def test_cli_query_as_docs_show_and_docs_access(tmp_path: Path, embedder: OnnxEm
     )
 
 
+def test_cli_keys_bound_to_a_person_or_a_service(tmp_path: Path) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "sources:\n  default: {}\n")
+    made = run("keys", "create", "--kb", str(kb_dir), "--principal", "user:alice", "--group", "hr")
+    assert made.returncode == 0, made.stderr
+    assert run("keys", "create", "--kb", str(kb_dir), "--service").returncode == 0
+    assert run("keys", "create", "--kb", str(kb_dir)).returncode == 0
+    listed = run("keys", "list", "--kb", str(kb_dir))
+    assert "user:alice, group:hr" in listed.stdout
+    assert "the user each request names" in listed.stdout and "the whole tenant's" in listed.stdout
+    alice = KeyStore.for_kb(kb_dir).verify(made.stdout.strip())
+    assert alice is not None and alice.reader(None) == Principal(user="alice", groups=("hr",))
+    bad = run("keys", "create", "--kb", str(kb_dir), "--principal", "alice")
+    assert bad.returncode != 0 and "'user:NAME'" in bad.stderr and "Traceback" not in bad.stderr
+    both = run("keys", "create", "--kb", str(kb_dir), "--service", "--group", "hr")
+    assert both.returncode != 0 and "a service key names its users per request" in both.stderr
+
+
 # -- HTTP, through a real flexmatch serve ----------------------------------------------
 def _memos() -> dict[str, Access | None]:
     chosen = random.Random(24)

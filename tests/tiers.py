@@ -118,6 +118,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_access.py::test_http_service_key_searches_for_two_users_apart",
         "tests/test_access.py::test_http_keys_person_unbound_and_admin",
         "tests/test_access.py::test_mcp_service_key_acts_for_two_users_apart",
+        "tests/test_access.py::test_cli_keys_bound_to_a_person_or_a_service",
         "tests/test_access.py::test_the_agent_tool_searches_as_the_person_the_application_names",
         "tests/test_access.py::test_console_pages_show_only_what_the_key_reads",
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",

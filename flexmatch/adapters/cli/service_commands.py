@@ -162,6 +162,17 @@ def keys_create(
     )
 
 
+def _reads_as(key: fm.ApiKey) -> str:
+    """Who a key reads documents as, in a few words (docs/security.md, "Access control")."""
+    if "admin" in key.permissions:
+        return "everything"
+    if key.identity is not None and key.identity.service:
+        return "the user each request names"
+    if key.identity is not None:
+        return key.identity.principal().label()
+    return "the whole tenant's"
+
+
 @keys_app.command("list")
 def keys_list(
     kb: KbOption = Path("."),
@@ -174,11 +185,12 @@ def keys_list(
         console.print_json(json.dumps([k.model_dump() for k in keys]))
         return
     table = Table(title=f"API keys ({len(keys)})")
-    for column in ("id", "tenant", "permissions", "name", "created", "state"):
+    for column in ("id", "tenant", "permissions", "reads as", "name", "created", "state"):
         table.add_column(column)
     for k in keys:
         state = f"revoked {k.revoked_at}" if k.revoked else "active"
-        cells = (k.id, k.tenant, ",".join(k.permissions), k.name, k.created_at, state)
+        reads = _reads_as(k)
+        cells = (k.id, k.tenant, ",".join(k.permissions), reads, k.name, k.created_at, state)
         table.add_row(*(shown(cell) for cell in cells))
     console.print(table)
 
