@@ -428,8 +428,9 @@ class Indexer:
         if record is None or record.version is None:
             return {}
         where: Filters = {"record": MATCH, "document_id": document_id, "version": record.version}
+        read = functools.partial(self.store.scroll_vectors, fields=("matched_text",))
         try:
-            found = await in_ingest_thread(self.store.scroll_vectors, self.tenant, where)
+            found = await in_ingest_thread(read, self.tenant, where)
         except FlexMatchError:
             return {}
         return {

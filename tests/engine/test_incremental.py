@@ -115,3 +115,18 @@ def _chunks(kb: KnowledgeBase) -> list:  # type: ignore[type-arg]
     detail = kb.get_document(record.id)
     assert detail is not None
     return detail.chunks
+
+
+def test_the_server_store_lends_vectors_too(tmp_path: Path) -> None:
+    """The same reuse over the Qdrant server store (qdrant-client's in-process engine)."""
+    from flexmatch.testing import memory_knowledge_base
+
+    page = tmp_path / "guide.md"
+    page.write_text(sections(4))
+    with memory_knowledge_base(tmp_path / "kb") as kb:
+        kb.ingest([page])
+        page.write_text(sections(4, edited=2))
+        report = kb.ingest([page])
+    assert report.changed == 1 and report.texts_reused > 0
+    assert report.texts_embedded + report.texts_reused == report.matching_texts
+    assert 0 < report.texts_embedded <= 3

@@ -102,10 +102,15 @@ class VectorStore(Protocol):
     ) -> list[Hit]: ...
 
     def scroll_vectors(
-        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+        self,
+        tenant: str,
+        filters: Filters | None = None,
+        limit: int = 100_000,
+        fields: tuple[str, ...] | None = None,
     ) -> list[tuple[Hit, list[float]]]:
         """``scroll`` with each point's dense vector (points without one left out): what
-        a changed document's unchanged texts reuse instead of being embedded again."""
+        a changed document's unchanged texts reuse instead of being embedded again.
+        ``fields``: the payload fields to read (None: all of it)."""
         ...
 
     def count(self, tenant: str, filters: Filters | None = None) -> int: ...

@@ -518,10 +518,15 @@ class EdgeStore(QueryMethods):
         return in_tenant(tenant, hits)
 
     def scroll_vectors(
-        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+        self,
+        tenant: str,
+        filters: Filters | None = None,
+        limit: int = 100_000,
+        fields: tuple[str, ...] | None = None,
     ) -> list[tuple[Hit, list[float]]]:
         if not self.exists():
             return []
+        payload: bool | list[str] = True if fields is None else [*fields, "tenant"]
         edge = _edge()
         found: list[tuple[Hit, list[float]]] = []
         offset: Any = None
@@ -530,7 +535,7 @@ class EdgeStore(QueryMethods):
                 offset=offset,
                 limit=min(1000, limit - len(found)),
                 filter=self._filter(tenant, filters),
-                with_payload=True,
+                with_payload=payload,
                 with_vector=[DENSE],
             )
             records, offset = self._open().scroll(request)

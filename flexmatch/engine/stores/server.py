@@ -286,10 +286,15 @@ class ServerStore(QueryMethods):
         return in_tenant(tenant, hits)
 
     def scroll_vectors(
-        self, tenant: str, filters: Filters | None = None, limit: int = 100_000
+        self,
+        tenant: str,
+        filters: Filters | None = None,
+        limit: int = 100_000,
+        fields: tuple[str, ...] | None = None,
     ) -> list[tuple[Hit, list[float]]]:
         if not self.exists():
             return []
+        payload: bool | list[str] = True if fields is None else [*fields, "tenant"]
         found: list[tuple[Hit, list[float]]] = []
         offset: Any = None
         while len(found) < limit:
@@ -300,7 +305,7 @@ class ServerStore(QueryMethods):
                 scroll_filter=self._filter(tenant, filters),
                 limit=min(1000, limit - len(found)),
                 offset=offset,
-                with_payload=True,
+                with_payload=payload,
                 with_vectors=[DENSE],
             )
             for r in records:
