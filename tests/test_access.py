@@ -577,3 +577,40 @@ def test_console_pages_show_only_what_the_key_reads(served: tuple[Served, dict[s
         assert linked(listing, shown) and not linked(listing, hidden)
         search = client.get("/console/search", params={"q": QUERY, "top_n": "50"}).text
         assert linked(search, shown) and not linked(search, hidden)
+
+
+def test_console_search_as_a_colleague(served: tuple[Served, dict[str, str]]) -> None:
+    """An admin's search playground searches as a named user (what they would see); a
+    person's key cannot."""
+    import re
+
+    server, keys = served
+
+    def signed_in(token: str) -> httpx.Client:
+        client = httpx.Client(base_url=server.url, timeout=60)  # closed by its caller
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/console/signin").text)
+        assert csrf
+        client.post(
+            "/console/signin",
+            data={"csrf": csrf.group(1), "api_key": token, "next": "/console/"},
+            headers={"Origin": server.url, "Sec-Fetch-Site": "same-origin"},
+        )
+        return client
+
+    def linked(html: str) -> set[str]:
+        return {d for d in MEMOS if re.search(rf"id={re.escape(d)}[&\"]", html)}
+
+    carol = Principal(user="carol")
+    params = {"q": QUERY, "top_n": "50"}
+    admin = signed_in(keys["admin"])
+    everything = admin.get("/console/search", params=params)
+    assert 'name="as_user"' in everything.text and linked(everything.text) == set(MEMOS)
+    as_carol = admin.get("/console/search", params={**params, "as_user": "user:carol"})
+    assert linked(as_carol.text) == {d for d, a in MEMOS.items() if may_read(a, carol)}
+    alice = signed_in(keys["alice"])
+    page = alice.get("/console/search", params=params)
+    assert 'name="as_user"' not in page.text
+    refused = alice.get("/console/search", params={**params, "as_user": "user:carol"})
+    assert refused.status_code == 403 and "only a service or admin key" in refused.text
+    admin.close()
+    alice.close()

@@ -121,6 +121,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_access.py::test_cli_keys_bound_to_a_person_or_a_service",
         "tests/test_access.py::test_the_agent_tool_searches_as_the_person_the_application_names",
         "tests/test_access.py::test_console_pages_show_only_what_the_key_reads",
+        "tests/test_access.py::test_console_search_as_a_colleague",
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",
         "tests/inputs/test_walk.py::test_the_cli_counts_skips_by_reason_and_exits_0",
         "tests/inputs/test_walk.py::test_the_cli_refuses_an_unknown_parser_naming_the_known_ones",

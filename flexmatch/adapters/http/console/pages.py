@@ -16,6 +16,7 @@ from fastapi import Query, Request, Response
 from starlette.datastructures import Headers
 
 from flexmatch import DocumentRecord, FlexMatchError, Usage, answer_result
+from flexmatch import Principal as AccessPrincipal
 from flexmatch.adapters.http.auth import check_key, client_host, identify
 from flexmatch.adapters.http.console.evals import load_eval
 from flexmatch.adapters.http.console.sessions import (
@@ -399,12 +400,19 @@ async def search_page(
     top_n: str = "",
     source: str = "",
     filters: str = "",
+    as_user: str = "",
+    as_groups: str = "",
 ) -> Response:
     """The query, its rewritten variants, the results with every signal, and the facts
-    block an agent would get: the same search and formatter the API and agents use."""
+    block an agent would get: the same search and formatter the API and agents use. An
+    admin (or a service key) may search as a user, to check what they would see."""
     need(user, "read")
     default_top_n = state.kb.config.query.top_n
+    key = user.principal.key
     context: dict[str, Any] = {
+        "as_user": as_user,
+        "as_groups": as_groups,
+        "can_search_as": user.can("admin") or bool(key and key.identity and key.identity.service),
         "q": q,
         "top_n": top_n or str(default_top_n),
         "source": source,
@@ -424,13 +432,19 @@ async def search_page(
             raise ApiError(422, "validation_error", "top N must be between 1 and 100")
         check_text(state, q)
         conditions = parse_filters(filters, source)
+        groups = [g.strip() for g in as_groups.split(",") if g.strip()]
+        named = None
+        if as_user.strip() or groups:
+            if as_user.strip() and not as_user.strip().startswith("user:"):
+                raise ApiError(422, "invalid_principal", "search as: 'user:NAME'")
+            named = AccessPrincipal.parse(as_user.strip() or None, groups)
         await state.warmed()
         answer = await state.kb.asearch(
             q,
             top_n=count,
             filters=conditions,
             tenant=user.tenant,
-            principal=user.principal.reader,
+            principal=user.principal.read_as(named),
         )
         formatting = time.perf_counter()
         context["result"] = answer_result(answer, explain=True)
