@@ -4,7 +4,14 @@ PDFs have no structure tags we can rely on, so headings are inferred from typogr
 a short box whose characters are clearly larger than the document's body text (median
 character size) is a heading, level 1 for the largest such size and 2 for the others. A
 short box set entirely in a bold face at body size is a heading one level below those.
-Boxes that start with a bullet glyph become list items.
+Boxes that start with a bullet glyph become list items. A box is split where its lines'
+typography changes (a bold heading set in the same box as its paragraph).
+
+Reading order is by recursive cuts: columns split by a vertical gutter are read one after
+another (pdfminer's own order interleaves them), else bands split by a horizontal gap.
+Narrow boxes side by side in one band are a row of cells; two or more consecutive rows of
+as many cells are a table, kept as Markdown table rows (``a | b``). pdfplumber, measured
+(``bench/parsers.py``), finds only the ruled one of the shared tables.
 
 Pages with a ``/Rotate`` entry are laid out as displayed; when that leaves the text
 sideways (characters not upright) the page is laid out again unrotated.
@@ -53,6 +60,8 @@ MAX_UNMAPPED = 0.3  # a text layer with more glyphs than this unmapped is garbag
 # reads worse: a 72 ppi table lost most of its rows at 300 dpi), a page of unmapped
 # glyphs at 150 dpi (as accurate as 300 on the shared PDFs, at half the time: bench/ocr.py)
 MIN_DPI, MAX_DPI, TEXT_DPI = 72, 300, 150
+COLUMN_SHARE = 0.3  # a column holds text at least this share of the page wide
+_OVERLAP = 1.0  # points two boxes may overlap and still count as separated
 
 
 @dataclass
@@ -63,11 +72,38 @@ class _Box:
     lines: list[str]
     size: float  # average character size
     bold: bool  # every character in a bold face
+    bbox: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # x0, y0, x1, y1
+    cells: tuple[str, ...] = ()  # a row of side-by-side cells (a table row, if repeated)
+
+
+def _line_runs(lines: list[Any]) -> list[list[tuple[Any, list[Any]]]]:
+    """A box's lines (each with its characters) in runs of one typography: a bold or
+    larger first line (a heading) set in the same box as its paragraph is split off."""
+    from pdfminer.layout import LTChar, LTTextLine
+
+    runs: list[list[tuple[Any, list[Any]]]] = []
+    previous: tuple[int, bool] | None = None
+    for line in lines:
+        if not isinstance(line, LTTextLine):
+            continue
+        chars = [c for c in line if isinstance(c, LTChar) and c.get_text().strip()]
+        if not chars:
+            continue
+        face = (
+            round(sum(c.size for c in chars) / len(chars)),
+            all(_BOLD.search(c.fontname or "") for c in chars),
+        )
+        if face != previous or not runs:
+            runs.append([])
+        runs[-1].append((line, chars))
+        previous = face
+    return runs
 
 
 def _boxes(layout: LTPage, page: int) -> list[_Box]:
-    """Text boxes of a laid-out page (also inside figures), in pdfminer's reading order."""
-    from pdfminer.layout import LTChar, LTFigure, LTTextBox, LTTextLine
+    """Text boxes of a laid-out page (also inside figures), split where the typography
+    changes, in reading order (``_reading_order``)."""
+    from pdfminer.layout import LTFigure, LTTextBox, LTTextLine
 
     boxes: list[_Box] = []
 
@@ -75,26 +111,85 @@ def _boxes(layout: LTPage, page: int) -> list[_Box]:
         for item in container:
             if isinstance(item, LTTextBox | LTTextLine):
                 lines = [item] if isinstance(item, LTTextLine) else list(item)
-                chars = [c for line in lines for c in line if isinstance(c, LTChar)]
-                chars = [c for c in chars if c.get_text().strip()]
-                if not chars:
-                    continue
-                texts = [
-                    _CID.sub("", line.get_text()) for line in lines if isinstance(line, LTTextLine)
-                ]
-                boxes.append(
-                    _Box(
-                        page=page,
-                        lines=[t for t in texts if t.strip()],
-                        size=sum(c.size for c in chars) / len(chars),
-                        bold=all(_BOLD.search(c.fontname or "") for c in chars),
+                for run in _line_runs(lines):
+                    chars = [c for _, line_chars in run for c in line_chars]
+                    texts = [_CID.sub("", line.get_text()) for line, _ in run]
+                    if not any(t.strip() for t in texts):
+                        continue
+                    boxes.append(
+                        _Box(
+                            page=page,
+                            lines=[t for t in texts if t.strip()],
+                            size=sum(c.size for c in chars) / len(chars),
+                            bold=all(_BOLD.search(c.fontname or "") for c in chars),
+                            bbox=(
+                                min(line.x0 for line, _ in run),
+                                min(line.y0 for line, _ in run),
+                                max(line.x1 for line, _ in run),
+                                max(line.y1 for line, _ in run),
+                            ),
+                        )
                     )
-                )
             elif isinstance(item, LTFigure):
                 visit(item)
 
     visit(layout)
-    return boxes
+    return _reading_order(boxes, layout.width)
+
+
+def _groups(boxes: list[_Box], axis: int) -> list[list[_Box]]:
+    """Boxes in groups separated by a clear gap along one axis (0: x, left to right;
+    1: y, top to bottom)."""
+    if axis == 0:
+        spans = sorted(((b.bbox[0], b.bbox[2]), i) for i, b in enumerate(boxes))
+    else:
+        spans = sorted(((-b.bbox[3], -b.bbox[1]), i) for i, b in enumerate(boxes))
+    groups: list[list[_Box]] = []
+    end = float("-inf")
+    for (start, stop), index in spans:
+        if not groups or start > end - _OVERLAP:
+            groups.append([])
+        groups[-1].append(boxes[index])
+        end = max(end, stop) if len(groups[-1]) > 1 else stop
+    return groups
+
+
+def _reading_order(boxes: list[_Box], width: float) -> list[_Box]:
+    """Boxes in reading order by recursive cuts: columns (groups split by a vertical
+    gutter, each holding text at least ``COLUMN_SHARE`` of the page wide) are read one
+    after another, left to right; else bands split by a horizontal gap, top to bottom.
+    Side-by-side narrow boxes in one band (table cells) become one row of cells."""
+    if len(boxes) <= 1:
+        return boxes
+    columns = _groups(boxes, 0)
+    wide = all(max(b.bbox[2] - b.bbox[0] for b in g) >= COLUMN_SHARE * width for g in columns)
+    if len(columns) > 1 and wide:
+        return [b for g in columns for b in _reading_order(g, width)]
+    bands = _groups(boxes, 1)
+    if len(bands) > 1:
+        return [b for g in bands for b in _reading_order(g, width)]
+    if len(columns) > 1:
+        cells = tuple(
+            clean_inline(" ".join(line for b in _reading_order(g, width) for line in b.lines))
+            for g in columns
+        )
+        first = columns[0][0]
+        return [
+            _Box(
+                page=first.page,
+                lines=[" ".join(cells)],
+                size=first.size,
+                bold=all(b.bold for b in boxes),
+                bbox=(
+                    min(b.bbox[0] for b in boxes),
+                    min(b.bbox[1] for b in boxes),
+                    max(b.bbox[2] for b in boxes),
+                    max(b.bbox[3] for b in boxes),
+                ),
+                cells=cells,
+            )
+        ]
+    return sorted(boxes, key=lambda b: (-b.bbox[3], b.bbox[0]))
 
 
 def _upright_share(layout: LTPage) -> float:
@@ -293,9 +388,19 @@ def parse_pdf(path: Path) -> ParsedDocument:
 
     builder = ElementBuilder()
     levels = _heading_levels(boxes)
+    tables = _table_runs(boxes)
+    in_table = {i for start, stop in tables.items() for i in range(start, stop)}
     for i, box in enumerate(boxes):
         while read and min(read) < box.page:  # scanned pages before this one
             builder.elements.extend(read.pop(min(read)))
+        if i in tables:
+            rows = (
+                " | ".join(c.replace("|", "\\|") for c in b.cells) for b in boxes[i : tables[i]]
+            )
+            builder.add("table", "\n".join(rows), page=box.page)
+            continue
+        if i in in_table:
+            continue
         if i in levels:
             builder.add("heading", " ".join(box.lines), level=levels[i], page=box.page)
             continue
@@ -311,6 +416,20 @@ def parse_pdf(path: Path) -> ParsedDocument:
     hint = "OCR found no readable text on its scanned pages" if scanned else ""
     metadata.update(log.metadata())
     return finish(path, builder, title or path.stem, metadata, empty_hint=hint)
+
+
+def _table_runs(boxes: list[_Box]) -> dict[int, int]:
+    """Runs of at least two consecutive rows with the same number of cells (start index →
+    end index): a table, its cells kept paired as Markdown table rows."""
+    runs: dict[int, int] = {}
+    start = 0
+    for i in range(1, len(boxes) + 1):
+        same = i < len(boxes) and boxes[i].cells and len(boxes[i].cells) == len(boxes[start].cells)
+        if not same:
+            if len(boxes[start].cells) >= 2 and i - start >= 2:
+                runs[start] = i
+            start = i
+    return runs
 
 
 def _continues(elements: list[Element], text: str, page: int) -> bool:
