@@ -294,7 +294,7 @@ class IngestConfig(_Strict):
     # a chunker's run on one document: seconds, and sections (also at most one per 4 characters
     # of the document's text, at least 100)
     chunk_timeout: float = Field(300.0, gt=0, le=86_400)
-    max_sections: int = Field(50_000, ge=1, le=10_000_000)
+    max_sections: int = Field(500_000, ge=1, le=10_000_000)
 
 
 class ConnectionsConfig(_Strict):
