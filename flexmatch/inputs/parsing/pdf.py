@@ -13,6 +13,10 @@ Narrow boxes side by side in one band are a row of cells; two or more consecutiv
 as many cells are a table, kept as Markdown table rows (``a | b``). pdfplumber, measured
 (``bench/parsers.py``), finds only the ruled one of the shared tables.
 
+Page furniture (docs/sources.md, "Structure kept"): a page's topmost or bottommost box
+that is a page number, or whose text (numbers aside) repeats there on other pages, is
+kept out of the text; repeated headers and footers are stored in the metadata.
+
 Pages with a ``/Rotate`` entry are laid out as displayed; when that leaves the text
 sideways (characters not upright) the page is laid out again unrotated.
 
@@ -60,6 +64,8 @@ MAX_UNMAPPED = 0.3  # a text layer with more glyphs than this unmapped is garbag
 # reads worse: a 72 ppi table lost most of its rows at 300 dpi), a page of unmapped
 # glyphs at 150 dpi (as accurate as 300 on the shared PDFs, at half the time: bench/ocr.py)
 MIN_DPI, MAX_DPI, TEXT_DPI = 72, 300, 150
+_DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(r"[\W_]*(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?[\W_]*", re.IGNORECASE)
 COLUMN_SHARE = 0.3  # a column holds text at least this share of the page wide
 _OVERLAP = 1.0  # points two boxes may overlap and still count as separated
 
@@ -386,6 +392,8 @@ def parse_pdf(path: Path) -> ParsedDocument:
                 raise MissingExtraError(f"{path}: no text layer; {exc}") from exc
             metadata["unread_pages"] = list(scanned)
 
+    boxes, furniture = _drop_furniture(boxes)
+    metadata.update(furniture)
     builder = ElementBuilder()
     levels = _heading_levels(boxes)
     tables = _table_runs(boxes)
@@ -416,6 +424,49 @@ def parse_pdf(path: Path) -> ParsedDocument:
     hint = "OCR found no readable text on its scanned pages" if scanned else ""
     metadata.update(log.metadata())
     return finish(path, builder, title or path.stem, metadata, empty_hint=hint)
+
+
+def _drop_furniture(boxes: list[_Box]) -> tuple[list[_Box], dict[str, list[str]]]:
+    """Boxes without page furniture, and the furniture's texts (``page_headers``,
+    ``page_footers``, once each; page numbers left out).
+
+    Furniture is the topmost or bottommost box of a page when it is a page number
+    (``7``, ``Page 7``, ``7 of 9``) in a document of two or more pages, or when its
+    text, digits aside, is at the top (or bottom) of at least two pages and of half the
+    pages, and those pages differ otherwise (a duplicated page is no running header).
+    """
+    pages: dict[int, list[_Box]] = {}
+    for box in boxes:
+        pages.setdefault(box.page, []).append(box)
+    if len(pages) < 2:
+        return boxes, {}
+    bodies = {n: " ".join(" ".join(b.lines) for b in page) for n, page in pages.items()}
+    edges: dict[str, list[tuple[int, _Box]]] = {"page_headers": [], "page_footers": []}
+    for number, page in pages.items():
+        edges["page_headers"].append((number, max(page, key=lambda b: b.bbox[3])))
+        edges["page_footers"].append((number, min(page, key=lambda b: b.bbox[1])))
+    dropped: set[int] = set()
+    found: dict[str, list[str]] = {}
+    for key, candidates in edges.items():
+        seen: dict[str, list[int]] = {}
+        for number, box in candidates:
+            seen.setdefault(_furniture_key(box), []).append(number)
+        for _, box in candidates:
+            text = clean_inline(" ".join(box.lines))
+            on = seen[_furniture_key(box)]
+            repeated = len(on) >= max(2, len(pages) / 2) and len({bodies[n] for n in on}) > 1
+            if _PAGE_NUMBER.fullmatch(text):
+                dropped.add(id(box))
+            elif repeated:
+                dropped.add(id(box))
+                if text not in found.setdefault(key, []):
+                    found[key].append(text)
+    return [b for b in boxes if id(b) not in dropped], found
+
+
+def _furniture_key(box: _Box) -> str:
+    """A box's text with its numbers blanked: a running header with the page number."""
+    return _DIGITS.sub("#", clean_inline(" ".join(box.lines)).lower())
 
 
 def _table_runs(boxes: list[_Box]) -> dict[int, int]:
