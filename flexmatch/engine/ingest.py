@@ -380,6 +380,10 @@ class Indexer:
         fresh = validators(document.metadata)
         if fresh != validators(record.metadata):  # kept for the next run's conditional read
             metadata = stored_metadata(document.metadata)
+            if record.version != version:  # made when the place counted: it must stay
+                named = {k: v for k, v in record.metadata.items() if k in NAMING_METADATA}
+                metadata = {k: v for k, v in metadata.items() if k not in NAMING_METADATA}
+                metadata |= named
             self.registry.update(self.tenant, record, metadata=metadata)
         if self.archive is not None and (
             fresh != validators(record.metadata) or not self.archive.has(self.tenant, document.id)
