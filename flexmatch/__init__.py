@@ -45,7 +45,10 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "Filters": ("flexmatch.engine.points", "Filters"),
     "FlexMatchError": ("flexmatch.errors", "FlexMatchError"),
     "IngestReport": ("flexmatch.models", "IngestReport"),
-    "Job": ("flexmatch.client", "Job"),
+    "Job": ("flexmatch.models", "Job"),
+    "JobCounts": ("flexmatch.models", "JobCounts"),
+    "JobKind": ("flexmatch.models", "JobKind"),
+    "JobStatus": ("flexmatch.models", "JobStatus"),
     "JobRecord": ("flexmatch.shared_state", "JobRecord"),
     "KBConfig": ("flexmatch.config", "KBConfig"),
     "KeyIdentity": ("flexmatch.keys", "KeyIdentity"),
@@ -127,7 +130,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
-    from flexmatch.client import Client, Job
+    from flexmatch.client import Client
     from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
     from flexmatch.engine.archive import Original
     from flexmatch.engine.chains.registry import broken as broken_chain_plugins
@@ -179,6 +182,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Element,
         FailedDocument,
         IngestReport,
+        Job,
+        JobCounts,
+        JobKind,
+        JobStatus,
         Location,
         MatchingText,
         Outcome,

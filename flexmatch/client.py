@@ -25,12 +25,11 @@ import os
 import time
 import urllib.parse
 from collections.abc import Callable, Generator, Iterable, Iterator
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from flexmatch.errors import (
     ChainError,
@@ -48,14 +47,12 @@ from flexmatch.errors import (
 )
 from flexmatch.models import (
     DocumentDetail,
-    DocumentOutcome,
     DocumentRecord,
     FailedDocument,
     IngestReport,
+    Job,
     SearchResult,
-    SkippedDocument,
     Stats,
-    Usage,
 )
 from flexmatch.results import Answer
 
@@ -73,81 +70,6 @@ BATCH_RECORDS = 1_000
 PAGE = 500  # documents per listing page (the server's maximum)
 RETRIES = 4  # answers 429 or 503 with Retry-After, waited out before giving up
 MAX_RETRY_WAIT = 30.0
-
-JobStatus = Literal["queued", "running", "done", "failed"]
-JobKind = Literal["upload", "url", "records", "reindex"]
-
-
-class JobCounts(BaseModel):
-    added: int = 0
-    changed: int = 0
-    unchanged: int = 0
-    duplicates: int = 0
-    failed: int = 0
-    chunks: int = 0
-    matching_texts: int = 0
-
-
-class Job(BaseModel):
-    """A background ingest on the server (``GET /v1/jobs/{id}``) and its progress."""
-
-    id: str
-    kind: JobKind
-    status: JobStatus = "queued"
-    source: str | None = None
-    total: int
-    processed: int = 0
-    counts: JobCounts = Field(default_factory=JobCounts)
-    documents: list[DocumentOutcome] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    error: str | None = None
-    created_at: str
-    started_at: str | None = None
-    finished_at: str | None = None
-    updated_at: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status in ("done", "failed")
-
-    def report(self) -> IngestReport:
-        """The job as the ``IngestReport`` an embedded ingest of the same inputs returns."""
-        report = IngestReport(planned=self.total, usage=self.usage.model_copy())
-        for outcome in self.documents:
-            if outcome.outcome in ("added", "changed"):
-                report.record_stored(
-                    outcome.document_id or "",
-                    outcome.input,
-                    changed=outcome.outcome == "changed",
-                    chunks=outcome.chunks,
-                    matching_texts=outcome.matching_texts,
-                )
-            elif outcome.outcome == "unchanged":
-                report.record_unchanged(outcome.document_id or "", outcome.input)
-            elif outcome.outcome == "duplicate":
-                skipped = SkippedDocument(
-                    uri=outcome.input,
-                    document_id=outcome.document_id or "",
-                    reason=outcome.error or "duplicate",
-                )
-                report.record_duplicate(skipped)
-            else:
-                failure = FailedDocument(uri=outcome.input, error=outcome.error or "failed")
-                report.record_failed(failure)
-        if self.error:
-            report.warnings.append(f"job {self.id}: {self.error}")
-        report.seconds = _seconds_between(self.started_at, self.finished_at)
-        return report
-
-
-def _seconds_between(start: str | None, end: str | None) -> float:
-    try:
-        begun = datetime.fromisoformat(start or "")
-        ended = datetime.fromisoformat(end or "")
-    except ValueError:
-        return 0.0
-    return round(max(0.0, (ended - begun).total_seconds()), 3)
-
 
 # the error the embedded call raises, by the server's error code
 _BY_CODE: dict[str, type[FlexMatchError]] = {

@@ -36,9 +36,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from flexmatch import (
     Document,
@@ -46,10 +46,12 @@ from flexmatch import (
     FailedDocument,
     FlexMatchError,
     IngestReport,
+    Job,
+    JobCounts,
+    JobKind,
     JobRecord,
     KnowledgeBase,
     SharedState,
-    Usage,
 )
 from flexmatch.adapters.http.errors import ApiError
 from flexmatch.adapters.http.metrics import Metrics
@@ -59,39 +61,10 @@ from flexmatch.adapters.http.writes import TenantWriter, Ticket
 log = logging.getLogger("flexmatch.adapters.http")
 SPOOL_DIR = Path(".flexmatch") / "spool"  # in the knowledge base's folder
 
-JobStatus = Literal["queued", "running", "done", "failed"]
-JobKind = Literal["upload", "url", "records", "reindex"]
 
+class TenantJob(Job):
+    """A job as the service keeps it: the public job and its tenant (never shown)."""
 
-class JobCounts(BaseModel):
-    added: int = 0
-    changed: int = 0
-    unchanged: int = 0
-    duplicates: int = 0
-    failed: int = 0
-    chunks: int = 0
-    matching_texts: int = 0
-
-
-class Job(BaseModel):
-    """A background ingest and its progress; the tenant is never shown."""
-
-    id: str
-    kind: JobKind
-    status: JobStatus = "queued"
-    source: str | None = None
-    total: int
-    processed: int = 0
-    counts: JobCounts = Field(default_factory=JobCounts)
-    documents: list[DocumentOutcome] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage, description="LLM calls, tokens and cost.")
-    error: str | None = None
-    created_at: str
-    started_at: str | None = None
-    finished_at: str | None = None
-    updated_at: str | None = Field(
-        None, description="The last sign of life from the server running the job."
-    )
     tenant: str = Field(exclude=True)
 
 
@@ -178,7 +151,7 @@ class Reservation:
 class _Running:
     """A job this process runs: the live model, and how much of it is saved."""
 
-    job: Job
+    job: TenantJob
     saved_documents: int = 0
     task: asyncio.Task[None] | None = None
 
@@ -291,7 +264,7 @@ class JobRegistry:
         source: str | None = None,
         total: int | None = None,
         reservation: Reservation | None = None,
-    ) -> Job:
+    ) -> TenantJob:
         """Register a job and start it; its writes queue behind earlier writes to the tenant.
         ``total`` is how many documents it will process when that is not one per item.
         ``reservation``: its place in the tenant's caps, taken now when not given (this
@@ -311,9 +284,9 @@ class JobRegistry:
         source: str | None,
         total: int | None,
         reservation: Reservation,
-    ) -> Job:
+    ) -> TenantJob:
         now = self.clock()
-        job = Job(
+        job = TenantJob(
             id=secrets.token_hex(8),
             kind=kind,
             source=source,
@@ -342,17 +315,17 @@ class JobRegistry:
             self._beat = loop.create_task(self._beat_while_running())
         return job
 
-    def get(self, tenant: str, job_id: str) -> Job | None:
+    def get(self, tenant: str, job_id: str) -> TenantJob | None:
         """The job, or None when there is none with that id in this tenant."""
         record = self.records.get(tenant, job_id)
         return None if record is None else self._job(record)
 
-    def list(self, tenant: str) -> list[Job]:
+    def list(self, tenant: str) -> list[TenantJob]:
         """The tenant's jobs, newest first."""
         return [self._job(record) for record in self.records.list(tenant, self.keep)]
 
-    def _job(self, record: JobRecord, *, recheck: bool = True) -> Job:
-        job = Job(
+    def _job(self, record: JobRecord, *, recheck: bool = True) -> TenantJob:
+        job = TenantJob(
             id=record.id,
             status=record.status,  # type: ignore[arg-type]
             documents=[DocumentOutcome.model_validate(d) for d in record.documents],
@@ -481,7 +454,7 @@ class JobRegistry:
             self._running.pop(job.id, None)
 
     async def _write(
-        self, item: WorkItem, documents: list[Document | FailedDocument], job: Job
+        self, item: WorkItem, documents: list[Document | FailedDocument], job: TenantJob
     ) -> list[DocumentOutcome]:
         def progress(report: IngestReport) -> None:
             job.total = max(job.total, report.planned)
@@ -519,6 +492,6 @@ class JobRegistry:
         self.spool.close()
 
 
-def _body(job: Job) -> dict[str, Any]:
+def _body(job: TenantJob) -> dict[str, Any]:
     """What the job record keeps as JSON (the rest has columns of its own)."""
     return job.model_dump(mode="json", exclude=_OWN_COLUMNS)

@@ -11,12 +11,12 @@ from flexmatch import (
     ApiKey,
     DocumentOutcome,
     DocumentRecord,
+    JobStatus,
     KeyStore,
     Permission,
     Principal,
     ToolResult,
 )
-from flexmatch.adapters.http.jobs import JobStatus
 
 FILTERS_DOC = (
     "Field conditions, all of which must match: source, document_id, chunk_id, match_kind, "

@@ -19,6 +19,7 @@ from flexmatch import (
     DocumentDetail,
     DocumentNotFoundError,
     FailedDocument,
+    JobKind,
     ParseError,
     SourceChoiceError,
     record_id,
@@ -27,7 +28,7 @@ from flexmatch import (
 from flexmatch import Principal as AccessPrincipal
 from flexmatch.adapters.http.auth import Principal, permits, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
-from flexmatch.adapters.http.jobs import JobKind, Reservation, WorkItem
+from flexmatch.adapters.http.jobs import Reservation, WorkItem
 from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.schemas import (
     AccessRequest,

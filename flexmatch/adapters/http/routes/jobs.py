@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
+from flexmatch import Job
 from flexmatch.adapters.http.auth import Principal, require
 from flexmatch.adapters.http.errors import not_found, reject_unknown_query
-from flexmatch.adapters.http.jobs import Job
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(reject_unknown_query)])
