@@ -14,21 +14,9 @@ from pathlib import Path
 import httpx
 
 from flexmatch import KeyStore
+from tests.adapters.http.harness import KB_CONFIG  # the same three sources
 from tests.adapters.http.servers import free_port
 from tests.conftest import FLEXMATCH, stop, write_config
-
-# a files source, a records source and a web source that may fetch from loopback
-KB_CONFIG = """\
-sources:
-  default: {}
-  facts:
-    type: records
-    id_field: fact_id
-    title_field: subject
-  web:
-    type: web
-    allow_hosts: ["127.0.0.1"]
-"""
 
 
 @dataclass
