@@ -164,7 +164,7 @@ def _reading_order(boxes: list[_Box], width: float) -> list[_Box]:
     """Boxes in reading order by recursive cuts: columns (groups split by a vertical
     gutter, each holding text at least ``COLUMN_SHARE`` of the page wide) are read one
     after another, left to right; else bands split by a horizontal gap, top to bottom.
-    Side-by-side narrow boxes in one band (table cells) become one row of cells."""
+    Side-by-side narrow one-line boxes in one band (table cells) become one row of cells."""
     if len(boxes) <= 1:
         return boxes
     columns = _groups(boxes, 0)
@@ -174,7 +174,7 @@ def _reading_order(boxes: list[_Box], width: float) -> list[_Box]:
     bands = _groups(boxes, 1)
     if len(bands) > 1:
         return [b for g in bands for b in _reading_order(g, width)]
-    if len(columns) > 1:
+    if len(columns) > 1 and all(len(b.lines) == 1 for b in boxes):  # not lines of a block
         cells = tuple(
             clean_inline(" ".join(line for b in _reading_order(g, width) for line in b.lines))
             for g in columns
