@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "flexmatch.lifecycle",
             "flexmatch.models",
             "flexmatch.payloads",
+            "flexmatch.plugins",
             "flexmatch.results",
             "flexmatch.text",
             "flexmatch.yamlio",

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import Any
 
 from flexmatch.errors import (
     ConfigError,
@@ -42,6 +42,7 @@ from flexmatch.inputs.parsing.markdown import markdown_to_builder
 from flexmatch.inputs.parsing.sniff import TEXT_PARSERS, is_binary, sniff
 from flexmatch.inputs.parsing.text import add_text_blocks
 from flexmatch.models import ParsedDocument
+from flexmatch.plugins import load_entry_points
 
 __all__ = [
     "BUILTIN",
@@ -143,35 +144,18 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    found: dict[str, list[EntryPoint]] = {}
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        builtin = BUILTIN.get(entry_point.name)
-        if builtin is not None and entry_point.value != builtin:
-            continue  # a built-in's name is taken (stale metadata, or another package)
-        same = found.setdefault(entry_point.name, [])
-        if all(e.value != entry_point.value for e in same):
-            same.append(entry_point)
-    for name, value in BUILTIN.items():  # a source checkout without installed metadata
-        found.setdefault(name, [EntryPoint(name, value, ENTRY_POINT_GROUP)])
-    for name, candidates in sorted(found.items()):
-        if len(candidates) > 1:
-            values = " and ".join(f"'{e.value}'" for e in candidates)
-            _BROKEN[name] = f"two plug-ins declare it ({values})"
-            continue
-        (entry_point,) = candidates
-        try:
-            parser = entry_point.load()
-            if not callable(parser):
-                raise TypeError(f"{type(parser).__name__} is not callable")
-        except Exception as exc:  # any error in a plug-in's import is the plug-in's
-            _BROKEN[name] = f"'{entry_point.value}' failed to load: {type(exc).__name__}: {exc}"
-            continue
-        _REGISTRY[name] = parser
-        if name not in BUILTIN:
-            for suffix in getattr(parser, "suffixes", ()) or ():
-                suffix = str(suffix).lower()
-                if suffix.startswith(".") and suffix not in SUFFIXES:
-                    _CLAIMED.setdefault(suffix, name)
+    load_entry_points(ENTRY_POINT_GROUP, BUILTIN, _register, _BROKEN)
+
+
+def _register(name: str, parser: Any, where: str) -> None:
+    if not callable(parser):
+        raise TypeError(f"{type(parser).__name__} is not callable")
+    _REGISTRY[name] = parser
+    if name not in BUILTIN:
+        for suffix in getattr(parser, "suffixes", ()) or ():
+            suffix = str(suffix).lower()
+            if suffix.startswith(".") and suffix not in SUFFIXES:
+                _CLAIMED.setdefault(suffix, name)
 
 
 def parser_names() -> list[str]:

@@ -21,7 +21,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -34,6 +33,7 @@ from flexmatch.inputs.loaders import Item, document_id
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.web import FetchedPage, WebPolicy, request
 from flexmatch.models import Document, FailedDocument, ParsedDocument
+from flexmatch.plugins import load_entry_points
 from flexmatch.yamlio import validation_message
 
 ENTRY_POINT_GROUP = "flexmatch.sources"
@@ -306,28 +306,7 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    found: dict[str, list[EntryPoint]] = {}
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        builtin = BUILTIN.get(entry_point.name)
-        if builtin is not None and entry_point.value != builtin:
-            continue  # a built-in's name is taken (stale metadata, or another package)
-        same = found.setdefault(entry_point.name, [])
-        if all(e.value != entry_point.value for e in same):
-            same.append(entry_point)
-    for name, value in BUILTIN.items():  # a source checkout without installed metadata
-        found.setdefault(name, [EntryPoint(name, value, ENTRY_POINT_GROUP)])
-    for name, candidates in sorted(found.items()):
-        if name in _REGISTRY:
-            continue  # registered in-process already
-        if len(candidates) > 1:
-            values = " and ".join(f"'{e.value}'" for e in candidates)
-            _BROKEN[name] = f"two plug-ins declare it ({values})"
-            continue
-        (entry_point,) = candidates
-        try:
-            _add(name, entry_point.load(), entry_point.value)
-        except Exception as exc:  # any error in a plug-in's import is the plug-in's
-            _BROKEN[name] = f"'{entry_point.value}' failed to load: {type(exc).__name__}: {exc}"
+    load_entry_points(ENTRY_POINT_GROUP, BUILTIN, _add, _BROKEN, _REGISTRY)
 
 
 def registered() -> list[str]:
