@@ -10,10 +10,11 @@ from flexmatch.models import Location
 from flexmatch.text import count_tokens, split_sentences, split_words
 
 # Bumped when what the built-in chunkers produce changes (2: chunks carry their location,
-# an empty heading is kept, merged code names its symbols): stored documents are stale and
+# an empty heading is kept, merged code names its symbols; 3: a long table is cut between
+# rows with its header row repeated): stored documents are stale and
 # ``reindex`` (or the next ingest) writes them again, instead of old chunks staying as
 # they were with no location.
-REVISION = 2
+REVISION = 3
 
 
 def with_revision(definition: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +105,63 @@ def line_locations(
         last = first + piece.count("\n")
         found.append(location.model_copy(update={"line_start": first, "line_end": last}))
         position = at + len(piece)
+    return found
+
+
+def split_table(text: str, max_tokens: int) -> list[tuple[str, int, int]]:
+    """A table (Markdown rows ``a | b``, one per line) over the budget, cut between rows
+    with its first (header) row repeated at the top of every piece, so each piece still
+    says what its columns are. Each piece comes with the indexes of the first and last
+    row it holds (the repeated header not counted after the first piece). A header over
+    half the budget is not repeated (it would crowd out the rows); a row that does not
+    fit with it is cut into word windows."""
+    rows = text.split("\n")
+    header = rows[0]
+    repeat = len(rows) > 1 and count_tokens(header) <= max_tokens // 2
+    top = [header] if repeat else []  # what every piece starts with
+    start_used = count_tokens(header) if repeat else 0
+    pieces: list[tuple[str, int, int]] = []
+    current, used, first = list(top), start_used, 0
+    for index in range(1 if repeat else 0, len(rows)):
+        row, cost = rows[index], count_tokens(rows[index])
+        if used + cost > max_tokens and len(current) > len(top):
+            pieces.append(("\n".join(current), first, index - 1))
+            current, used, first = list(top), start_used, index
+        if used + cost <= max_tokens:
+            current.append(row)
+            used += cost
+            continue
+        for part in split_words(row, max_tokens - used, 0):  # one row alone is over budget
+            pieces.append(("\n".join([*top, part]), first, index))
+        current, used, first = list(top), start_used, index + 1
+    if len(current) > len(top):
+        pieces.append(("\n".join(current), first, len(rows) - 1))
+    return pieces
+
+
+def table_locations(
+    text: str, spans: list[tuple[int, int]], location: Location | None
+) -> list[Location | None]:
+    """Where each piece of a table cut by ``split_table`` is: its rows (a sheet or CSV
+    table, ``location.row_start`` being the header's row) or its lines in the file (a
+    Markdown table, whose delimiter row ``|---|`` follows the header); else the table's
+    own location (a PDF page)."""
+    if location is None:
+        return [None] * len(spans)
+    count = text.count("\n") + 1
+    found: list[Location | None] = []
+    for first, last in spans:
+        update: dict[str, int] = {}
+        if location.row_start is not None:
+            update = {"row_start": location.row_start + first, "row_end": location.row_start + last}
+        elif (start := location.line_start) is not None and location.line_end is not None:
+            extra = location.line_end - start + 1 - count
+            if extra in (0, 1):  # one line per row, plus the delimiter row of Markdown
+                update = {
+                    "line_start": start + first + (extra if first else 0),
+                    "line_end": start + last + (extra if last else 0),
+                }
+        found.append(location.model_copy(update=update) if update else location)
     return found
 
 

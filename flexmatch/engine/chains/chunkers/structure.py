@@ -4,6 +4,9 @@ Every section says where it is (``Location.spanning`` of the elements it holds).
 with nothing under it before a heading of its level or above (``## Installing on Windows``
 directly followed by ``## Installing on Linux``) is kept as a section of its own: dropped,
 the words a reader searches for would not be in the index at all.
+
+A table over the budget is cut between its rows, its header row repeated at the top of
+every piece (``split_table``): a row read without its column names means little.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from flexmatch.engine.chains.chunkers._budget import (
     pack,
     pack_spans,
     split_lines,
+    split_table,
+    table_locations,
     with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
@@ -69,6 +74,14 @@ class StructureChunker(Chunker):
                         pieces, line_locations(element.text, pieces, element.location), strict=True
                     ):
                         sections.append(Section(text=piece, heading_path=path(), location=where))
+                elif _long_table(element, budget[0]):
+                    add_packed(run)
+                    run = []
+                    cut = split_table(element.text, budget[0])
+                    spans = [(first, last) for _, first, last in cut]
+                    wheres = table_locations(element.text, spans, element.location)
+                    for (piece, _, _), where in zip(cut, wheres, strict=True):
+                        sections.append(Section(text=piece, heading_path=path(), location=where))
                 else:
                     run.append(element)
             add_packed(run)
@@ -104,3 +117,7 @@ class StructureChunker(Chunker):
 
 def _long_code(element: Element, max_tokens: int) -> bool:
     return element.kind == "code" and count_tokens(element.text) > max_tokens
+
+
+def _long_table(element: Element, max_tokens: int) -> bool:
+    return element.kind == "table" and count_tokens(element.text) > max_tokens
