@@ -5,6 +5,7 @@ generated long table and on a real PDF table."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from flexmatch.chains import ChainContext, Chunker, build_chain
 from flexmatch.config import ChainRef
@@ -56,7 +57,7 @@ def test_sheet_rows_and_markdown_lines_of_each_piece() -> None:
     cut = split_table(table, 60)
     spans = [(first, last) for _, first, last in cut]
     assert spans[0][0] == 0 and spans[-1][1] == 30
-    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:], strict=False))
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(spans))
 
     sheet = Element(kind="table", text=table, location=Location(sheet="S", row_start=5))
     located = _sections([sheet], 60)
@@ -66,8 +67,7 @@ def test_sheet_rows_and_markdown_lines_of_each_piece() -> None:
 
     # A Markdown table: header on line 3, its delimiter row on line 4, row k on line 4 + k.
     text = "# Capitals\n\n" + "\n".join(
-        ["| Country | Capital | Population |", "|---|---|---|"]
-        + [f"| {r} |" for r in rows]
+        ["| Country | Capital | Population |", "|---|---|---|"] + [f"| {r} |" for r in rows]
     )
     builder, _ = markdown_to_builder(text)
     sections = _sections(builder.elements, 60)
@@ -86,7 +86,7 @@ def test_a_row_over_the_budget_is_cut_into_windows_under_the_header() -> None:
     pieces = split_table("\n".join([HEADER, "A | B | 1", long_row, "C | D | 2"]), 40)
     assert all(text.split("\n")[0] == HEADER for text, _, _ in pieces)
     assert all(count_tokens(text) <= 40 for text, _, _ in pieces)
-    assert [(first, last) for _, first, last in pieces][0] == (0, 1)
+    assert next((first, last) for _, first, last in pieces) == (0, 1)
     assert {(first, last) for _, first, last in pieces[1:-1]} == {(2, 2)}
     assert pieces[-1][1:] == (3, 3)
 
