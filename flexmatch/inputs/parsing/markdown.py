@@ -2,21 +2,26 @@
 
 Indented code blocks are switched off: many ``.md`` files are plain text with indented
 paragraphs (licences, notes) and would otherwise turn into one long "code" element;
-fenced code blocks still become ``code`` elements. Every element has its lines in the
-file (from the parser's own line map), so a result cites ``README.md:40-52``.
+fenced code blocks still become ``code`` elements. List items keep their Markdown
+markers and nesting (``- ``, ``3. `` numbered from the list's start, a nested item
+indented under its parent's text; ``ListMarkers``), so a chunk reads as the list.
+Every element has its lines in the file (from the parser's own line map), so a result
+cites ``README.md:40-52``.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import html
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flexmatch.errors import ParseError
-from flexmatch.inputs.parsing._common import ElementBuilder, finish, parse_errors
-from flexmatch.models import ElementKind, Location, ParsedDocument
+from flexmatch.inputs.parsing._common import ElementBuilder, clean_inline, finish, parse_errors
+from flexmatch.models import Element, Location, ParsedDocument
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -75,10 +80,11 @@ def markdown_to_builder(text: str, lines: bool = True) -> tuple[ElementBuilder, 
         return Location(line_start=offset + first + 1 + skip, line_end=offset + max(end, first + 1))
 
     table_open: Token | None = None
-    list_depth = 0
     heading_level = 0
     table_rows: list[list[str]] | None = None
-    item_number = ""  # "3." for the first paragraph of an ordered-list item
+    # One entry per open list, outermost first: [ordered, next number, the item's text
+    # indent (0 until its marker is written), its marker still to write].
+    lists: list[list[Any]] = []
     for token in tokens:
         kind = token.type
         if kind == "heading_open":
@@ -86,18 +92,22 @@ def markdown_to_builder(text: str, lines: bool = True) -> tuple[ElementBuilder, 
         elif kind == "heading_close":
             heading_level = 0
         elif kind in ("bullet_list_open", "ordered_list_open"):
-            list_depth += 1
+            start = token.attrGet("start")
+            lists.append([kind == "ordered_list_open", int(start or 1), 0, False])
         elif kind in ("bullet_list_close", "ordered_list_close"):
-            list_depth -= 1
-        elif kind == "list_item_open" and token.info:
-            item_number = f"{token.info}{token.markup} "
+            lists.pop()
+        elif kind == "list_item_open" and lists:
+            lists[-1][3] = True
         elif kind == "table_open":
             table_rows, table_open = [], token
         elif kind == "table_close":
             if table_rows is not None:
                 where = span(table_open) if table_open else None
-                builder.add(
-                    "table", "\n".join(" | ".join(row) for row in table_rows), location=where
+                text = "\n".join(" | ".join(row) for row in table_rows)
+                _keep_lists(
+                    builder,
+                    bool(lists),
+                    lambda t=text, w=where: builder.add("table", t, location=w),
                 )
             table_rows = None
         elif kind == "tr_open" and table_rows is not None:
@@ -109,16 +119,51 @@ def markdown_to_builder(text: str, lines: bool = True) -> tuple[ElementBuilder, 
                     table_rows[-1].append(content.strip())
             elif heading_level:
                 builder.add("heading", content, level=heading_level, location=span(token))
+            elif lists:
+                _add_item_text(builder, lists, content, span(token))
             else:
-                element_kind: ElementKind = "list_item" if list_depth else "paragraph"
-                builder.add(element_kind, item_number + content, location=span(token))
-                item_number = ""
+                builder.add("paragraph", content, location=span(token))
         elif kind in ("fence", "code_block"):
-            builder.add("code", token.content, location=span(token, kind == "fence"))
+            where = span(token, kind == "fence")
+            _keep_lists(
+                builder,
+                bool(lists),
+                lambda t=token.content, w=where: builder.add("code", t, location=w),
+            )
         elif kind == "html_block":
             block = html.unescape(_TAG.sub(" ", token.content))
             builder.add("paragraph", block, location=span(token))
     return builder, front_title
+
+
+def _add_item_text(
+    builder: ElementBuilder, lists: list[list[Any]], content: str, where: Location | None
+) -> None:
+    """Text inside a list: an item's first paragraph gets its Markdown marker and indent
+    (``- ``, ``3. ``, nested under its parent's text), a later paragraph of the same item
+    the item's indent, so a chunk reads as the list it came from."""
+    ordered, number, indent, needs_marker = lists[-1]
+    text = clean_inline(content)
+    if not text:
+        return
+    if needs_marker:
+        builder.add_list_item(text, len(lists) - 1, ordered, number if ordered else None, where)
+        lists[-1][1:] = [
+            number + 1 if ordered else number,
+            len(builder.elements[-1].text) - len(text),
+            False,
+        ]
+        return
+    builder.elements.append(Element(kind="list_item", text=" " * indent + text, location=where))
+
+
+def _keep_lists(builder: ElementBuilder, in_list: bool, add: Callable[[], None]) -> None:
+    """Add a block (code, a table); inside a list, without ending the lists around it, so
+    an item after a code block in a list keeps its nesting."""
+    markers = copy.deepcopy(builder.lists)
+    add()
+    if in_list:
+        builder.lists = markers
 
 
 def parse_markdown(path: Path) -> ParsedDocument:

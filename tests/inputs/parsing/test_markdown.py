@@ -37,7 +37,7 @@ def test_markdown_tables_lists_and_front_matter(tmp_path: Path) -> None:
     assert [(e.kind, e.text) for e in doc.elements] == [
         ("heading", "Big"),
         ("paragraph", "Some emphasis and a link."),
-        ("list_item", "one"),
-        ("list_item", "two"),
+        ("list_item", "- one"),
+        ("list_item", "- two"),
         ("table", "A | B\n1 | 2"),
     ]
