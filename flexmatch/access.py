@@ -130,6 +130,11 @@ class Principal(BaseModel):
             *(f"group:{g}" for g in self.groups),
         ]
 
+    def may_read(self, tokens: list[str] | None) -> bool:
+        """Whether a document stored with access ``tokens`` is readable by this principal
+        (no tokens: unrestricted)."""
+        return not tokens or not set(tokens).isdisjoint(self.tokens())
+
     def key(self) -> str:
         """One string per distinct principal (the search cache's key)."""
         return "\x1f".join(self.tokens())
@@ -152,9 +157,7 @@ class Principal(BaseModel):
 def readable(tokens: list[str] | None, principal: Principal | None) -> bool:
     """Whether a document whose stored access is ``tokens`` is readable by ``principal``
     (``None``: the admin's view, everything)."""
-    if principal is None or not tokens:
-        return True
-    return not set(tokens).isdisjoint(principal.tokens())
+    return principal is None or principal.may_read(tokens)
 
 
 def access_filter(principal: Principal | None) -> dict[str, list[str]]:

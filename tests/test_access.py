@@ -5,7 +5,9 @@ re-embeds nothing."""
 
 from __future__ import annotations
 
+import json
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -618,3 +620,169 @@ def test_console_search_as_a_colleague(served: tuple[Served, dict[str, str]]) ->
     assert refused.status_code == 403 and "only a service or admin key" in refused.text
     admin.close()
     alice.close()
+
+
+# -- jobs and overwrites over HTTP (a tenant of their own) ------------------------------
+OTHER = "globex"
+
+
+def _job(
+    client: httpx.Client, response: httpx.Response, token: str, who: Principal | None = None
+) -> dict[str, Any]:
+    """The finished job ``response`` accepted, polled as the key (and user) that started it."""
+    assert response.status_code == 202, response.text
+    url = response.json()["url"]
+    for _ in range(600):
+        polled = client.get(url, headers=_as(token, who))
+        assert polled.status_code == 200, polled.text
+        job = polled.json()
+        if job["status"] in ("done", "failed"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not finish")
+
+
+def _records(
+    client: httpx.Client, token: str, records: list[dict[str, Any]], who: Principal | None = None
+) -> httpx.Response:
+    body = {"source": "facts", "records": records}
+    return client.post("/v1/records", json=body, headers=_as(token, who))
+
+
+def _upload(client: httpx.Client, token: str, name: str, text: str, **metadata: Any) -> Any:
+    form = {"metadata": json.dumps(metadata)} if metadata else {}
+    files = {"files": (name, text.encode(), "text/plain")}
+    return client.post("/v1/documents", files=files, data=form, headers=_as(token))
+
+
+@pytest.fixture(scope="module")
+def other_keys(served: tuple[Served, dict[str, str]]) -> dict[str, str]:
+    store = KeyStore.for_kb(served[0].kb_dir)
+    made = {
+        "admin": (["admin"], None),
+        "ann": (["read", "write"], key_identity("user:ann", ["hr"])),
+        "bob": (["read", "write"], key_identity("user:bob")),
+        "service": (["read", "write"], key_identity(service=True)),
+        "plain": (["read", "write"], None),
+    }
+    return {
+        name: store.create(OTHER, ",".join(perms), identity=identity)[1]
+        for name, (perms, identity) in made.items()
+    }
+
+
+def test_http_jobs_show_a_key_only_its_own_jobs(
+    served: tuple[Served, dict[str, str]], other_keys: dict[str, str]
+) -> None:
+    """A job's outcomes name files and documents: another key, or the same service key
+    acting for another user, gets the 404 of an unknown job; admins see every job."""
+    server, keys = served[0], other_keys
+    carol, dave = Principal(user="carol"), Principal(user="dave")
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        hr = [
+            {"fact_id": "jobs-hr", "subject": "Pay", "text": "Pay bands.", "access": ["group:hr"]}
+        ]
+        ann_job = _job(client, _records(client, keys["ann"], hr), keys["ann"])
+        assert ann_job["documents"][0]["document_id"] == "jobs-hr"
+        upload = _job(client, _upload(client, keys["ann"], "bonus-plan.txt", "Bonus."), keys["ann"])
+        note = [{"fact_id": "jobs-carol", "subject": "Note", "text": "Carol's note."}]
+        started = _records(client, keys["service"], note, carol)
+        carol_job = _job(client, started, keys["service"], carol)
+
+        def listed(token: str, who: Principal | None = None) -> set[str]:
+            response = client.get("/v1/jobs", headers=_as(token, who))
+            assert response.status_code == 200, response.text
+            return {job["id"] for job in response.json()}
+
+        def shown(token: str, job_id: str, who: Principal | None = None) -> httpx.Response:
+            return client.get(f"/v1/jobs/{job_id}", headers=_as(token, who))
+
+        mine = {ann_job["id"], upload["id"]}
+        assert listed(keys["ann"]) >= mine and carol_job["id"] not in listed(keys["ann"])
+        for token, who in ((keys["bob"], None), (keys["plain"], None), (keys["service"], dave)):
+            assert listed(token, who).isdisjoint(mine | {carol_job["id"]})
+            for job_id in mine:
+                refused = shown(token, job_id, who)
+                assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+                assert "jobs-hr" not in refused.text and "bonus" not in refused.text
+        assert carol_job["id"] in listed(keys["service"], carol)
+        assert shown(keys["service"], carol_job["id"], carol).status_code == 200
+        assert listed(keys["admin"]) >= mine | {carol_job["id"]}
+        admin_view = shown(keys["admin"], ann_job["id"]).json()
+        assert admin_view["documents"][0]["document_id"] == "jobs-hr"
+
+
+def test_http_a_writer_cannot_overwrite_a_document_it_cannot_read(
+    served: tuple[Served, dict[str, str]], other_keys: dict[str, str]
+) -> None:
+    """By records or upload under the same id: the document fails with the not-found
+    answer and the stored one is untouched; a reader of it, and an admin, may."""
+    server, keys = served[0], other_keys
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        secret = {"fact_id": "over-hr", "subject": "Pay", "text": "Pay bands of the hr team."}
+        made = _job(
+            client, _records(client, keys["ann"], [{**secret, "access": ["group:hr"]}]), keys["ann"]
+        )
+        assert made["documents"][0]["outcome"] == "added", made
+        upload = _job(
+            client,
+            _upload(client, keys["ann"], "salaries.txt", "Salaries.", access=["group:hr"]),
+            keys["ann"],
+        )
+        upload_id = upload["documents"][0]["document_id"]
+
+        def text(document_id: str) -> str:
+            detail = client.get(f"/v1/documents/{document_id}", headers=_as(keys["admin"]))
+            assert detail.status_code == 200, detail.text
+            return json.dumps(detail.json())
+
+        forged = {**secret, "text": "Overwritten by bob."}
+        bob = Principal(user="bob")
+        attempts = [
+            (_records(client, keys["bob"], [forged]), keys["bob"], None, "over-hr"),
+            (_records(client, keys["plain"], [forged]), keys["plain"], None, "over-hr"),
+            (_records(client, keys["service"], [forged], bob), keys["service"], bob, "over-hr"),
+            (
+                _upload(client, keys["bob"], "salaries.txt", "Overwritten by bob."),
+                keys["bob"],
+                None,
+                upload_id,
+            ),
+        ]
+        for response, token, who, document_id in attempts:
+            outcome = _job(client, response, token, who)["documents"][0]
+            assert outcome["outcome"] == "failed", outcome
+            assert f"no document '{document_id}'" in outcome["error"]
+            assert "group" not in outcome["error"]  # nothing about it is revealed
+        assert "Overwritten" not in text("over-hr") and "Overwritten" not in text(upload_id)
+        assert "group:hr" in text("over-hr")
+        # one who may read it may overwrite it (keeping its access), and so may an admin
+        changed = _job(client, _records(client, keys["ann"], [forged]), keys["ann"])
+        assert changed["documents"][0]["outcome"] == "changed", changed
+        assert "Overwritten" in text("over-hr") and "group:hr" in text("over-hr")
+        by_admin = _upload(client, keys["admin"], "salaries.txt", "Rewritten by an admin.")
+        assert _job(client, by_admin, keys["admin"])["documents"][0]["outcome"] == "changed"
+        assert "Rewritten by an admin" in text(upload_id)
+
+
+def test_http_records_without_an_id_differing_only_in_access_are_two_documents(
+    served: tuple[Served, dict[str, str]], other_keys: dict[str, str]
+) -> None:
+    """The id of a record without one hashes its access too, so an open copy of a
+    restricted record never merges into (and opens or closes) the other."""
+    server, keys = served[0], other_keys
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        rota = {"subject": "Rota", "text": "The night rota of the ops team."}
+        records = [rota, {**rota, "access": ["group:hr"]}, {**rota, "access": "public"}]
+        job = _job(client, _records(client, keys["admin"], records), keys["admin"])
+        outcomes = job["documents"]
+        assert [o["outcome"] for o in outcomes] == ["added"] * 3, outcomes
+        ids = [o["document_id"] for o in outcomes]
+        assert len(set(ids)) == 3
+        seen = client.get("/v1/documents", params={"limit": 500}, headers=_as(keys["plain"]))
+        visible = {d["id"] for d in seen.json()["items"]}
+        assert ids[0] in visible and ids[2] in visible and ids[1] not in visible
+        # the same records again are the same documents (the id is stable)
+        again = _job(client, _records(client, keys["admin"], records), keys["admin"])
+        assert [o["document_id"] for o in again["documents"]] == ids
+        assert {o["outcome"] for o in again["documents"]} == {"unchanged"}

@@ -80,11 +80,14 @@ def record_document(
     if record_depth(record) > MAX_RECORD_DEPTH:
         raise ParseError(f"{where}: the record nests deeper than {MAX_RECORD_DEPTH} levels")
     access = record.get(ACCESS_FIELD) if isinstance(record, dict) else None
+    # a record without an id is named by its content *and* its access: two records that
+    # differ only in who may read them are two documents, never one (records without
+    # access hash as they always did)
+    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)
     if access is not None:  # who may read it: kept apart, never in its text (see access)
         record = {k: v for k, v in record.items() if k != ACCESS_FIELD}
     fields = record if isinstance(record, dict) else {}
     given = record_id(fields, key, where, config)
-    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False)
     document_id = (
         given
         if given is not None

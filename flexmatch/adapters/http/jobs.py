@@ -51,6 +51,7 @@ from flexmatch import (
     JobKind,
     JobRecord,
     KnowledgeBase,
+    Principal,
     SharedState,
 )
 from flexmatch.adapters.http.errors import ApiError
@@ -63,9 +64,13 @@ SPOOL_DIR = Path(".flexmatch") / "spool"  # in the knowledge base's folder
 
 
 class TenantJob(Job):
-    """A job as the service keeps it: the public job and its tenant (never shown)."""
+    """A job as the service keeps it: the public job, its tenant and who started it
+    (never shown)."""
 
     tenant: str = Field(exclude=True)
+    # the key (and end user) that started it; only it and admin keys see the job (see
+    # docs/security.md, "Access control"); None: admins only (jobs of older versions)
+    owner: str | None = Field(None, exclude=True)
 
 
 Read = Callable[[], Awaitable[list[Document | FailedDocument]]]
@@ -154,6 +159,9 @@ class _Running:
     job: TenantJob
     saved_documents: int = 0
     task: asyncio.Task[None] | None = None
+    # who writes: a document stored with access it may not read is not overwritten
+    # (None: an admin key, which may)
+    writer: Principal | None = None
 
 
 class JobRegistry:
@@ -264,14 +272,19 @@ class JobRegistry:
         source: str | None = None,
         total: int | None = None,
         reservation: Reservation | None = None,
+        owner: str | None = None,
+        writer: Principal | None = None,
     ) -> TenantJob:
         """Register a job and start it; its writes queue behind earlier writes to the tenant.
         ``total`` is how many documents it will process when that is not one per item.
         ``reservation``: its place in the tenant's caps, taken now when not given (this
-        may raise the 429); released when the job ends."""
+        may raise the 429); released when the job ends. ``owner``: who may follow it
+        besides admins (``owner_of``); ``writer``: who it writes as (None: an admin)."""
         reservation = reservation or self.reserve(tenant)
         try:
-            return await self._submit(tenant, kind, items, source, total, reservation)
+            return await self._submit(
+                tenant, kind, items, source, total, reservation, owner, writer
+            )
         except BaseException:
             self.release(reservation)
             raise
@@ -284,6 +297,8 @@ class JobRegistry:
         source: str | None,
         total: int | None,
         reservation: Reservation,
+        owner: str | None = None,
+        writer: Principal | None = None,
     ) -> TenantJob:
         now = self.clock()
         job = TenantJob(
@@ -294,6 +309,7 @@ class JobRegistry:
             created_at=_now(),
             updated_at=_iso(now),
             tenant=tenant,
+            owner=owner,
         )
         record = JobRecord(
             id=job.id,
@@ -307,7 +323,7 @@ class JobRegistry:
         await asyncio.to_thread(self.records.create, record)
         await asyncio.to_thread(self.records.prune, self.keep)
         tickets = [self.writer.ticket(tenant) for _ in items]  # the order of acceptance
-        running = _Running(job)
+        running = _Running(job, writer=writer)
         self._running[job.id] = running
         loop = asyncio.get_running_loop()
         running.task = loop.create_task(self._run(running, items, tickets, reservation))
@@ -417,7 +433,7 @@ class JobRegistry:
                 documents = await pending
                 reads[index] = None  # an upload's bytes are freed early
                 async with self.writer.apply(ticket):
-                    outcomes = await self._write(item, documents, job)
+                    outcomes = await self._write(item, documents, job, running.writer)
                 for outcome in outcomes:
                     job.documents.append(outcome)
                     _count(job.counts, outcome)
@@ -453,8 +469,29 @@ class JobRegistry:
                 log.error("saving the end of job %s failed", job.id, exc_info=exc)
             self._running.pop(job.id, None)
 
+    def _overwritable(
+        self, documents: list[Document | FailedDocument], tenant: str, writer: Principal
+    ) -> list[Document | FailedDocument]:
+        """``documents``, each one that would overwrite a stored document ``writer`` may
+        not read failed with the not-found answer (nothing about it is revealed)."""
+        ids = [d.id for d in documents if isinstance(d, Document)]
+        stored = self.kb.registry.get_many(tenant, ids) if ids else {}
+        kept: list[Document | FailedDocument] = []
+        for document in documents:
+            record = stored.get(document.id) if isinstance(document, Document) else None
+            if record is not None and not writer.may_read(record.access):
+                error = f"no document '{document.id}' in tenant '{tenant}' this key may write"
+                kept.append(FailedDocument(uri=document.uri, error=error))
+            else:
+                kept.append(document)
+        return kept
+
     async def _write(
-        self, item: WorkItem, documents: list[Document | FailedDocument], job: TenantJob
+        self,
+        item: WorkItem,
+        documents: list[Document | FailedDocument],
+        job: TenantJob,
+        writer: Principal | None = None,
     ) -> list[DocumentOutcome]:
         def progress(report: IngestReport) -> None:
             job.total = max(job.total, report.planned)
@@ -468,6 +505,10 @@ class JobRegistry:
                 job.total = max(job.total, report.planned)
                 job.processed = max(job.processed, report.processed)
                 return report.outcomes
+            if writer is not None:
+                documents = await asyncio.to_thread(
+                    self._overwritable, documents, job.tenant, writer
+                )
             report = await self.kb.aingest_documents(documents, tenant=job.tenant)
             job.usage.add(report.usage)
         except FlexMatchError as exc:
@@ -494,4 +535,16 @@ class JobRegistry:
 
 def _body(job: TenantJob) -> dict[str, Any]:
     """What the job record keeps as JSON (the rest has columns of its own)."""
-    return job.model_dump(mode="json", exclude=_OWN_COLUMNS)
+    return {**job.model_dump(mode="json", exclude=_OWN_COLUMNS), "owner": job.owner}
+
+
+def owner_of(key_id: str, reader: Principal | None) -> str:
+    """Who started a job: the key and, for a service key, the end user it named (a
+    service key acting for alice does not see bob's jobs)."""
+    return key_id if reader is None else f"{key_id} as {reader.key()}"
+
+
+def visible(job: TenantJob, owner: str | None) -> bool:
+    """Whether a caller sees ``job`` (file names, document ids): an admin key (``owner``
+    None) sees every job of its tenant, any other key only the jobs it started."""
+    return owner is None or job.owner == owner

@@ -28,7 +28,7 @@ from flexmatch import (
 from flexmatch import Principal as AccessPrincipal
 from flexmatch.adapters.http.auth import Principal, permits, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
-from flexmatch.adapters.http.jobs import Reservation, WorkItem
+from flexmatch.adapters.http.jobs import Reservation, WorkItem, owner_of
 from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.schemas import (
     AccessRequest,
@@ -79,13 +79,24 @@ def parse_metadata(text: str | None) -> dict[str, Any] | None:
 async def _accepted(
     state: ServiceState,
     response: Response,
-    tenant: str,
+    principal: Principal,
     kind: JobKind,
     items: list[WorkItem],
     source: str,
     reservation: Reservation | None = None,
 ) -> JobAccepted:
-    job = await state.jobs.submit(tenant, kind, items, source, reservation=reservation)
+    """Start the job as ``principal``: only it (and admin keys) may follow the job, and
+    it may not overwrite a document it cannot read unless it is an admin key."""
+    admin = permits(principal, "admin")
+    job = await state.jobs.submit(
+        principal.tenant,
+        kind,
+        items,
+        source,
+        reservation=reservation,
+        owner=owner_of(principal.key_id, principal.reader),
+        writer=None if admin else (principal.reader or AccessPrincipal()),
+    )
     url = f"/v1/jobs/{job.id}"
     response.headers["Location"] = url
     return JobAccepted(job_id=job.id, status=job.status, total=job.total, url=url)
@@ -151,7 +162,7 @@ async def upload_documents(
     except BaseException:
         jobs.release(reservation)
         raise
-    return await _accepted(state, response, tenant, "upload", items, name, reservation)
+    return await _accepted(state, response, principal, "upload", items, name, reservation)
 
 
 @router.post("/documents/url", status_code=202, response_model=JobAccepted)
@@ -164,7 +175,6 @@ async def import_urls(
             422, "too_many_items", f"at most {state.limits.max_urls_per_request} URLs per request"
         )
     name = pick_source(state, body.source)
-    tenant = principal.tenant
     items = []
     for url in body.urls:
 
@@ -172,7 +182,7 @@ async def import_urls(
             return state.kb.afetch_pages([url], source=name)
 
         items.append(WorkItem(label=url, read=fetch))
-    return await _accepted(state, response, tenant, "url", items, name)
+    return await _accepted(state, response, principal, "url", items, name)
 
 
 async def records_body(request: Request) -> RecordsRequest:
@@ -220,7 +230,6 @@ async def add_records(
         raise ApiError(422, "too_many_items", f"at most {limit} records per request")
     name = pick_source(state, body.source, records=True)
     config = state.kb.config.sources[name]
-    tenant = principal.tenant
     items = []
     first: dict[str, str] = {}  # id → the record that gave it first (ids are unique)
     for index, record in enumerate(body.records):
@@ -245,7 +254,7 @@ async def add_records(
                 continue
             first[document_id] = f"record:{index}"
         items.append(WorkItem(label=label, read=render, document_id=document_id))
-    return await _accepted(state, response, tenant, "records", items, name)
+    return await _accepted(state, response, principal, "records", items, name)
 
 
 def _refuse(label: str, error: str) -> Callable[[], Read]:
