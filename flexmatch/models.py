@@ -135,7 +135,19 @@ class ParsedDocument(BaseModel):
 
     @property
     def text(self) -> str:
-        return "\n\n".join(e.text for e in self.elements)
+        """The elements' text, joined a slice at a time: one join over the 100,000
+        elements of a big minified script holds the GIL (and a server's event loop) for a
+        quarter of a second."""
+        elements, step = self.elements, ELEMENTS_A_JOIN
+        if len(elements) <= step:
+            return "\n\n".join(e.text for e in elements)
+        return "\n\n".join(
+            "\n\n".join(e.text for e in elements[start : start + step])
+            for start in range(0, len(elements), step)
+        )
+
+
+ELEMENTS_A_JOIN = 2_000  # elements joined in one call (see Document.text)
 
 
 class Document(BaseModel):
@@ -153,7 +165,16 @@ class Document(BaseModel):
 
     @property
     def text(self) -> str:
-        return "\n\n".join(e.text for e in self.elements)
+        """The elements' text, joined a slice at a time: one join over the 100,000
+        elements of a big minified script holds the GIL (and a server's event loop) for a
+        quarter of a second."""
+        elements, step = self.elements, ELEMENTS_A_JOIN
+        if len(elements) <= step:
+            return "\n\n".join(e.text for e in elements)
+        return "\n\n".join(
+            "\n\n".join(e.text for e in elements[start : start + step])
+            for start in range(0, len(elements), step)
+        )
 
     @property
     def content_hash(self) -> str:

@@ -1,5 +1,6 @@
-"""The archive writes a document's JSON a slice of elements at a time (so no single call
-holds the GIL over a huge document); what it writes must read back as the same document."""
+"""Big documents are handled a slice of elements at a time (so no single C call holds the
+GIL over all of them): the archive writes their JSON, and their text is joined, in slices;
+what is written and joined must read back the same.
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from flexmatch.engine.archive import ELEMENTS_A_SLICE, DocumentArchive, document_json
-from flexmatch.models import Document, Element, Location
+from flexmatch.models import ELEMENTS_A_JOIN, Document, Element, Location
 
 
 @pytest.mark.parametrize(
@@ -43,3 +44,12 @@ def test_the_archive_reads_back_what_it_wrote(tmp_path) -> None:
     document = Document(id="d", uri="u", source="s", title="t", elements=elements)
     archive.put("tenant", document)
     assert archive.get("tenant", "d") == document
+
+
+@pytest.mark.parametrize(
+    "count", [0, 1, ELEMENTS_A_JOIN, ELEMENTS_A_JOIN + 1, 3 * ELEMENTS_A_JOIN + 7]
+)
+def test_a_documents_text_joined_in_slices_is_its_whole_text(count: int) -> None:
+    elements = [Element(kind="paragraph", text=f"paragraph {i}") for i in range(count)]
+    document = Document(id="d", uri="u", source="s", title="t", elements=elements)
+    assert document.text == "\n\n".join(e.text for e in elements)
