@@ -1,6 +1,6 @@
 """Big documents are handled a slice of elements at a time (so no single C call holds the
 GIL over all of them): the archive writes their JSON, and their text is joined, in slices;
-what is written and joined must read back the same.
+what is written and joined must read back the same."""
 
 from __future__ import annotations
 
