@@ -155,6 +155,14 @@ async def enrich(document: Document, sections: list[Section], chains: SourceChai
         _per_section(chains.matching_text, sections, document),
         _per_section(chains.qualifying_text, sections, document),
     )
+    return await in_ingest_thread(_chunks, document, sections, matching, qualifying)
+
+
+def _chunks(
+    document: Document, sections: list[Section], matching: list[Any], qualifying: list[Any]
+) -> list[Chunk]:
+    """The chunks of the sections and their chains' answers (tens of thousands of models
+    for a big document: built on an ingest thread, never on the loop)."""
     return [
         Chunk(
             id=f"{document.id}#{index}",
@@ -203,6 +211,14 @@ async def sections_of(document: Document, chunker: Chunker, limits: IngestConfig
         raise ChainError(
             f"{document.uri}: {what} returned {_short(result)}, not a list of sections"
         )
+    return await in_ingest_thread(_checked_sections, document, result, what, limits)
+
+
+def _checked_sections(
+    document: Document, result: list[Any] | tuple[Any, ...], what: str, limits: IngestConfig
+) -> list[Section]:
+    """``sections_of``'s checks of a chunker's output (a pass over the whole text and every
+    section: on an ingest thread)."""
     size = len(document.text)
     cap = min(limits.max_sections, max(100, size // 4))
     if len(result) > cap:
@@ -228,6 +244,13 @@ async def sections_of(document: Document, chunker: Chunker, limits: IngestConfig
     return list(result)
 
 
+def _known_texts(
+    sections: list[Section], chains: SourceChains, document: Document
+) -> dict[str, None]:
+    """The matching texts known before any LLM answers, once each, in order."""
+    return {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
+
+
 async def enrich_and_embed(
     document: Document, chains: SourceChains, embed: Embed, limits: IngestConfig | None = None
 ) -> Enriched:
@@ -235,7 +258,7 @@ async def enrich_and_embed(
     documents' texts). The texts known before the LLM answers (the chunks' own text) are
     embedded while it works, the rest once it has."""
     sections = await sections_of(document, chains.chunker, limits or IngestConfig())
-    known = {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
+    known = await in_ingest_thread(_known_texts, sections, chains, document)
     early = asyncio.ensure_future(embed(list(known)))
     try:
         chunks = await enrich(document, sections, chains)
@@ -300,9 +323,10 @@ class Indexer:
     async def _index(self, document: Document, chains: SourceChains) -> None:
         """begin → work → points → upsert → commit; a failure anywhere leaves the committed
         version as it was."""
-        check_size(document, self.settings.max_document_bytes)
-        check_storable(document)  # before anything of it is written, the pending record too
-        version = document_version(document, chains)
+        # off the loop: a big document's text, hash and payload check take a while
+        content_hash, version, tokens = await in_ingest_thread(
+            _checked, document, chains, self.settings.max_document_bytes
+        )
         access = chains.access_of(document)
         record = self.registry.get(self.tenant, document.id)
         if access is None and record is not None:
@@ -316,14 +340,15 @@ class Indexer:
                 f"'{record.source}' ({record.uri}); one source never replaces another's "
                 "document (give the items ids of their own, or remove that document first)"
             )
-        if await self._unchanged(document, record, version, access, chains):
+        if await self._unchanged(document, record, version, content_hash, access, chains):
             return
-        duplicate = self._duplicate_of(document, access)  # a changed one keeps its old version
+        # a changed one keeps its old version
+        duplicate = self._duplicate_of(document, content_hash, access)
         if duplicate is not None:
             self.report.record_duplicate(duplicate)
             return
-        self._hashes_in_run[_same_text_key(document.content_hash, access)] = document
-        begun = pending_record(document, record).model_copy(update={"access": access})
+        self._hashes_in_run[_same_text_key(content_hash, access)] = document
+        begun = pending_record(document, record, content_hash).model_copy(update={"access": access})
         pending = self.registry.begin(self.tenant, begun, version)
         try:
             enriched = await self.work(document, chains)
@@ -347,7 +372,7 @@ class Indexer:
             changed=record is not None and record.version is not None,
             chunks=stored_chunks,
             matching_texts=len(points),
-            document_tokens=len(document.text) // 4,
+            document_tokens=tokens,
         )
 
     async def _write_points(self, points: list[StoredPoint]) -> None:
@@ -364,6 +389,7 @@ class Indexer:
         document: Document,
         record: DocumentRecord | None,
         version: str,
+        content_hash: str,
         access: list[str] | None,
         chains: SourceChains,
     ) -> bool:
@@ -371,7 +397,7 @@ class Indexer:
         changed access list is written onto its points, no embedding, no LLM call)."""
         if not (record and record.status == "complete"):
             return False
-        if not is_current(record, version, document.content_hash, document.metadata, chains):
+        if not is_current(record, version, content_hash, document.metadata, chains):
             return False
         if record.pending_version is not None:
             record = self.registry.cleanup(self.tenant, record)
@@ -392,18 +418,20 @@ class Indexer:
         self.report.record_unchanged(document.id, document.uri)
         return True
 
-    def _duplicate_of(self, document: Document, access: list[str] | None) -> SkippedDocument | None:
+    def _duplicate_of(
+        self, document: Document, content_hash: str, access: list[str] | None
+    ) -> SkippedDocument | None:
         """An identical text already stored (or taken by this run) under another id, with
         the same access (a document is never skipped for one its readers cannot read)."""
         same = [
             r
-            for r in self.registry.with_content(self.tenant, document.content_hash)
+            for r in self.registry.with_content(self.tenant, content_hash)
             if r.id != document.id and r.access == access
         ]
         if same:
             reason = f"same content as document {same[0].id} ({same[0].uri})"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
-        earlier = self._hashes_in_run.get(_same_text_key(document.content_hash, access))
+        earlier = self._hashes_in_run.get(_same_text_key(content_hash, access))
         if earlier is not None and earlier.id != document.id:
             reason = f"same content as document {earlier.id} ({earlier.uri}) in this run"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
@@ -653,6 +681,14 @@ def with_naming_of(document: Document, record: DocumentRecord | None) -> Documen
     return document.model_copy(update={"metadata": {**document.metadata, **kept}})
 
 
+def _checked(document: Document, chains: SourceChains, limit: int) -> tuple[str, str, int]:
+    """A document's size and payload checked, then its content hash, version and tokens:
+    the whole-text work of an ingest, done once and off the event loop."""
+    check_size(document, limit)
+    check_storable(document)  # before anything of it is written, the pending record too
+    return document.content_hash, document_version(document, chains), len(document.text) // 4
+
+
 def check_size(document: Document, limit: int) -> None:
     """Refuse a document whose extracted text is over the byte cap."""
     size = len(document.text.encode("utf-8"))
@@ -672,20 +708,23 @@ def check_storable(document: Document) -> None:
     check_metadata(document.metadata, where)
 
 
-def pending_record(document: Document, record: DocumentRecord | None) -> DocumentRecord:
-    """The record a new version of ``document`` is begun on (its last one, updated)."""
+def pending_record(
+    document: Document, record: DocumentRecord | None, content_hash: str
+) -> DocumentRecord:
+    """The record a new version of ``document`` (of text ``content_hash``) is begun on
+    (its last one, updated)."""
     base = record or DocumentRecord(
         id=document.id,
         source=document.source,
         uri=document.uri,
-        content_hash=document.content_hash,
+        content_hash=content_hash,
     )
     return base.model_copy(
         update={
             "source": document.source,
             "uri": document.uri,
             "title": document.title,
-            "content_hash": document.content_hash,
+            "content_hash": content_hash,
             "metadata": stored_metadata(document.metadata),
         }
     )
