@@ -20,9 +20,9 @@ no re-embedding and no LLM call.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -173,15 +173,31 @@ def resolve_access(
     default: Access | None,
     where: str,
 ) -> list[str] | None:
-    """A document's stored access tokens: its own ``access`` (a record's field or its
-    metadata), else the first rule whose glob matches its ``path``, else the source's
-    default, else none (unrestricted)."""
-    if ACCESS_FIELD in metadata:
-        return parse_access(metadata[ACCESS_FIELD], where).tokens()
-    for pattern, access in rules.items():
-        if path and fnmatch.fnmatch(path, pattern):
-            return access.tokens()
-    return default.tokens() if default is not None else None
+    """A document's stored access tokens: the first rule whose glob matches its ``path``
+    (relative to the source's root, case-sensitive), else the source's default, else none
+    (unrestricted); narrowed by the document's own ``access`` (a record's field), which
+    may never be wider than that: a document's content never opens itself up."""
+    ceiling = next(
+        (access for pattern, access in rules.items() if path and fnmatchcase(path, pattern)),
+        default,
+    )
+    if ACCESS_FIELD not in metadata:
+        return ceiling.tokens() if ceiling is not None else None
+    declared = parse_access(metadata[ACCESS_FIELD], where)
+    if ceiling is not None and not within(declared, ceiling):
+        raise ConfigError(
+            f"{where}: access {describe(declared.tokens())} is wider than its source allows "
+            f"({describe(ceiling.tokens())}); only an admin can widen a document's access "
+            "(PUT /v1/documents/ID/access or `flexmatch docs access`)"
+        )
+    return declared.tokens()
+
+
+def within(declared: Access, ceiling: Access) -> bool:
+    """Whether every reader ``declared`` admits is one ``ceiling`` admits too."""
+    if ceiling.public:
+        return True
+    return not declared.public and set(declared.principals) <= set(ceiling.principals)
 
 
 def describe(tokens: list[str] | None) -> str:

@@ -23,7 +23,8 @@ from flexmatch.access import describe, parse_access, readable
 from flexmatch.engine.embeddings import OnnxEmbedder
 from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.models import Document, Element
-from tests.conftest import run, write_config
+from flexmatch.testing import FakeLLMServer
+from tests.conftest import llm_config, run, write_config
 from tests.serving import KB_CONFIG, Served, served_kb
 
 USERS = ["alice", "bob", "carol"]
@@ -195,10 +196,18 @@ def test_duplicates_count_only_between_documents_of_the_same_access(kb: Knowledg
     assert report.document_ids == ["eng"]
     assert [d.document_id for d in report.duplicates] == ["eng-copy"]
     later = kb.run_sync(kb.aingest_documents([copy("hr-copy", "hr")], tenant=tenant))
-    assert "same content as document hr " in later.duplicates[0].reason  # a stored one
+    # a restricted twin is never named: the writer may not be one of its readers
+    reason = later.duplicates[0].reason
+    assert reason == "same content as a document already stored with the same access"
+    assert "hr" not in reason and "eng" not in str(report.duplicates[0].reason)
     for group in ("hr", "eng"):
         found = kb.query(QUERY, tenant=tenant, principal=Principal(groups=(group,)))
         assert [r.document_id for r in found] == [group]
+    opened = [copy("open", "hr").model_copy(update={"metadata": {"access": "public"}})]
+    kb.run_sync(kb.aingest_documents(opened, tenant=tenant))
+    twin = [copy("open-copy", "hr").model_copy(update={"metadata": {"access": "public"}})]
+    named = kb.run_sync(kb.aingest_documents(twin, tenant=tenant)).duplicates[0].reason
+    assert named == "same content as document open (open.txt)"  # the whole tenant reads it
 
 
 def test_the_agent_tool_searches_as_the_person_the_application_names(kb: KnowledgeBase) -> None:
@@ -226,13 +235,19 @@ def test_the_agent_tool_searches_as_the_person_the_application_names(kb: Knowled
 
 
 def test_source_default_and_path_rules(tmp_path: Path, embedder: OnnxEmbedder) -> None:
-    folder = tmp_path / "docs"
+    """Rules match a file's place in the folder ingested, never its absolute path: the
+    documents live under a folder named ``hr`` here, and ``*/hr/*`` matches none of them;
+    a name with a space matches as written."""
+    folder = tmp_path / "hr" / "docs"
     (folder / "hr").mkdir(parents=True)
     (folder / "hr" / "pay.md").write_text("# Pay\n\nThe orchard memo on pay rises.\n")
     (folder / "notes.md").write_text("# Notes\n\nThe orchard memo on team lunches.\n")
+    (folder / "pay review.md").write_text("# Review\n\nThe orchard memo on reviews.\n")
     config = (
         "sources:\n  default:\n    access: {principals: ['group:staff']}\n"
-        "    access_rules:\n      '*/hr/*': {principals: ['group:hr']}\n"
+        "    access_rules:\n      'hr/*': {principals: ['group:hr']}\n"
+        "      '*/hr/*': {principals: ['group:ops']}\n"
+        "      'pay review.md': {principals: ['group:hr']}\n"
     )
     write_config(tmp_path / "kb", config)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as base:
@@ -245,8 +260,81 @@ def test_source_default_and_path_rules(tmp_path: Path, embedder: OnnxEmbedder) -
             for who, p in (("hr", hr), ("staff", staff))
         }
     assert by_name["pay.md"] == ["group:hr"] and by_name["notes.md"] == ["group:staff"]
+    assert by_name["pay review.md"] == ["group:hr"]
     assert seen["hr"] == sorted(n for n, a in by_name.items() if a != ["group:staff"])
     assert "pay.md" not in seen["staff"] and "notes.md" in seen["staff"]
+
+
+def test_a_failed_new_version_never_changes_who_reads_it(
+    tmp_path: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
+) -> None:
+    """A new version's access takes effect with its commit: while it is written, and after
+    its write failed, readers see the committed version with the committed access."""
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server).replace("llm_max_retries: 3", "llm_max_retries: 1"))
+    alice = Principal(user="alice")
+
+    def upload(base: KnowledgeBase, text: str, access: Any) -> Any:
+        items = base.run_sync(
+            base.aread_upload("pay.md", text.encode(), metadata={"access": access})
+        )
+        return base.run_sync(base.aingest_documents(items))
+
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as base:
+        first = upload(base, "# Pay\n\nThe orchard memo on the hr pay bands.\n", ["group:hr"])
+        assert first.added == 1, first.failed
+        llm_server.fail_next = [500] * 100
+        failed = upload(base, "# Pay\n\nThe orchard memo, now for everyone.\n", "public")
+        assert len(failed.failed) == 1
+        llm_server.reset()  # reads may ask the LLM too (query rewriting)
+        (record,) = base.list_documents()
+        assert record.status == "failed" and record.access == ["group:hr"]
+        with pytest.raises(DocumentNotFoundError):
+            base.get_document(record.id, principal=alice)
+        assert base.list_documents(principal=alice) == []
+        assert base.stats(principal=alice).documents == 0
+        assert base.query(QUERY, principal=alice) == []
+        assert "hr pay bands" in str(
+            base.get_document(record.id, principal=Principal(groups=("hr",)))
+        )
+        again = upload(base, "# Pay\n\nThe orchard memo, now for everyone.\n", "public")
+        assert again.changed == 1, again.failed
+        opened = base.get_document(record.id, principal=alice)
+        assert "now for everyone" in str(opened) and "hr pay bands" not in str(opened)
+        assert [r.document_id for r in base.query(QUERY, principal=alice)] == [record.id]
+
+
+def test_a_documents_content_never_widens_its_access(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """A file's lines or front matter never say who reads it; a record's ``access`` field
+    may narrow its source's access, never widen it."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    line = {"_id": "line-1", "text": "The orchard memo on open doors.", "access": "public"}
+    (folder / "lines.jsonl").write_text(json.dumps(line) + "\n")
+    config = (
+        "sources:\n  default:\n    access: {principals: ['group:staff']}\n"
+        "  facts:\n    type: records\n    id_field: fact_id\n"
+        "    access: {principals: ['group:staff']}\n"
+    )
+    write_config(tmp_path / "kb", config)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as base:
+        assert not base.ingest([folder / "lines.jsonl"]).failed
+        (stored,) = base.list_documents()
+        assert stored.access == ["group:staff"] and "access" not in stored.metadata
+        records = [
+            {"fact_id": "wide", "text": "Orchard memo for all.", "access": "public"},
+            {"fact_id": "other", "text": "Orchard memo for ops.", "access": ["group:ops"]},
+            {"fact_id": "same", "text": "Orchard memo for staff.", "access": ["group:staff"]},
+            {"fact_id": "admins", "text": "Orchard memo, admins.", "access": {"public": False}},
+        ]
+        report = base.add_records(records, source="facts")
+        access = {r.id: r.access for r in base.list_documents(source="facts")}
+    assert access == {"same": ["group:staff"], "admins": ["nobody"]}
+    errors = sorted(f.error for f in report.failed)
+    assert len(errors) == 2 and all("is wider than its source allows" in e for e in errors)
+    assert "only an admin can widen" in errors[0]
 
 
 def test_a_knowledge_base_without_access_answers_as_before(
@@ -679,9 +767,7 @@ def test_http_jobs_show_a_key_only_its_own_jobs(
     server, keys = served[0], other_keys
     carol, dave = Principal(user="carol"), Principal(user="dave")
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        hr = [
-            {"fact_id": "jobs-hr", "subject": "Pay", "text": "Pay bands.", "access": ["group:hr"]}
-        ]
+        hr = [{"fact_id": "jobs-hr", "subject": "Pay", "text": "Pay bands."}]
         ann_job = _job(client, _records(client, keys["ann"], hr), keys["ann"])
         assert ann_job["documents"][0]["document_id"] == "jobs-hr"
         upload = _job(client, _upload(client, keys["ann"], "bonus-plan.txt", "Bonus."), keys["ann"])
@@ -720,14 +806,13 @@ def test_http_a_writer_cannot_overwrite_a_document_it_cannot_read(
     server, keys = served[0], other_keys
     with httpx.Client(base_url=server.url, timeout=60) as client:
         secret = {"fact_id": "over-hr", "subject": "Pay", "text": "Pay bands of the hr team."}
-        made = _job(
-            client, _records(client, keys["ann"], [{**secret, "access": ["group:hr"]}]), keys["ann"]
-        )
+        hr_only = [{**secret, "access": ["group:hr"]}]  # only an admin key sets access
+        made = _job(client, _records(client, keys["admin"], hr_only), keys["admin"])
         assert made["documents"][0]["outcome"] == "added", made
         upload = _job(
             client,
-            _upload(client, keys["ann"], "salaries.txt", "Salaries.", access=["group:hr"]),
-            keys["ann"],
+            _upload(client, keys["admin"], "salaries.txt", "Salaries.", access=["group:hr"]),
+            keys["admin"],
         )
         upload_id = upload["documents"][0]["document_id"]
 
@@ -786,3 +871,41 @@ def test_http_records_without_an_id_differing_only_in_access_are_two_documents(
         again = _job(client, _records(client, keys["admin"], records), keys["admin"])
         assert [o["document_id"] for o in again["documents"]] == ids
         assert {o["outcome"] for o in again["documents"]} == {"unchanged"}
+
+
+def test_http_only_an_admin_key_sets_access(
+    served: tuple[Served, dict[str, str]], other_keys: dict[str, str]
+) -> None:
+    """A writer's metadata or record field naming an access list is refused (403), so
+    it can neither open a new document nor widen a stored one by sending its text again;
+    an admin key may."""
+    server, keys = served[0], other_keys
+    ann = Principal(user="ann", groups=("hr",))
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        made = _upload(
+            client, keys["admin"], "hr-grid.txt", "The hr pay grid.", access=["group:hr"]
+        )
+        document_id = _job(client, made, keys["admin"])["documents"][0]["document_id"]
+        opened = {"fact_id": "open-1", "subject": "S", "text": "Open to all.", "access": "public"}
+        refused = [
+            _upload(client, keys["ann"], "hr-grid.txt", "The hr pay grid.", access="public"),
+            _upload(client, keys["ann"], "fresh.txt", "A fresh note.", access="public"),
+            _records(client, keys["ann"], [opened]),
+            _records(client, keys["service"], [opened], ann),
+        ]
+        for response in refused:
+            assert response.status_code == 403, response.text
+            error = response.json()["error"]
+            assert error["code"] == "forbidden"
+            assert "only an admin key may set a document's access" in error["message"]
+        plain = client.get(f"/v1/documents/{document_id}", headers=_as(keys["plain"]))
+        assert plain.status_code == 404
+        again = _upload(client, keys["ann"], "hr-grid.txt", "The hr pay grid.")
+        assert _job(client, again, keys["ann"])["documents"][0]["outcome"] == "unchanged"
+        assert (
+            client.get(f"/v1/documents/{document_id}", headers=_as(keys["plain"])).status_code
+            == 404
+        )
+        by_admin = _records(client, keys["admin"], [opened])
+        assert _job(client, by_admin, keys["admin"])["documents"][0]["outcome"] == "added"
+        assert client.get("/v1/documents/open-1", headers=_as(keys["plain"])).status_code == 200

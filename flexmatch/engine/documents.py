@@ -131,11 +131,20 @@ class DocumentRegistry:
         return self.update(tenant, record, pending_version=version, status="pending", error=None)
 
     def commit(
-        self, tenant: str, record: DocumentRecord, chunks: int, matching_texts: int
+        self,
+        tenant: str,
+        record: DocumentRecord,
+        chunks: int,
+        matching_texts: int,
+        access: list[str] | None,
     ) -> DocumentRecord:
+        """Switch readers to the pending version and its ``access`` in one record write (a
+        pending version never changes who may read the document: a failed one leaves the
+        committed version's access as it was)."""
         committed = self.update(
             tenant,
             record,
+            access=access,
             version=record.pending_version,
             status="complete",
             chunks=chunks,

@@ -20,6 +20,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+from flexmatch.access import ACCESS_FIELD
 from flexmatch.errors import (
     DocumentTooLargeError,
     EmptyDocumentError,
@@ -241,7 +242,11 @@ def load(
             source=source,
             title=parsed.title or task.path.stem,
             elements=parsed.elements,
-            metadata={**parsed.metadata, "file_name": task.path.name, **_place(task)},
+            metadata={
+                **without_access(parsed.metadata),
+                "file_name": task.path.name,
+                **_place(task),
+            },
         )
 
     item = attempt(uri, build)
@@ -262,6 +267,12 @@ NAMING_METADATA = frozenset({"path"})
 """Metadata that depends on how a file was named (its place in the folder that was
 walked, none when named on its own), not on the file: it never enters a document's
 version, so one file reached by either route is one unchanged document."""
+
+
+def without_access(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A parser's metadata without ``access``: a file's content never says who may read it
+    (front matter or a field of it would let a writer open a document up)."""
+    return {k: v for k, v in metadata.items() if k != ACCESS_FIELD}
 
 
 def _place(task: LoadTask) -> dict[str, str]:
@@ -328,7 +339,9 @@ def _corpus_document(record: Any, where: str, source: str) -> Document:
     elements = parsed.elements
     if title:
         elements = [Element(kind="title", text=title), *elements]
-    metadata = {k: v for k, v in record.items() if k not in ("_id", "id", "title", "text")}
+    # ``access`` never comes from a file's content (see docs/security.md, Access control)
+    left_out = ("_id", "id", "title", "text", ACCESS_FIELD)
+    metadata = {k: v for k, v in record.items() if k not in left_out}
     return Document(
         id=given if given is not None else document_id(source, uri),
         uri=uri,

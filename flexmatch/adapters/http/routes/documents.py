@@ -102,6 +102,13 @@ async def _accepted(
     return JobAccepted(job_id=job.id, status=job.status, total=job.total, url=url)
 
 
+def refuse_access(principal: Principal, field: str | None) -> None:
+    """Only an admin key says who may read what it writes: a writer's ``field`` naming an
+    access list is refused (403), never quietly applied or dropped."""
+    if field is not None and not permits(principal, "admin"):
+        raise ApiError(403, "forbidden", f"only an admin key may set a document's access ({field})")
+
+
 def _size(upload: UploadFile) -> int:
     """The upload's size in bytes (Starlette counts it while parsing the form)."""
     if upload.size is not None:
@@ -125,6 +132,7 @@ async def upload_documents(
     """Upload files; they are ingested by a background job (poll ``GET /v1/jobs/{id}``)."""
     name = pick_source(state, source)
     extra = parse_metadata(metadata)
+    refuse_access(principal, "metadata.access" if extra and "access" in extra else None)
     tenant = principal.tenant
     jobs = state.jobs
     sizes = [_size(upload) for upload in files]
@@ -228,6 +236,8 @@ async def add_records(
     if len(body.records) > state.limits.max_records_per_request:
         limit = state.limits.max_records_per_request
         raise ApiError(422, "too_many_items", f"at most {limit} records per request")
+    declaring = next((i for i, r in enumerate(body.records) if "access" in r), None)
+    refuse_access(principal, None if declaring is None else f"records[{declaring}].access")
     name = pick_source(state, body.source, records=True)
     config = state.kb.config.sources[name]
     items = []
@@ -358,10 +368,7 @@ async def replace_document(
     the old version until the new one is complete. With metadata alone, the knowledge
     base re-indexes from its stored copy (the LLM cache answers every chain again)."""
     extra = parse_metadata(metadata)
-    if extra is not None and "access" in extra and not permits(principal, "admin"):
-        raise ApiError(
-            403, "forbidden", "only an admin key may change a document's access (metadata.access)"
-        )
+    refuse_access(principal, "metadata.access" if extra and "access" in extra else None)
     if file is None and extra is None:
         raise ApiError(
             422,
