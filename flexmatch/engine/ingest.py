@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from flexmatch import deadlines
-from flexmatch.access import ACCESS_FIELD, Access, resolve_access
+from flexmatch.access import ACCESS_FIELD, PUBLIC, Access, resolve_access
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
@@ -84,7 +84,9 @@ class SourceChains:
     def access_of(self, document: Document) -> list[str] | None:
         """The access tokens ``document`` is stored with (see ``flexmatch.access``)."""
         where = (document.uri or document.id)[:300]
-        path = document.uri.removeprefix("file://")
+        # rules match the place in the source, never the absolute path (a knowledge base
+        # under /srv/hr/ must not match "*/hr/*" for every file)
+        path = str(document.metadata.get("path") or document.metadata.get("file_name") or "")
         return resolve_access(document.metadata, path, self.access_rules, self.access, where)
 
     def fingerprint(self) -> str:
@@ -348,7 +350,10 @@ class Indexer:
             self.report.record_duplicate(duplicate)
             return
         self._hashes_in_run[_same_text_key(content_hash, access)] = document
-        begun = pending_record(document, record, content_hash).model_copy(update={"access": access})
+        begun = pending_record(document, record, content_hash)
+        if begun.version is None:  # nothing committed yet: it is readable as it will be
+            begun = begun.model_copy(update={"access": access})
+        # else readers keep the committed version's access until the commit switches both
         pending = self.registry.begin(self.tenant, begun, version)
         try:
             enriched = await self.work(document, chains)
@@ -365,7 +370,7 @@ class Indexer:
         stored_chunks = len({p.payload["chunk_id"] for p in points})
         if self.archive is not None:  # before the commit: a committed version is archived
             await asyncio.to_thread(self.archive.put, self.tenant, document)
-        self.registry.commit(self.tenant, pending, stored_chunks, len(points))
+        self.registry.commit(self.tenant, pending, stored_chunks, len(points), access)
         self.report.record_stored(
             document.id,
             document.uri,
@@ -429,11 +434,11 @@ class Indexer:
             if r.id != document.id and r.access == access
         ]
         if same:
-            reason = f"same content as document {same[0].id} ({same[0].uri})"
+            reason = f"same content as {_named(same[0].id, same[0].uri, access)}"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
         earlier = self._hashes_in_run.get(_same_text_key(content_hash, access))
         if earlier is not None and earlier.id != document.id:
-            reason = f"same content as document {earlier.id} ({earlier.uri}) in this run"
+            reason = f"same content as {_named(earlier.id, earlier.uri, access)} in this run"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
         return None
 
@@ -606,6 +611,15 @@ class VectorSet:
         if not near:
             return -1.0
         return float(np.max(np.stack([self._vectors[i] for i in near]) @ vector))
+
+
+def _named(document_id: str, uri: str, access: list[str] | None) -> str:
+    """The twin a duplicate is skipped for, as its writer's report names it: by id and uri
+    when the whole tenant may read it; a restricted one unnamed, as the writer (a key
+    writing with the source's access) may not be one of its readers."""
+    if access is None or PUBLIC in access:
+        return f"document {document_id} ({uri})"
+    return "a document already stored with the same access"
 
 
 def _same_text_key(content_hash: str, access: list[str] | None) -> str:
