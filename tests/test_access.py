@@ -576,8 +576,9 @@ def test_http_keys_person_unbound_and_admin(served: tuple[Served, dict[str, str]
 
 # -- MCP over HTTP --------------------------------------------------------------------
 def test_mcp_service_key_acts_for_two_users_apart(tmp_path: Path, embedder: OnnxEmbedder) -> None:
-    """The same tools, one service key, two users: two different, correct answers; a
-    person's key cannot name another; an unbound key reads what the whole tenant may."""
+    """The same tools, one service key, two users named by the host application's headers:
+    two different, correct answers; a person's key cannot name another; an unbound key
+    reads what the whole tenant may; the model cannot name anyone (no tool argument)."""
     import asyncio
     import json
 
@@ -599,16 +600,18 @@ def test_mcp_service_key_acts_for_two_users_apart(tmp_path: Path, embedder: Onnx
     url = f"http://127.0.0.1:{port}"
     app = build_server(kb, keys=keys, url=url).streamable_http_app()
 
-    async def call(token: str, tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-        client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async def call(
+        token: str, tool: str, arguments: dict[str, Any], who: Principal | None = None
+    ) -> tuple[bool, str]:
+        client = create_mcp_http_client(headers=_as(token, who))
         transport = streamable_http_client(f"{url}/mcp", http_client=client)
         async with Client(transport, read_timeout_seconds=60) as session:
             result = await session.call_tool(tool, arguments)
             return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
 
-    def found(token: str, **who: Any) -> set[str]:
+    def found(token: str, who: Principal | None = None) -> set[str]:
         error, text = asyncio.run(
-            call(token, "search_knowledge", {"query": QUERY, "top_n": 20, **who})
+            call(token, "search_knowledge", {"query": QUERY, "top_n": 20}, who)
         )
         assert not error, text
         return {r["document_id"] for r in json.loads(text)["results"]}
@@ -616,24 +619,39 @@ def test_mcp_service_key_acts_for_two_users_apart(tmp_path: Path, embedder: Onnx
     alice, carol = Principal(user="alice", groups=("hr",)), Principal(user="carol")
     try:
         with UvicornThread(app, port=port):
-            for_alice = found(service, as_user="user:alice", groups=["hr"])
-            for_carol = found(service, as_user="user:carol")
+            for_alice = found(service, alice)
+            for_carol = found(service, carol)
             assert for_alice == {d for d, a in MEMOS.items() if may_read(a, alice)}
             assert for_carol == {d for d, a in MEMOS.items() if may_read(a, carol)}
             assert for_alice != for_carol
             nobody = {d for d, a in MEMOS.items() if may_read(a, Principal())}
             assert found(unbound) == nobody and found(service) == nobody
-            error, text = asyncio.run(
-                call(bob, "search_knowledge", {"query": QUERY, "as_user": "user:alice"})
-            )
+            error, text = asyncio.run(call(bob, "search_knowledge", {"query": QUERY}, alice))
             assert error and "only a service or admin key may name" in text
-            error, listed = asyncio.run(call(service, "list_documents", {"as_user": "user:carol"}))
+            error, listed = asyncio.run(call(service, "list_documents", {}, carol))
             assert {d["id"] for d in json.loads(listed)["documents"]} == for_carol
             hidden = next(d for d in MEMOS if d not in for_carol)
-            error, text = asyncio.run(
-                call(service, "get_document", {"document_id": hidden, "as_user": "user:carol"})
-            )
+            error, text = asyncio.run(call(service, "get_document", {"document_id": hidden}, carol))
             assert error and f"no document '{hidden}'" in text
+            # the model (or a passage it read) cannot choose whose documents it reads
+            for arguments in ({"as_user": "user:alice"}, {"groups": ["hr"]}):
+                error, text = asyncio.run(
+                    call(service, "search_knowledge", {"query": QUERY, **arguments}, carol)
+                )
+                assert error and "does not take the argument" in text, text
+                assert "(it takes: query, top_n, source, filters)" in text
+            client = create_mcp_http_client(
+                headers={**_as(service), "X-FlexMatch-Principal": "carol"}
+            )
+
+            async def malformed() -> str:
+                transport = streamable_http_client(f"{url}/mcp", http_client=client)
+                async with Client(transport, read_timeout_seconds=60) as session:
+                    result = await session.call_tool("search_knowledge", {"query": QUERY})
+                    assert result.is_error
+                    return str(result.content[0].text)  # type: ignore[union-attr]
+
+            assert "X-FlexMatch-Principal 'carol' must be 'user:NAME'" in asyncio.run(malformed())
     finally:
         kb.close()
 

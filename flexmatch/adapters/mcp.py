@@ -29,6 +29,7 @@ import ipaddress
 import json
 import socket
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -69,14 +70,30 @@ MAX_TOP_N = 20
 MAX_QUERY_CHARS = 2_000
 
 
-AsUser = Annotated[
-    str | None,
-    Field(
-        description="Act for this end user (user:NAME): only what they may read. With API "
-        "keys, only a service or admin key may name one."
-    ),
-]
-AsGroups = Annotated[list[str] | None, Field(description="That end user's groups.")]
+PRINCIPAL_HEADER = "X-FlexMatch-Principal"  # the end user, set by the host application
+GROUPS_HEADER = "X-FlexMatch-Groups"  # their groups, comma-separated
+# The end user the current call's HTTP request names: never a tool argument, which the
+# model (or a prompt injected into a passage it read) would choose.
+_NAMED: ContextVar[Principal | None] = ContextVar("flexmatch_mcp_named", default=None)
+
+
+def named_in(context: Any) -> Principal | None:
+    """The end user the HTTP request of this call names in its headers (None: none, or
+    not HTTP); a ``ConfigError`` naming the header when malformed."""
+    try:
+        request = context.request_context.request if context is not None else None
+    except ValueError:  # no request: a call made in-process
+        return None
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    user = headers.get(PRINCIPAL_HEADER, "").strip()
+    groups = [g.strip() for g in headers.get(GROUPS_HEADER, "").split(",") if g.strip()]
+    if not user and not groups:
+        return None
+    if user and not user.startswith("user:"):
+        raise ConfigError(f"{PRINCIPAL_HEADER} {user[:80]!r} must be 'user:NAME'")
+    return Principal.parse(user or None, groups)
 
 
 class _KeyVerifier:
@@ -154,9 +171,14 @@ def build_server(
     read_only: bool = False,
     keys: KeyStore | None = None,
     url: str = "http://127.0.0.1:8000",
+    principal: Principal | None = None,
 ) -> MCPServer:
     """An MCP server whose tools act on ``kb``: within ``tenant``, or, with ``keys``, within
-    the tenant of the API key each HTTP call carries (``url`` is where it is served)."""
+    the tenant of the API key each HTTP call carries (``url`` is where it is served).
+    Reads are as the end user the host application names (docs/security.md, "Access
+    control"): with keys, the ``X-FlexMatch-Principal``/``X-FlexMatch-Groups`` headers of
+    each HTTP request, as the key allows; without, those headers or else ``principal``
+    (``flexmatch mcp --as``; None: everything). Never a tool argument."""
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
@@ -206,6 +228,10 @@ def build_server(
                 if unknown:
                     raise ToolError(_unknown_arguments(name, unknown, takes))
             try:
+                asked = _NAMED.set(named_in(context))
+            except FlexMatchError as exc:
+                raise ToolError(str(exc)) from None
+            try:
                 return await super().call_tool(name, arguments, context)
             except UnexpectedToolError as exc:  # a bug: said as one, its traceback logged
                 raise UnexpectedToolError(
@@ -215,6 +241,8 @@ def build_server(
                 if isinstance(exc.__cause__, ValidationError):
                     raise ToolError(_invalid_arguments(name, exc.__cause__)) from exc.__cause__
                 raise
+            finally:
+                _NAMED.reset(asked)
 
     server: MCPServer = _Server(
         "flexmatch", instructions=instructions, version=__version__, log_level="WARNING", **auth
@@ -231,19 +259,17 @@ def build_server(
             raise ToolError(f"this API key does not have the '{needs}' permission")
         return token.subject
 
-    def reader(as_user: str | None, groups: list[str] | None) -> Principal | None:
+    def admin_key() -> bool:
+        token = get_access_token() if keys is not None else None
+        return keys is None or (token is not None and "admin" in token.scopes)
+
+    def reader() -> Principal | None:
         """Who this call reads documents as (docs/security.md, "Access control"): the
-        named user for a local server (else everything), the key's reader with keys."""
-        named = None
-        if as_user or groups:
-            if as_user and not as_user.startswith("user:"):
-                raise ToolError(f"as_user {as_user[:80]!r} must be 'user:NAME'")
-            try:
-                named = Principal.parse(as_user, groups or [])
-            except FlexMatchError as exc:
-                raise ToolError(str(exc)) from None
+        user the request's headers name, else ``principal``, for a local server (neither:
+        everything); the key's reader of the named user with keys."""
+        named = _NAMED.get()
         if verifier is None:
-            return named
+            return named if named is not None else principal
         token = get_access_token()
         key = verifier.verified.get(token.client_id) if token is not None else None
         if key is None:
@@ -289,12 +315,10 @@ def build_server(
                 )
             ),
         ] = None,
-        as_user: AsUser = None,
-        groups: AsGroups = None,
     ) -> str:
         """The JSON tool result of ``flexmatch query --json`` for ``query``."""
         scope = caller("read")
-        who = reader(as_user, groups)
+        who = reader()
         await warm.ready()
         try:
             name = source_of(source)
@@ -312,12 +336,10 @@ def build_server(
         source: Annotated[str | None, Field(description="Only this data source.")] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         offset: Annotated[int, Field(ge=0)] = 0,
-        as_user: AsUser = None,
-        groups: AsGroups = None,
     ) -> str:
         """The documents in the knowledge base: id, title, uri, source, status, chunks."""
         scope = caller("read")
-        who = reader(as_user, groups)
+        who = reader()
         try:  # an unknown source is said, not answered with an empty list
             records = kb.list_documents(source=source_of(source), tenant=scope, principal=who)
         except FlexMatchError as exc:
@@ -331,12 +353,10 @@ def build_server(
     @server.tool(annotations=reading, description=descriptions["get_document"])
     async def get_document(
         document_id: Annotated[str, Field(description="An id from list_documents.")],
-        as_user: AsUser = None,
-        groups: AsGroups = None,
     ) -> str:
         """A document with its chunks, the questions each answers, and its context."""
         scope = caller("read")
-        who = reader(as_user, groups)
+        who = reader()
         try:
             detail = kb.get_document(document_id, tenant=scope, principal=who)
         except FlexMatchError as exc:
@@ -383,6 +403,8 @@ def build_server(
         await warm.ready()
         if not record:
             raise ToolError("'record' must be a non-empty JSON object")
+        if "access" in record and not admin_key():  # as over HTTP: only an admin sets it
+            raise ToolError("only an admin key may set a record's access (record.access)")
         try:
             name = source_of(source, records=True)
             async with writes:
@@ -465,6 +487,7 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8000,
     auth: bool = True,
+    principal: Principal | None = None,
 ) -> None:
     """Serve until the client disconnects (stdio) or the process is interrupted (http).
 
@@ -475,9 +498,15 @@ def run(
             f"refusing to serve MCP on {host} without API keys: drop --no-auth (calls then "
             "need a key from 'flexmatch keys create') or bind to 127.0.0.1"
         )
+    if principal is not None and transport == "http" and auth:
+        raise ConfigError(
+            "--as/--group name the end user of a server without API keys (stdio or "
+            f"--no-auth); with keys, the host application names them on each request "
+            f"({PRINCIPAL_HEADER}, {GROUPS_HEADER}) for a service key"
+        )
     with KnowledgeBase.open(kb_dir) as kb:
         if transport == "stdio":
-            build_server(kb, tenant=tenant, read_only=read_only).run("stdio")
+            build_server(kb, tenant=tenant, read_only=read_only, principal=principal).run("stdio")
             return
         import uvicorn
 
@@ -485,7 +514,9 @@ def run(
         port = listening.getsockname()[1]
         keys = KeyStore.for_kb(kb.path) if auth else None
         url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
-        server = build_server(kb, tenant=tenant, read_only=read_only, keys=keys, url=url)
+        server = build_server(
+            kb, tenant=tenant, read_only=read_only, keys=keys, url=url, principal=principal
+        )
         app = server.streamable_http_app(host=host)
         who = (
             "every call needs an API key ('flexmatch keys create')"

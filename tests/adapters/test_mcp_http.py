@@ -18,11 +18,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from flexmatch import KeyStore, KnowledgeBase, key_identity
 from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS
 from flexmatch.engine.embeddings import OnnxEmbedder
 from tests.adapters.http.servers import cli_key, free_port
 from tests.adapters.test_mcp import QUESTION, make_kb, one_line_error, text_of
-from tests.conftest import FLEXMATCH, run, stop
+from tests.conftest import FLEXMATCH, run, stop, write_config
 
 ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("FLEXMATCH_")},
@@ -103,6 +104,9 @@ def test_keys_see_their_tools_and_failures_are_errors(kb: Path) -> None:
                 "add_record", {"record": {"fact_id": "gate", "subject": "Gate code 4711"}}
             )
             assert json.loads(text_of(added))["status"] == "added"
+            opened = {"fact_id": "gate", "subject": "Gate code 4711", "access": "public"}
+            widened = await client.call_tool("add_record", {"record": opened})
+            assert "only an admin key may set a record's access" in one_line_error(widened)
 
         over_http(url, writer, writer_calls)
 
@@ -123,3 +127,63 @@ def test_a_port_in_use_is_one_line(kb: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}: address already in use" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_end_user_comes_from_the_host_never_the_model(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """A service key reads as the user the host application's headers name (two users,
+    two answers); the model cannot name one (``as_user`` is no argument); without keys,
+    ``--as``/``--group`` on the command line say who it reads as."""
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "sources:\n  default: {}\n")
+    memos = [
+        {
+            "id": "hr-pay",
+            "title": "Pay",
+            "text": "The orchard memo on hr pay.",
+            "access": ["group:hr"],
+        },
+        {
+            "id": "carol",
+            "title": "Note",
+            "text": "The orchard memo for carol.",
+            "access": ["user:carol"],
+        },
+        {"id": "open", "title": "Open", "text": "The orchard memo for everyone."},
+    ]
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as base:
+        assert not base.add_records(memos).failed
+    service = KeyStore.for_kb(kb_dir).create(
+        "default", "read", identity=key_identity(service=True)
+    )[1]
+
+    def found(url: str, headers: dict[str, str], **arguments: object) -> tuple[bool, object]:
+        async def connected():  # type: ignore[no-untyped-def]
+            client = create_mcp_http_client(headers)
+            transport = streamable_http_client(url, http_client=client)
+            async with Client(transport, read_timeout_seconds=60) as session:
+                result = await session.call_tool(
+                    "search_knowledge", {"query": "orchard memo", "top_n": 10, **arguments}
+                )
+                text = text_of(result)
+                if result.is_error:
+                    return True, text
+                return False, {r["document_id"] for r in json.loads(text)["results"]}
+
+        return asyncio.run(connected())
+
+    bearer = {"Authorization": f"Bearer {service}"}
+    with mcp_process(kb_dir) as (url, _):
+        alice = {**bearer, "X-FlexMatch-Principal": "user:alice", "X-FlexMatch-Groups": "hr"}
+        carol = {**bearer, "X-FlexMatch-Principal": "user:carol"}
+        assert found(url, alice) == (False, {"hr-pay", "open"})
+        assert found(url, carol) == (False, {"carol", "open"})
+        assert found(url, bearer) == (False, {"open"})  # naming nobody: never wider
+        error, said = found(url, bearer, as_user="user:alice", groups=["hr"])
+        assert error and "does not take the arguments 'as_user', 'groups'" in str(said)
+    with mcp_process(kb_dir, "--no-auth", "--as", "user:carol") as (url, _):
+        assert found(url, {}) == (False, {"carol", "open"})
+    refused = run("mcp", "--kb", str(kb_dir), "--transport", "http", "--as", "user:carol", env=ENV)
+    assert refused.returncode == 2 and "X-FlexMatch-Principal" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -16,7 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use
-from flexmatch.adapters.cli.options import KbOption, knowledge_base
+from flexmatch.adapters.cli.options import (
+    AsOption,
+    GroupOption,
+    KbOption,
+    knowledge_base,
+    reader,
+)
 from flexmatch.adapters.cli.output import shown
 
 HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
@@ -103,6 +109,8 @@ def mcp(
         bool,
         typer.Option("--no-auth", help="HTTP without API keys (loopback only): serves --tenant."),
     ] = False,
+    as_user: AsOption = None,
+    group: GroupOption = None,
 ) -> None:
     """Serve the knowledge base as an MCP server (stdio, or streamable HTTP where every
     call needs an API key from 'flexmatch keys create')."""
@@ -120,6 +128,7 @@ def mcp(
         host=host,
         port=port,
         auth=not no_auth,
+        principal=reader(as_user, group),  # without keys: the end user it reads as
     )
 
 
