@@ -90,7 +90,7 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
             assert error and "search_knowledge does not take the argument 'tenant'" in text
             assert "the tenant is set by the server" in text and "blankets" not in text
             error, text = asyncio.run(call(acme, "list_documents", {"limit": 5, "top_k": 3}))
-            assert error and "'top_k' (it takes: source, limit, offset, as_user, groups)" in text
+            assert error and "'top_k' (it takes: source, limit, offset)" in text
             error, text = asyncio.run(
                 call(
                     acme, "add_record", {"record": {"fact_id": "gate", "subject": "Gate code 4711"}}
