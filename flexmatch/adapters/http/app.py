@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
 from flexmatch import KnowledgeBase, SharedState, __version__
-from flexmatch.adapters.http.access import RequestLog
+from flexmatch.adapters.http.access_log import RequestLog
 from flexmatch.adapters.http.auth import AuthMiddleware
 from flexmatch.adapters.http.console.router import mount as mount_console
 from flexmatch.adapters.http.console.sessions import PATH as CONSOLE_PATH

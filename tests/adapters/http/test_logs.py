@@ -12,14 +12,14 @@ from flexmatch.adapters.http.logs import DemoteToDebug, JsonFormatter
 
 def test_json_lines_carry_the_record_fields_and_escape_control_characters() -> None:
     record = logging.LogRecord(
-        "flexmatch.access", logging.INFO, __file__, 1, "a\nb %s", ("c",), None
+        "flexmatch.http.access", logging.INFO, __file__, 1, "a\nb %s", ("c",), None
     )
     record.status = 200
     line = JsonFormatter().format(record)
     assert "\n" not in line
     entry = json.loads(line)
     assert entry["message"] == "a\nb c" and entry["status"] == 200
-    assert entry["level"] == "INFO" and entry["logger"] == "flexmatch.access"
+    assert entry["level"] == "INFO" and entry["logger"] == "flexmatch.http.access"
     assert entry["time"].endswith("+00:00")
 
 

@@ -110,7 +110,7 @@ def test_json_log_metrics_and_no_library_chatter(tmp_path: Path, llm_server: Fak
     text = served.log.read_text(encoding="utf-8")
     entries = [json.loads(line) for line in text.splitlines() if line.strip()]  # JSON only
     assert any("Uvicorn running on" in e["message"] for e in entries)  # uvicorn's lines too
-    access = [e for e in entries if e["logger"] == "flexmatch.access"]
+    access = [e for e in entries if e["logger"] == "flexmatch.http.access"]
     upload = next(e for e in access if e["route"] == "/v1/documents")
     assert (upload["method"], upload["status"], upload["tenant"]) == ("POST", 202, "acme")
     assert isinstance(upload["duration_ms"], float) and upload["client"] == "127.0.0.1"
@@ -190,5 +190,5 @@ def test_every_worker_logs_json_too(tmp_path: Path) -> None:
     entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     started = [e for e in entries if e["message"].startswith("Started server process")]
     assert len(started) == 2
-    access = [e for e in entries if e["logger"] == "flexmatch.access"]
+    access = [e for e in entries if e["logger"] == "flexmatch.http.access"]
     assert [(e["route"], e["status"]) for e in access] == [("/health", 200)] * 4

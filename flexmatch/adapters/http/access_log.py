@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from flexmatch.adapters.http.auth import client_host, principal_in
 from flexmatch.adapters.http.metrics import UNMATCHED, Metrics
 
-access_log = logging.getLogger("flexmatch.access")
+access_log = logging.getLogger("flexmatch.http.access")
 # any other method a client makes up is "other": a label value per made-up method would
 # let one client grow the metrics without bound
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
