@@ -54,7 +54,7 @@ def test_readers_see_old_or_new_never_a_mix(tmp_path: Path, embedder: HashEmbedd
         )
         during = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
         assert during == old  # only the committed version is visible
-        registry.commit("default", pending, 1, 1)
+        registry.commit("default", pending, 1, 1, pending.access)
         after = {r.content for r in kb.query("harbour opening hours fees", top_n=10)}
         assert {p["version"] for p in match_points(kb)} == {"v-new"}  # old points cleaned up
     assert after == {"The harbour now opens at noon."}
