@@ -310,9 +310,9 @@ class ServerStore(QueryMethods):
             )
             for r in records:
                 vector = r.vector.get(DENSE) if isinstance(r.vector, dict) else None
-                payload = dict(r.payload or {})
-                if isinstance(vector, list) and payload.get("tenant") == tenant:
-                    found.append((Hit(id=str(r.id), payload=payload), vector))
+                values = dict(r.payload or {})
+                if isinstance(vector, list) and values.get("tenant") == tenant:
+                    found.append((Hit(id=str(r.id), payload=values), vector))
             if offset is None or not records:
                 break
         return found

@@ -96,12 +96,15 @@ def line_locations(
         return [location] * len(pieces)
     found: list[Location | None] = []
     position = 0
+    counted, breaks = 0, 0  # line breaks before ``counted``: a running count (linear)
     for piece in pieces:
         at = text.find(piece, position)
         if at < 0:
             found.append(location)
             continue
-        first = location.line_start + text.count("\n", 0, at)
+        breaks += text.count("\n", counted, at)
+        counted = at
+        first = location.line_start + breaks
         last = first + piece.count("\n")
         found.append(location.model_copy(update={"line_start": first, "line_end": last}))
         position = at + len(piece)
