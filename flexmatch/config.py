@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flexmatch.access import Access
 from flexmatch.errors import SourceChoiceError
@@ -358,14 +358,17 @@ class ServiceConfig(_Strict):
     ``throttle``: how failed key checks and sign-ins are limited (each process its own).
     ``connections``: caps on open connections, and the deadline for a request's head.
     ``queue``: the jobs and upload bytes one tenant may have waiting (each process its own).
+    ``metrics_token``: the operator's bearer token for ``GET /metrics`` (its numbers add up
+    every tenant's traffic, so no tenant's key reads them); unset, ``/metrics`` is off.
     """
 
     state_url: str | None = None
     throttle: ThrottleConfig = ThrottleConfig()
     connections: ConnectionsConfig = ConnectionsConfig()
     queue: QueueConfig = QueueConfig()
+    metrics_token: SecretStr | None = Field(default=None, min_length=16)
 
-    @field_validator("state_url", mode="before")
+    @field_validator("state_url", "metrics_token", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return value or None

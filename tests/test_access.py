@@ -927,3 +927,17 @@ def test_http_only_an_admin_key_sets_access(
         by_admin = _records(client, keys["admin"], [opened])
         assert _job(client, by_admin, keys["admin"])["documents"][0]["outcome"] == "added"
         assert client.get("/v1/documents/open-1", headers=_as(keys["plain"])).status_code == 200
+
+
+def test_http_metrics_are_off_without_an_operator_token(
+    served: tuple[Served, dict[str, str]],
+) -> None:
+    """/metrics adds up every tenant's traffic: with no ``service.metrics_token`` set it
+    is off, and no tenant's key, not even an admin's, reads it."""
+    server, keys = served
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for token in (keys["admin"], keys["unbound"]):
+            response = client.get("/metrics", headers=_as(token))
+            assert response.status_code == 404, response.text
+            assert response.json()["error"]["code"] == "not_found"
+            assert "/metrics is off: set service.metrics_token" in response.text

@@ -32,7 +32,7 @@ Every `/v1` call needs an API key (`flexmatch keys create`), sent as
 `Authorization: Bearer fm_...` or `X-API-Key`. The key's tenant scopes everything the
 call can see or change. Errors are `{"error": {"code": ..., "message": ...}}`.
 
-Prometheus metrics are at `/metrics` (an `admin` key).
+Prometheus metrics are at `/metrics` (the operator's `service.metrics_token`).
 """
 
 

@@ -32,11 +32,14 @@ class Served:
     tokens: dict[str, str]
 
 
+METRICS_TOKEN = "operator-metrics-token-0123456789"
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> Iterator[Served]:
     kb_dir = tmp_path_factory.mktemp("metrics") / "kb"
     with FakeLLMServer() as llm:
-        write_config(kb_dir, llm_config(llm))
+        write_config(kb_dir, llm_config(llm, f"service:\n  metrics_token: {METRICS_TOKEN}\n"))
         kb = KnowledgeBase.open(kb_dir, embedder=embedder, env={})
         keys = KeyStore.for_kb(kb_dir)
         tokens = {
@@ -52,7 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> 
 
 
 def scrape(served: Served) -> Samples:
-    response = served.client.get("/metrics", headers=auth(served.tokens["admin"]))
+    response = served.client.get("/metrics", headers=auth(METRICS_TOKEN))
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain; version=")
     return {
@@ -77,10 +80,14 @@ def search(served: Served, query: str, **body: object) -> httpx.Response:
     return response
 
 
-def test_only_an_admin_key_reads_the_metrics(served: Served) -> None:
+def test_only_the_operator_token_reads_the_metrics(served: Served) -> None:
+    """They add up every tenant's traffic: no tenant's key, not even an admin key, reads
+    them; the operator's ``service.metrics_token`` does."""
     assert_error(served.client.get("/metrics"), 401, "unauthorized")
-    reader = served.client.get("/metrics", headers=auth(served.tokens["rw"]))
-    assert_error(reader, 403, "forbidden")
+    for token in (served.tokens["rw"], served.tokens["admin"], METRICS_TOKEN[:-1]):
+        refused = served.client.get("/metrics", headers=auth(token))
+        assert_error(refused, 401, "unauthorized")
+        assert "service.metrics_token" in refused.text
     samples = scrape(served)
     # the families are there before anything happened, so a dashboard has no holes
     for name in ("flexmatch_llm_calls_total", "flexmatch_llm_cost_usd_total"):

@@ -34,6 +34,9 @@ class Serving:
     tokens: dict[str, str]
 
 
+METRICS_TOKEN = "operator-metrics-token-0123456789"
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEXMATCH_", "LITELLM"))}
     return {**env, "HF_HUB_OFFLINE": "1", **extra}
@@ -44,7 +47,7 @@ def serving(tmp_path: Path, llm: FakeLLMServer, *args: str, **env: str) -> Itera
     """``flexmatch serve`` over a new knowledge base whose LLM is ``llm``, its output in a
     file; stopped (and its log complete) when the block ends."""
     kb = tmp_path / "kb"
-    write_config(kb, llm_config(llm))
+    write_config(kb, llm_config(llm, f"service:\n  metrics_token: {METRICS_TOKEN}\n"))
     tokens = {
         "admin": cli_key(kb, "ops", "admin", _env()),
         "rw": cli_key(kb, "acme", "read,write", _env()),
@@ -93,7 +96,7 @@ def test_json_log_metrics_and_no_library_chatter(tmp_path: Path, llm_server: Fak
         _ingest_and_search(served)
         calls = len(llm_server.requests)
         assert calls >= 2  # questions for the note, the query's rewrite
-        scraped = served.client.get("/metrics", headers=auth(served.tokens["admin"]))
+        scraped = served.client.get("/metrics", headers=auth(METRICS_TOKEN))
         assert scraped.status_code == 200, scraped.text
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
