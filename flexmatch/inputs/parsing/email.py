@@ -34,13 +34,30 @@ from flexmatch.inputs.parsing._common import (
 )
 from flexmatch.models import Element, Location, ParsedDocument
 
-MAX_DEPTH = 3  # messages attached inside messages are read this many levels deep
+MAX_DEPTH = 3  # attachments inside attachments are read this many levels deep
+MAX_ATTACHMENTS = 50  # read of one message, all levels together; the rest are listed
 _DEPTH: ContextVar[int] = ContextVar("email_depth", default=0)
+# what the outermost message's attachments may still take, all levels together: bytes
+# and attachments (ten attachments a level, each holding ten more, must stay within one
+# message's cap, not grow as ten to the depth)
+_BUDGET: ContextVar[list[int] | None] = ContextVar("email_budget", default=None)
 _UNSAFE = re.compile(r"[^\w.\- ()+,@]+")
 
 
 def parse_email(path: Path) -> ParsedDocument:
     """Parse an .eml file: Subject is the title, From/To/Cc/Date go to metadata."""
+    if _BUDGET.get() is not None:  # an attached message: its outermost one's budget
+        return _parse_email(path)
+    from flexmatch.inputs.parsing import current_reading
+
+    token = _BUDGET.set([current_reading().max_bytes, MAX_ATTACHMENTS])
+    try:
+        return _parse_email(path)
+    finally:
+        _BUDGET.reset(token)
+
+
+def _parse_email(path: Path) -> ParsedDocument:
     from email import policy
     from email.parser import BytesParser
 
@@ -153,13 +170,19 @@ def _read_attachment(part: Message, name: str) -> ParsedDocument:
 
     reading = current_reading()
     is_message = part.get_content_type() == "message/rfc822"
-    if is_message and _DEPTH.get() >= MAX_DEPTH:
-        raise ParseError(f"{name}: an attached message nested deeper than {MAX_DEPTH} levels")
+    if _DEPTH.get() >= MAX_DEPTH:  # any attachment: an .eml.gz nests as deep as a message
+        raise ParseError(f"{name}: an attachment nested deeper than {MAX_DEPTH} levels")
     data = _attachment_bytes(part)
-    if len(data) > reading.max_bytes:
+    budget = _BUDGET.get() or [reading.max_bytes, MAX_ATTACHMENTS]
+    if budget[1] <= 0:
+        raise ParseError(f"{name}: not read (a message's first {MAX_ATTACHMENTS} are)")
+    if len(data) > budget[0]:
         raise DocumentTooLargeError(
-            f"{name}: {len(data):,} bytes, over the {reading.max_bytes:,}-byte cap"
+            f"{name}: {len(data):,} bytes, over the {reading.max_bytes:,}-byte cap (what is "
+            f"left of it for the message's attachments: {budget[0]:,})"
         )
+    budget[0] -= len(data)
+    budget[1] -= 1
     if not data.strip():
         raise EmptyDocumentError(f"{name}: no text found (the attachment is empty)")
     safe = _UNSAFE.sub("_", Path(name.replace("\\", "/")).name).strip(" .") or "attachment"
