@@ -9,7 +9,8 @@ Attachments are read by their own parsers, chosen like a file's (the ``parsers``
 the file name, else the content type), and indexed as part of the message: each under a
 heading naming it, every element's location naming it (``Location.attachment``; an
 attachment of an attached message is ``inner.eml › report.pdf``). The byte cap applies to
-each attachment (decompressed too); attached messages are read ``MAX_DEPTH`` deep. One
+each attachment (decompressed too) and to all of them together, at every level, at most
+``MAX_ATTACHMENTS`` are read, and attachments inside attachments ``MAX_DEPTH`` deep. One
 that cannot be read (unsupported type, too large, broken) does not fail the message: it
 stays listed in ``attachments`` and its reason is in ``attachments_not_read``.
 """
