@@ -184,13 +184,13 @@ def test_an_ingest_counts_documents_chunks_failures_and_jobs(served: Served) -> 
 def test_each_request_writes_one_access_line_without_secrets(
     served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="flexmatch.access")
+    caplog.set_level(logging.INFO, logger="flexmatch.http.access")
     token = served.tokens["rw"]
     served.client.get("/v1/documents/secret-looking-id?x=1", headers=auth(token))
     served.client.get("/v1/stats", headers={"X-API-Key": token})
     served.client.get("/v1/stats", headers=auth("fm_not_a_key"))
     deadline = time.monotonic() + 10  # a line is written once its response is sent
-    while len(lines := [r for r in caplog.records if r.name == "flexmatch.access"]) < 3:
+    while len(lines := [r for r in caplog.records if r.name == "flexmatch.http.access"]) < 3:
         assert time.monotonic() < deadline, lines
         time.sleep(0.02)
     assert [(r.method, r.route, r.status, r.tenant) for r in lines] == [  # type: ignore[attr-defined]
@@ -208,7 +208,7 @@ def test_each_request_writes_one_access_line_without_secrets(
 def test_a_console_search_counts_its_stages_and_its_line_names_the_tenant(
     served: Served, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="flexmatch.access")
+    caplog.set_level(logging.INFO, logger="flexmatch.http.access")
     url = str(served.client.base_url)
     with httpx.Client(base_url=url, timeout=60) as browser:
         form = re.search(r'name="csrf" value="([^"]+)"', browser.get("/console/signin").text)
