@@ -1,7 +1,7 @@
 """Who is calling: the API key gives the tenant and the permissions, and nothing else does.
 
 Every route that touches data depends on ``require(permission)``, which returns the
-caller's ``Principal``; routes read the tenant from it and accept no tenant from the
+caller's ``Caller``; routes read the tenant from it and accept no tenant from the
 request, so a scoped key cannot even express a query outside its scope.
 
 The key is checked by a middleware for every ``/v1`` request before any body is read,
@@ -22,8 +22,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexmatch import ApiKey, FlexMatchError, KeyRequestError, Permission
-from flexmatch import Principal as Reader
+from flexmatch import ApiKey, FlexMatchError, KeyRequestError, Permission, Principal
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.state import ServiceState, get_state
@@ -45,17 +44,17 @@ _header = APIKeyHeader(
 
 
 @dataclass(frozen=True)
-class Principal:
+class Caller:
     """An authenticated caller: the key, the one tenant it may see, and who it reads
     documents as (``reader``; None: every document, an admin key naming nobody)."""
 
     key_id: str
     tenant: str
     permissions: frozenset[str]
-    reader: Reader | None = None
+    reader: Principal | None = None
     key: ApiKey | None = None
 
-    def read_as(self, named: Reader | None) -> Reader | None:
+    def read_as(self, named: Principal | None) -> Principal | None:
         """Who a request naming ``named`` in its body reads as (see ``ApiKey.reader``);
         a 403 when this key may not name it."""
         if named is None or self.key is None:
@@ -63,7 +62,7 @@ class Principal:
         return _reader(self.key, named)
 
 
-def named_reader(headers: Headers) -> Reader | None:
+def named_reader(headers: Headers) -> Principal | None:
     """The end user the request names (``X-FlexMatch-Principal: user:alice`` and
     ``X-FlexMatch-Groups: eng, hr``), or None; a 422 when they are malformed."""
     user = headers.get(PRINCIPAL_HEADER, "").strip()
@@ -73,12 +72,12 @@ def named_reader(headers: Headers) -> Reader | None:
     if user and not user.startswith("user:"):
         raise ApiError(422, "invalid_principal", f"{PRINCIPAL_HEADER} must be 'user:NAME'")
     try:
-        return Reader.parse(user or None, groups)
+        return Principal.parse(user or None, groups)
     except FlexMatchError as exc:
         raise ApiError(422, "invalid_principal", str(exc)) from None
 
 
-def _reader(key: ApiKey, named: Reader | None) -> Reader | None:
+def _reader(key: ApiKey, named: Principal | None) -> Principal | None:
     try:
         return key.reader(named)
     except KeyRequestError as exc:
@@ -87,7 +86,7 @@ def _reader(key: ApiKey, named: Reader | None) -> Reader | None:
 
 async def identify(
     state: ServiceState, headers: Headers, client: str, *, throttled: bool = True
-) -> Principal:
+) -> Caller:
     """The caller behind the request's key, after its rate limit; raises 401 or 429.
 
     ``client`` is the caller's address: failed checks from it are throttled (see
@@ -116,7 +115,7 @@ async def identify(
             headers={"Retry-After": retry_after(wait)},
         )
     reader = _reader(key, named_reader(headers))
-    return Principal(
+    return Caller(
         key_id=key.id,
         tenant=key.tenant,
         permissions=frozenset(key.permissions),
@@ -182,19 +181,19 @@ def client_host(scope: Scope) -> str:
     return str(client[0]) if client else ""
 
 
-def remember(scope: Scope, principal: Principal) -> None:
+def remember(scope: Scope, principal: Caller) -> None:
     """Keep the caller on the request (the routes and the access log read it there)."""
     scope.setdefault("state", {})[_PRINCIPAL] = principal
 
 
-def principal_in(scope: Scope) -> Principal | None:
+def principal_in(scope: Scope) -> Caller | None:
     """The caller a key check found for this request, if one did."""
     principal = scope.get("state", {}).get(_PRINCIPAL)
-    return principal if isinstance(principal, Principal) else None
+    return principal if isinstance(principal, Caller) else None
 
 
 class AuthMiddleware:
-    """Authenticate every ``/v1`` request up front and hand the ``Principal`` to the route."""
+    """Authenticate every ``/v1`` request up front and hand the ``Caller`` to the route."""
 
     def __init__(self, app: ASGIApp, state: ServiceState) -> None:
         self.app = app
@@ -220,7 +219,7 @@ async def authenticate(
     request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
-) -> Principal:
+) -> Caller:
     """The principal the middleware found (or, without the middleware, check now)."""
     principal = principal_in(request.scope)
     if principal is None:
@@ -229,16 +228,16 @@ async def authenticate(
     return principal
 
 
-def permits(principal: Principal, *permissions: Permission) -> bool:
+def permits(principal: Caller, *permissions: Permission) -> bool:
     """Whether the caller's key has one of ``permissions`` (``admin`` has all)."""
     allowed = principal.permissions
     return "admin" in allowed or bool(allowed.intersection(permissions))
 
 
-def require(*permissions: Permission) -> Callable[..., Awaitable[Principal]]:
+def require(*permissions: Permission) -> Callable[..., Awaitable[Caller]]:
     """A dependency: the caller, if its key has one of ``permissions`` (``admin`` has all)."""
 
-    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    async def check(principal: Annotated[Caller, Depends(authenticate)]) -> Caller:
         if not permits(principal, *permissions):
             wanted = "' or '".join(permissions)
             raise ApiError(

@@ -15,8 +15,7 @@ from typing import Annotated, Any
 from fastapi import Query, Request, Response
 from starlette.datastructures import Headers
 
-from flexmatch import DocumentRecord, FlexMatchError, Usage, answer_result
-from flexmatch import Principal as AccessPrincipal
+from flexmatch import DocumentRecord, FlexMatchError, Principal, Usage, answer_result
 from flexmatch.adapters.http.auth import check_key, client_host, identify
 from flexmatch.adapters.http.console.evals import load_eval
 from flexmatch.adapters.http.console.sessions import (
@@ -437,7 +436,7 @@ async def search_page(
         if as_user.strip() or groups:
             if as_user.strip() and not as_user.strip().startswith("user:"):
                 raise ApiError(422, "invalid_principal", "search as: 'user:NAME'")
-            named = AccessPrincipal.parse(as_user.strip() or None, groups)
+            named = Principal.parse(as_user.strip() or None, groups)
         await state.warmed()
         answer = await state.kb.asearch(
             q,

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData, Headers
 
 from flexmatch import FlexMatchError, Permission, __version__, describe_access
-from flexmatch.adapters.http.auth import Principal, client_host, identify, permits, remember
+from flexmatch.adapters.http.auth import Caller, client_host, identify, permits, remember
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
     CSRF_FIELD,
@@ -60,7 +60,7 @@ SECURITY_HEADERS = {
 class ConsoleUser:
     """The signed-in key: its principal (tenant, permissions) and its session."""
 
-    principal: Principal
+    principal: Caller
     session: Session
 
     @property

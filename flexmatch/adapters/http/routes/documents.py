@@ -21,12 +21,12 @@ from flexmatch import (
     FailedDocument,
     JobKind,
     ParseError,
+    Principal,
     SourceChoiceError,
     record_id,
     safe_filename,
 )
-from flexmatch import Principal as AccessPrincipal
-from flexmatch.adapters.http.auth import Principal, permits, require
+from flexmatch.adapters.http.auth import Caller, permits, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
 from flexmatch.adapters.http.jobs import Reservation, WorkItem, owner_of
 from flexmatch.adapters.http.multipart import UploadRoute
@@ -49,9 +49,9 @@ router = APIRouter(
 )
 Read = Coroutine[Any, Any, list[Document | FailedDocument]]
 
-Reader = Annotated[Principal, Depends(require("read"))]
-Writer = Annotated[Principal, Depends(require("write"))]
-Admin = Annotated[Principal, Depends(require("admin"))]
+Reader = Annotated[Caller, Depends(require("read"))]
+Writer = Annotated[Caller, Depends(require("write"))]
+Admin = Annotated[Caller, Depends(require("admin"))]
 State = Annotated[ServiceState, Depends(get_state)]
 
 
@@ -79,7 +79,7 @@ def parse_metadata(text: str | None) -> dict[str, Any] | None:
 async def _accepted(
     state: ServiceState,
     response: Response,
-    principal: Principal,
+    principal: Caller,
     kind: JobKind,
     items: list[WorkItem],
     source: str,
@@ -95,14 +95,14 @@ async def _accepted(
         source,
         reservation=reservation,
         owner=owner_of(principal.key_id, principal.reader),
-        writer=None if admin else (principal.reader or AccessPrincipal()),
+        writer=None if admin else (principal.reader or Principal()),
     )
     url = f"/v1/jobs/{job.id}"
     response.headers["Location"] = url
     return JobAccepted(job_id=job.id, status=job.status, total=job.total, url=url)
 
 
-def refuse_access(principal: Principal, field: str | None) -> None:
+def refuse_access(principal: Caller, field: str | None) -> None:
     """Only an admin key says who may read what it writes: a writer's ``field`` naming an
     access list is refused (403), never quietly applied or dropped."""
     if field is not None and not permits(principal, "admin"):
@@ -301,7 +301,7 @@ async def list_documents(
 
 
 def _detail(
-    state: ServiceState, tenant: str, document_id: str, reader: AccessPrincipal | None = None
+    state: ServiceState, tenant: str, document_id: str, reader: Principal | None = None
 ) -> DocumentDetail:
     """The document, or a 404 for one that does not exist or ``reader`` may not read (the
     same answer: nobody learns of a document they may not read)."""

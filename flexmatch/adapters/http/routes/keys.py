@@ -7,14 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from flexmatch import ApiKey, key_identity
-from flexmatch.adapters.http.auth import Principal, require
+from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import not_found, reject_unknown_query
 from flexmatch.adapters.http.schemas import KeyCreated, KeyCreateRequest
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["keys"], dependencies=[Depends(reject_unknown_query)])
 
-Admin = Annotated[Principal, Depends(require("admin"))]
+Admin = Annotated[Caller, Depends(require("admin"))]
 State = Annotated[ServiceState, Depends(get_state)]
 
 

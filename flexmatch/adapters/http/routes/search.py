@@ -7,16 +7,15 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from flexmatch import Principal as AccessPrincipal
-from flexmatch import Stats, answer_result, search_filters, tool_result
-from flexmatch.adapters.http.auth import Principal, require
+from flexmatch import Principal, Stats, answer_result, search_filters, tool_result
+from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
 from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["search"], dependencies=[Depends(reject_unknown_query)])
 
-Reader = Annotated[Principal, Depends(require("read"))]
+Reader = Annotated[Caller, Depends(require("read"))]
 State = Annotated[ServiceState, Depends(get_state)]
 
 
@@ -42,7 +41,7 @@ async def run_search(
     filters: Any,
     explain: bool,
     response: Response,
-    reader: AccessPrincipal | None = None,
+    reader: Principal | None = None,
 ) -> SearchResponse:
     """Answer from the cache, or ask the knowledge base and remember the answer; only
     what ``reader`` may read (the cache keeps each reader's answers apart).
