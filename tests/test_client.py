@@ -270,14 +270,15 @@ def test_a_job_reads_as_the_embedded_report() -> None:
 
 def test_the_server_sends_the_public_job_without_its_tenant() -> None:
     """The client parses what the server keeps: one ``Job`` model, the server's adding only
-    a tenant that is never sent."""
+    whose job it is (tenant, owner), never sent."""
     from flexmatch.adapters.http.jobs import TenantJob
 
     assert issubclass(TenantJob, Job)
-    assert set(TenantJob.model_fields) - set(Job.model_fields) == {"tenant"}
+    kept_only = set(TenantJob.model_fields) - set(Job.model_fields)
+    assert kept_only == {"tenant", "owner"}  # whose it is: never sent
     kept = TenantJob(id="j1", kind="upload", total=1, created_at="2026-12-01T00:00:00", tenant="t")
     sent = kept.model_dump(mode="json")
-    assert "tenant" not in sent
+    assert not kept_only & set(sent)
     assert Job.model_validate(sent) == Job.model_validate(kept.model_dump())
 
 
