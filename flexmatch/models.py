@@ -126,6 +126,22 @@ class Element(BaseModel):
         return self
 
 
+ELEMENTS_A_JOIN = 2_000  # elements joined in one call (see joined_text)
+
+
+def joined_text(elements: list[Element]) -> str:
+    """The elements' text, joined a slice at a time: one join over the 100,000 elements
+    of a big minified script holds the GIL (and a server's event loop) for a quarter of a
+    second."""
+    step = ELEMENTS_A_JOIN
+    if len(elements) <= step:
+        return "\n\n".join(e.text for e in elements)
+    return "\n\n".join(
+        "\n\n".join(e.text for e in elements[start : start + step])
+        for start in range(0, len(elements), step)
+    )
+
+
 class ParsedDocument(BaseModel):
     """What a parser returns: the document's own structure, before any chunking."""
 
@@ -135,19 +151,7 @@ class ParsedDocument(BaseModel):
 
     @property
     def text(self) -> str:
-        """The elements' text, joined a slice at a time: one join over the 100,000
-        elements of a big minified script holds the GIL (and a server's event loop) for a
-        quarter of a second."""
-        elements, step = self.elements, ELEMENTS_A_JOIN
-        if len(elements) <= step:
-            return "\n\n".join(e.text for e in elements)
-        return "\n\n".join(
-            "\n\n".join(e.text for e in elements[start : start + step])
-            for start in range(0, len(elements), step)
-        )
-
-
-ELEMENTS_A_JOIN = 2_000  # elements joined in one call (see Document.text)
+        return joined_text(self.elements)
 
 
 class Document(BaseModel):
@@ -165,16 +169,7 @@ class Document(BaseModel):
 
     @property
     def text(self) -> str:
-        """The elements' text, joined a slice at a time: one join over the 100,000
-        elements of a big minified script holds the GIL (and a server's event loop) for a
-        quarter of a second."""
-        elements, step = self.elements, ELEMENTS_A_JOIN
-        if len(elements) <= step:
-            return "\n\n".join(e.text for e in elements)
-        return "\n\n".join(
-            "\n\n".join(e.text for e in elements[start : start + step])
-            for start in range(0, len(elements), step)
-        )
+        return joined_text(self.elements)
 
     @property
     def content_hash(self) -> str:
