@@ -6,6 +6,7 @@ the access log's ``method``, ``route``, ``status``) are for a log collector, cho
 ``flexmatch serve --log-format json`` or ``FLEXMATCH_LOG_FORMAT=json``. Uvicorn's own
 lines go through the same handler, so a JSON log has no plain lines in it.
 
+Python warnings (``warnings.warn`` from a library) are written through the same handler.
 Libraries that log every call at INFO (LiteLLM says two or three lines per LLM call,
 httpx one per request) are demoted to DEBUG: they show with ``--log-level debug`` only.
 """
@@ -97,6 +98,9 @@ def install_logging(level: str, log_format: LogFormat = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # a library's warnings.warn (qdrant-client's version check, say) goes through the
+    # same handler, so a JSON log stays JSON
+    logging.captureWarnings(True)
     for name in NOISY_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, DemoteToDebug) for f in logger.filters):

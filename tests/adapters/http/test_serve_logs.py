@@ -6,18 +6,22 @@ shows the ingest, the search and the LLM calls that were made."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from flexmatch.adapters.http.logs import install_logging
 from flexmatch.testing.fake_llm import FakeLLMServer
 from tests.adapters.http.servers import auth, cli_key, free_port, wait_for_job
 from tests.conftest import llm_config, stop, write_config
@@ -195,3 +199,23 @@ def test_every_worker_logs_json_too(tmp_path: Path) -> None:
     assert len(started) == 2
     access = [e for e in entries if e["logger"] == "flexmatch.http.access"]
     assert [(e["route"], e["status"]) for e in access] == [("/health", 200)] * 4
+
+
+def test_a_library_warning_is_a_json_line_too(capfd: pytest.CaptureFixture[str]) -> None:
+    """A library's ``warnings.warn`` (qdrant-client warns when it cannot read a server's
+    version) is written by the server's handler, so a JSON log has no plain line in it."""
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    try:
+        install_logging("info", "json")
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("Failed to obtain server version.", UserWarning, stacklevel=1)
+    finally:
+        logging.captureWarnings(False)
+        root.handlers[:], root.level = saved_handlers, saved_level
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert lines, "the warning was not written"
+    entries = [json.loads(line) for line in lines]
+    assert any("Failed to obtain server version" in e["message"] for e in entries), entries
+    assert all(e["logger"] == "py.warnings" for e in entries), entries
