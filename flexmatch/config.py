@@ -288,6 +288,7 @@ class IngestConfig(_Strict):
             if not pattern.strip() or not name.strip():
                 raise ValueError(f"'{pattern}: {name}': a file name or glob maps to a parser name")
         return value
+
     # a source plug-in's fetch of one item: seconds spent waiting for it, documents it gives
     plugin_fetch_timeout: float = Field(300.0, gt=0, le=86_400)
     plugin_max_documents: int = Field(10_000, ge=1, le=10_000_000)

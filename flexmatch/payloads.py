@@ -120,8 +120,7 @@ def check_document_id(document_id: str, where: str) -> None:
         raise PayloadError(f"{where}: the document id is empty")
     if len(document_id) > MAX_ID_CHARS:
         raise PayloadError(
-            f"{where}: the document id is {len(document_id):,} characters, "
-            f"at most {MAX_ID_CHARS:,}"
+            f"{where}: the document id is {len(document_id):,} characters, at most {MAX_ID_CHARS:,}"
         )
 
 

@@ -35,9 +35,7 @@ from tests.state_workers import SHARED_JOB, write_concurrently
 Open = Callable[[], SharedState]
 
 
-@pytest.fixture(
-    params=["default", "url", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(params=["default", "url", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
     """``service.state_url``: None (the default file in ``tmp_path``), a SQLite file by
     URL, or a fresh database on the test PostgreSQL server."""

@@ -57,9 +57,9 @@ def test_a_restart_of_the_server_is_survived(postgres_url: str, tmp_path: Path) 
             _fails_fast(lambda: SharedState(open_database(tmp_path, postgres_url)).check()),
         ]
         for message in messages:
-            assert message.startswith(
-                f"the service state database ({state.location}) failed: "
-            ), message
+            assert message.startswith(f"the service state database ({state.location}) failed: "), (
+                message
+            )
             assert secret not in message and "Traceback" not in message
     finally:
         ensure_running()
@@ -98,8 +98,7 @@ def test_replicas_starting_together_all_create_the_tables(postgres_url: str) -> 
             try:
                 at = time.time() + 0.5
                 starts = [
-                    pool.submit(create_tables_at, "/nonexistent", url, at)
-                    for _ in range(replicas)
+                    pool.submit(create_tables_at, "/nonexistent", url, at) for _ in range(replicas)
                 ]
                 for start in starts:
                     start.result(timeout=120)

@@ -39,8 +39,7 @@ def test_vectors_are_the_same_in_every_process() -> None:
     """Pinned across interpreters with different hash seeds: the vectors come from
     blake2b, never from ``hash()``, which Python salts per process."""
     code = (
-        "from flexmatch.testing.embedder import hash_vector\n"
-        "print(hash_vector('Harbour fees', 8))"
+        "from flexmatch.testing.embedder import hash_vector\nprint(hash_vector('Harbour fees', 8))"
     )
     outputs = {
         subprocess.run(

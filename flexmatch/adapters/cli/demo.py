@@ -113,8 +113,9 @@ def names(result: ResultItem) -> set[str]:
 def demo(
     kb: Annotated[
         Path,
-        typer.Option("--kb", help="Folder for the demo knowledge base (made if missing).",
-                     file_okay=False),
+        typer.Option(
+            "--kb", help="Folder for the demo knowledge base (made if missing).", file_okay=False
+        ),
     ] = Path("demo-kb"),
     top_n: Annotated[int, typer.Option("--top-n", min=1, max=20, help="Results a question.")] = 3,
     as_json: JsonOption = False,
@@ -182,7 +183,7 @@ def _print(run: DemoRun, created: bool, notices: list[str]) -> None:
         if not answer.first_is_expected:
             errors.print(f"[red]expected {shown(answer.answer_in)} first[/]")
     console.print(
-        f"\nNext: [bold]flexmatch query --kb {shown(run.kb)} \"your question\"[/], "
+        f'\nNext: [bold]flexmatch query --kb {shown(run.kb)} "your question"[/], '
         f"or ingest your own files with [bold]flexmatch ingest --kb {shown(run.kb)} PATH[/]."
     )
 

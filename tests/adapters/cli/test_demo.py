@@ -68,9 +68,7 @@ def test_demo_says_when_the_expected_document_is_not_first(tmp_path: Path) -> No
     assert "expected mooring-fees.txt first" in " ".join(result.stderr.split())
 
 
-def test_samples_ship_in_the_wheel_and_the_demo_runs_from_it(
-    wheel: Path, tmp_path: Path
-) -> None:
+def test_samples_ship_in_the_wheel_and_the_demo_runs_from_it(wheel: Path, tmp_path: Path) -> None:
     script = (
         "import os, sys\n"
         + "".join(f"os.environ[{k!r}] = {v!r}\n" for k, v in OFFLINE.items())

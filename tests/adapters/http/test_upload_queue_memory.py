@@ -58,8 +58,10 @@ def test_rss_stays_bounded_while_large_uploads_queue(tmp_path: Path) -> None:
                 peak = max(peak, _rss(process.pid))
             growth = peak - before
             queued = REQUESTS * FILES * FILE_BYTES
-            print(f"queued {queued / 2**20:.0f} MiB; RSS {before / 2**20:.0f} MiB -> peak "
-                  f"{peak / 2**20:.0f} MiB (+{growth / 2**20:.0f} MiB)")
+            print(
+                f"queued {queued / 2**20:.0f} MiB; RSS {before / 2**20:.0f} MiB -> peak "
+                f"{peak / 2**20:.0f} MiB (+{growth / 2**20:.0f} MiB)"
+            )
             assert growth < MAX_RSS_GROWTH, f"RSS grew {growth / 2**20:.0f} MiB"
             spooled = _spooled(kb)
             assert len(spooled) == REQUESTS * FILES

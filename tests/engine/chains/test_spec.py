@@ -228,8 +228,9 @@ def test_a_broken_chain_plug_in_is_named_only_when_its_type_is_used(
         "'fm_chain_broken' failed to load: RuntimeError: plugin import explodes"
     )
     assert "chunker chain type 'structure' is already registered by " in broken["hijack"]
-    assert "StructureChunker (built-in); fm_chain_hijack:Hijack cannot replace it" in (
-        broken["hijack"]
+    assert (
+        "StructureChunker (built-in); fm_chain_hijack:Hijack cannot replace it"
+        in (broken["hijack"])
     )
     # a chain naming a type nobody registered names the broken plug-ins
     _write_chain(tmp_path, "mine", "kind: chunker\ntype: red-garbage\n")
