@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from flexmatch import Access, KnowledgeBase, Principal
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.points import MatchPayload, match_point_id
 from flexmatch.engine.stores import StoredPoint
 from flexmatch.models import DocumentRecord

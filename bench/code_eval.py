@@ -31,7 +31,7 @@ from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains.matching.code import doc_sentences
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.knowledge_base import KnowledgeBase
 from flexmatch.models import SearchResult
 

@@ -33,7 +33,7 @@ def main() -> None:
     started = time.perf_counter()
     args = arguments()
     from flexmatch import KnowledgeBase
-    from flexmatch.engine.embeddings import OnnxEmbedder
+    from flexmatch.engine.embedders import OnnxEmbedder
     from flexmatch.engine.llm import import_litellm
 
     import_litellm()

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.models import IngestReport
 
 WORDS = [

@@ -23,8 +23,7 @@ import numpy as np
 from run import corpus, llm_config  # bench/run.py: squad-dev paragraphs, the LLM config
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine import embeddings
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder, threads
 from flexmatch.engine.llm import LLM
 from flexmatch.testing import FakeLLMServer
 
@@ -78,9 +77,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--config", default="", help="YAML added to the knowledge bases' config")
-    parser.add_argument("--niceness", type=int, default=embeddings.BULK_NICENESS)
+    parser.add_argument("--niceness", type=int, default=threads.BULK_NICENESS)
     args = parser.parse_args()
-    embeddings.BULK_NICENESS = args.niceness  # before the run threads start
+    threads.BULK_NICENESS = args.niceness  # before the run threads start
     work = Path(tempfile.mkdtemp(prefix="flexmatch-bound-"))
     path, _ = corpus(work, args.docs)
     embedder = OnnxEmbedder()

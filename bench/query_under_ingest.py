@@ -19,8 +19,7 @@ from pathlib import Path
 from run import DATA, corpus  # bench/run.py: the first N squad-dev paragraphs
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine import embeddings
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder, threads
 
 
 def latencies(kb: KnowledgeBase, queries: list[str], until: threading.Event | None) -> list[float]:
@@ -43,9 +42,9 @@ def summary(taken: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--niceness", type=int, default=embeddings.BULK_NICENESS)
+    parser.add_argument("--niceness", type=int, default=threads.BULK_NICENESS)
     args = parser.parse_args()
-    embeddings.BULK_NICENESS = args.niceness  # before the run threads start
+    threads.BULK_NICENESS = args.niceness  # before the run threads start
     work = Path(tempfile.mkdtemp(prefix="flexmatch-busy-"))
     path, queries = corpus(work, 200)
     more = work / "more.jsonl"

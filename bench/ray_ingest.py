@@ -28,7 +28,7 @@ import ray
 from run import corpus, llm_config  # bench/run.py: squad-dev paragraphs, the LLM config
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.fanout import NAMESPACE
 from flexmatch.testing import FakeLLMServer
 

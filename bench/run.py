@@ -21,7 +21,7 @@ from pathlib import Path
 import scale  # bench/scale.py: the 1k / 10k / 100k stores
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.points import CHUNK_FIELDS
 from flexmatch.testing import FakeLLMServer
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.stores.base import SCHEMA_VERSION
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

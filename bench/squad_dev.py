@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig
-from flexmatch.engine.embeddings import LocalEmbedder
+from flexmatch.engine.embedders import LocalEmbedder
 from flexmatch.evaluation import BeirDataset, evaluate_sync
 from flexmatch.knowledge_base import KnowledgeBase
 

@@ -8,8 +8,16 @@ fast: nothing heavy is imported until it is needed.
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# The process's environment, set once, where every process that uses FlexMatch starts
+# (library, CLI, server workers), and only where not set already. ONNX Runtime's Linux
+# build writes a device id and an event cache under ~/.cache and sends usage events from
+# the moment it is imported unless this is set before; its disable_telemetry_events()
+# comes too late to stop the writes, and an offline tool must not make them.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 # public name → (module, name in it)
 EXPORTS: dict[str, tuple[str, str]] = {
@@ -101,7 +109,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
     "load_config": ("flexmatch.config", "load_config"),
     "load_setup": ("flexmatch.evaluation", "load_setup"),
-    "prepare_local_model": ("flexmatch.engine.embeddings", "prepare_local_model"),
+    "prepare_local_model": ("flexmatch.engine.embedders", "prepare_local_model"),
     "readable_suffixes": ("flexmatch.inputs.parsing", "readable_suffixes"),
     "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
@@ -135,7 +143,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.engine.archive import Original
     from flexmatch.engine.chains.registry import broken as broken_chain_plugins
     from flexmatch.engine.chains.registry import registered as registered_chains
-    from flexmatch.engine.embeddings import prepare_local_model
+    from flexmatch.engine.embedders import prepare_local_model
     from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters
     from flexmatch.engine.stores.repair import DoctorReport, doctor_store
     from flexmatch.errors import (

@@ -34,7 +34,7 @@ from flexmatch.config import (
 from flexmatch.engine.archive import DocumentArchive, Original
 from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedder
+from flexmatch.engine.embedders import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
 from flexmatch.engine.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest import (

@@ -15,7 +15,7 @@ from hypothesis import settings
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from tests import tiers
 

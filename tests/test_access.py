@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from flexmatch import Access, ApiKey, KeyStore, KnowledgeBase, Principal, key_identity
 from flexmatch.access import describe, parse_access, readable
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.models import Document, Element
 from flexmatch.testing import FakeLLMServer

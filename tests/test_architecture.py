@@ -66,6 +66,7 @@ ADAPTER_PLUMBING = {"flexmatch.lifecycle"}
 # that gave the old layout its 14 levels); the wings (engine, inputs, adapters) do not
 CONCEPT_PACKAGES = (
     "flexmatch.engine.chains",
+    "flexmatch.engine.embedders",
     "flexmatch.engine.stores",
     "flexmatch.inputs.parsing",
     "flexmatch.inputs.sources",

@@ -9,7 +9,7 @@ import posixpath
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 
 STDLIB = Path(posixpath.__file__).parent
 

@@ -25,7 +25,7 @@ from flexmatch import (
     SourceChoiceError,
 )
 from flexmatch.client import error_for
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.servers import PageServer, free_port
 from tests.conftest import write_config
 from tests.serving import KB_CONFIG, Served, served_kb

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from flexmatch.config import CLUSTER_FIELDS, KBConfig, load_config
-from flexmatch.engine.embeddings import model_cache_dir
+from flexmatch.engine.embedders import model_cache_dir
 from tests.adapters.http.servers import auth, free_port
 from tests.conftest import FLEXMATCH, REPO, run
 
@@ -340,7 +340,7 @@ def test_dockerfile_installs_cpu_torch_first_then_the_package_and_bakes_the_mode
 
 def test_exported_model_path_follows_flexmatch_cache() -> None:
     cache = env_of(final_stage())["FLEXMATCH_CACHE"]
-    script = "from flexmatch.engine.embeddings import optimized_model_path as p; print(p())"
+    script = "from flexmatch.engine.embedders.export import optimized_model_path as p; print(p())"
     found = subprocess.run(
         [sys.executable, "-c", script],
         env={**os.environ, "FLEXMATCH_CACHE": cache, "HOME": "/nonexistent"},

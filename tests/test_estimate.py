@@ -8,7 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import run, write_config
 

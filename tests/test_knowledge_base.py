@@ -14,7 +14,7 @@ from flexmatch.config import (
     LOCAL_EMBEDDING_MODEL_INT8,
     default_embedding_model,
 )
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, ModelMismatchError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config

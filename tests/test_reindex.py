@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.models import DocumentRecord, IngestReport
 from flexmatch.resources import builtin_dir
 from flexmatch.testing import FakeLLMServer

@@ -50,7 +50,7 @@ import numpy as np
 
 from flexmatch.config import LOCAL_EMBEDDING_MODELS, KBConfig
 from flexmatch.engine.chains import ChainContext
-from flexmatch.engine.embeddings import EmbeddingBatcher, make_embedder
+from flexmatch.engine.embedders import EmbeddingBatcher, make_embedder
 from flexmatch.engine.ingest import Enriched, SourceChains, enrich_and_embed
 from flexmatch.engine.llm import LLM
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError

@@ -32,7 +32,7 @@ from flexmatch.engine.chains import (
     build_chain,
 )
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, run_in_background
+from flexmatch.engine.embedders import Embedder, EmbeddingBatcher, run_in_background
 from flexmatch.engine.points import (
     CHUNK_FIELDS,
     CONTENT,

@@ -25,7 +25,7 @@ from flexmatch.engine.chains import (
     build_chain,
 )
 from flexmatch.engine.chains.base import collecting_warnings
-from flexmatch.engine.embeddings import Embedder
+from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import Filters
 from flexmatch.engine.retrieval import Retriever
 from flexmatch.engine.stores import Hit, VectorStore

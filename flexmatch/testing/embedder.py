@@ -1,6 +1,6 @@
 """A deterministic embedder for tests: hashed words, no model, no network.
 
-``HashEmbedder`` satisfies ``flexmatch.engine.embeddings.Embedder`` (``name``,
+``HashEmbedder`` satisfies ``flexmatch.engine.embedders.Embedder`` (``name``,
 ``dimension``, ``embed``), so it goes wherever a real model does
 (``KnowledgeBase.open(folder, embedder=HashEmbedder())``). It loads nothing and embeds
 thousands of texts a second, so a test that checks what FlexMatch does with vectors, not

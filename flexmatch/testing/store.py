@@ -30,7 +30,7 @@ from flexmatch.engine.stores.server import ServerStore
 from flexmatch.testing.embedder import HashEmbedder
 
 if TYPE_CHECKING:
-    from flexmatch.engine.embeddings import Embedder
+    from flexmatch.engine.embedders import Embedder
     from flexmatch.knowledge_base import KnowledgeBase
 
 __all__ = ["InMemoryStore", "memory_knowledge_base"]

@@ -28,7 +28,7 @@ from flexmatch.adapters.agent import (
     handle_tool_call,
     run_agent,
 )
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.conftest import REPO, run, write_config

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import Client, ConfigError, KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import write_config
 from tests.serving import KB_CONFIG, served_kb

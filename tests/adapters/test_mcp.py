@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from flexmatch import KnowledgeBase
 from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS, build_server
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import write_config

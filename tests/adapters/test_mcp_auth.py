@@ -15,7 +15,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from flexmatch import ConfigError, KeyStore, KnowledgeBase
 from flexmatch.adapters.mcp import build_server, run
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, free_port
 from tests.conftest import run as run_cli

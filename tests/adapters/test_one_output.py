@@ -11,7 +11,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, KB_CONFIG, running_api
 from tests.conftest import FLEXMATCH, run, write_config
 

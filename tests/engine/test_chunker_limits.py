@@ -15,7 +15,7 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.chains import Chunker, register
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.models import Document, Section
 from tests.conftest import write_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.conftest import write_config
 
 

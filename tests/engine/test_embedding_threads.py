@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 
 from flexmatch.config import LOCAL_EMBEDDING_MODEL_FP32, LOCAL_EMBEDDING_MODEL_INT8, ModelsConfig
-from flexmatch.engine.embeddings import (
-    BULK_NICENESS,
-    OnnxEmbedder,
-    bulk_threads,
-    make_embedder,
-)
+from flexmatch.engine.embedders import OnnxEmbedder, make_embedder
+from flexmatch.engine.embedders.threads import BULK_NICENESS, bulk_threads
 
 
 class _Watched:

@@ -10,18 +10,20 @@ from flexmatch.config import (
     cpu_has_int8_dot,
     default_embedding_model,
 )
-from flexmatch.engine.embeddings import (
+from flexmatch.engine.embedders import (
     LiteLLMEmbedder,
     LocalEmbedder,
     OnnxEmbedder,
-    _length_groups,
-    _local_model_dir,
-    _token_groups,
     make_embedder,
+)
+from flexmatch.engine.embedders.base import packaged_model_dir
+from flexmatch.engine.embedders.export import (
     onnx_model_path,
     optimized_model_path,
     quantized_model_path,
 )
+from flexmatch.engine.embedders.onnx_minilm import _token_groups
+from flexmatch.engine.embedders.torch_minilm import _length_groups
 from flexmatch.errors import EmbeddingError
 
 
@@ -115,7 +117,7 @@ def thousand_texts() -> list[str]:
     passages = _spread_by_length(read("corpus.jsonl"), 100)
     texts = questions + passages
     assert len(set(texts)) == 1000
-    tokenizer = Tokenizer.from_file(str(_local_model_dir() / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(packaged_model_dir() / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     lengths = [len(e.ids) for e in tokenizer.encode_batch(texts)]
@@ -136,6 +138,18 @@ def test_onnx_vectors_match_the_torch_model(
     torch = np.asarray(LocalEmbedder().embed(thousand_texts))
     cosines = (fp32_vectors * torch).sum(axis=1)
     assert cosines.min() >= 0.999, cosines.min()
+
+
+def test_the_torch_reference_loads_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """Loading the packaged weights draws no progress bar, and transformers' own settings
+    are as they were afterwards (no process-wide switch is left behind)."""
+    import transformers
+
+    before = transformers.logging.is_progress_bar_enabled(), transformers.logging.get_verbosity()
+    LocalEmbedder().embed(["where is the harbour?"])
+    assert "Loading weights" not in capfd.readouterr().err
+    after = transformers.logging.is_progress_bar_enabled(), transformers.logging.get_verbosity()
+    assert after == before
 
 
 def test_int8_is_the_default_only_where_the_cpu_has_vnni() -> None:
@@ -194,7 +208,7 @@ def test_the_query_path_imports_no_torch(tmp_path) -> None:
     assert onnx_model_path().is_file()
     code = (
         "import sys\n"
-        "from flexmatch.engine.embeddings import OnnxEmbedder\n"
+        "from flexmatch.engine.embedders import OnnxEmbedder\n"
         "OnnxEmbedder().embed(['where is the harbour?'])\n"
         "print(','.join(m for m in ('torch', 'transformers', 'sentence_transformers') "
         "if m in sys.modules))\n"
@@ -202,6 +216,31 @@ def test_the_query_path_imports_no_torch(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_embedding_writes_nothing_under_home(tmp_path) -> None:
+    """ONNX Runtime's telemetry is off before it is imported (``import flexmatch`` sets
+    ``ORT_DISABLE_TELEMETRY``): embedding leaves no device id under the user's home."""
+    import os
+    import subprocess
+    import sys
+
+    from flexmatch.engine.embedders import model_cache_dir
+
+    home = tmp_path / "home"
+    home.mkdir()
+    unset = ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")
+    env = {name: value for name, value in os.environ.items() if name not in unset}
+    env |= {"HOME": str(home), "FLEXMATCH_CACHE": str(model_cache_dir())}
+    code = (
+        "from flexmatch.engine.embedders import OnnxEmbedder\n"
+        "OnnxEmbedder().embed(['where is the harbour?'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
 
 
 def test_an_unfused_graph_is_served_with_a_warning(
@@ -212,7 +251,7 @@ def test_an_unfused_graph_is_served_with_a_warning(
     import onnx
     from onnxruntime.transformers import optimizer
 
-    from flexmatch.engine.embeddings import _optimize
+    from flexmatch.engine.embedders.export import _optimize
 
     class Unfused:
         def get_fused_operator_statistics(self) -> dict[str, int]:

@@ -24,7 +24,7 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.config import KBConfig
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.fanout import NAMESPACE, RayFanOut, RayOptions
 from flexmatch.errors import ParseError
 from flexmatch.inputs.parsing import parse_file

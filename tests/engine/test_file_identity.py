@@ -9,7 +9,7 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine import ingest
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.ingest import SourceChains, version_of
 from flexmatch.models import Document
 from tests.engine.samples import HARBOUR, match_points, write

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import IngestReport, KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.ingest_run import read_ahead
 from tests.conftest import write_config
 

@@ -11,7 +11,7 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
 from flexmatch.engine.chains import ChainContext, Reranker, build_chain
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.models import SearchResult, Signals
 from tests.conftest import run
 

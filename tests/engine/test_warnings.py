@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
 from tests.conftest import llm_config, run, write_config

@@ -18,7 +18,7 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.inputs.sources.crawl import ROBOTS_MAX_BYTES, Crawler, UrlFilter
 from flexmatch.inputs.sources.types import ItemRef, SourceContext
 from flexmatch.inputs.web import FetchedPage, normalise_url, read_crawled, sitemap_urls

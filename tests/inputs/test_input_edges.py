@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase, safe_filename
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, ParseError
 from flexmatch.inputs.loaders import LoadTask, load
 from flexmatch.inputs.parsing import parse_file

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import PromptError
 from tests.conftest import write_config
 

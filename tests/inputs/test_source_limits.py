@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.sources import Document, Element, ItemRef, SourceType, register
 from tests.conftest import write_config
 

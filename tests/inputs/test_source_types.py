@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from flexmatch import ConfigError, KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.inputs.sources import types
 from flexmatch.sources import Document, Element, ItemRef, SourceType, register, registered
 from tests.conftest import REPO, run, run_installed, write_config

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import WebImportError
 from flexmatch.inputs.web import WebPolicy, _guarded_session, check_url, fetch, refused_address
 from tests.conftest import write_config

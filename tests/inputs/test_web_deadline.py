@@ -22,7 +22,7 @@ import pytest
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import WebImportError
 from flexmatch.inputs.sources.crawl import Crawler
 from flexmatch.inputs.sources.types import SourceContext

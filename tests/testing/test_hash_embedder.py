@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher
+from flexmatch.engine.embedders import Embedder, EmbeddingBatcher
 from flexmatch.testing import HashEmbedder
 from flexmatch.testing.embedder import hash_vector
 

@@ -13,7 +13,7 @@ import pytest
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.cli.output import shown
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.conftest import run, write_config
 
 # What a hostile tenant might store: a colour, a clipboard write (OSC 52), a screen clear,

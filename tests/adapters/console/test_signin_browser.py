@@ -25,7 +25,7 @@ import pytest
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.console.harness import TIMEOUT_MS, chromium_missing, launch
 from tests.adapters.http.servers import PageServer, UvicornThread
 from tests.conftest import write_config

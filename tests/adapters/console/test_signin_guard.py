@@ -20,7 +20,7 @@ from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.console.web import _origin
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.config import ThrottleConfig
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import write_config
 

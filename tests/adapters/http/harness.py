@@ -12,7 +12,7 @@ import httpx
 
 from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import SHARED_DATA, write_config
 

@@ -16,7 +16,7 @@ from schemathesis.checks import not_a_server_error
 
 from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import create_app
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import wait_for_job
 

@@ -22,7 +22,7 @@ import pytest
 from flexmatch import FilterError, KeyStore, KnowledgeBase, safe_filename
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.logs import EscapingFormatter
-from flexmatch.engine.embeddings import Embedder
+from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import search_filters
 from flexmatch.inputs.records import MAX_RECORD_DEPTH
 from tests.adapters.http.harness import KB_CONFIG, Api, upload

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.keys import MAX_ACTIVE_KEYS
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job

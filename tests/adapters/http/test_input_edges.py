@@ -19,7 +19,7 @@ import pytest
 from flexmatch import KeyStore, KnowledgeBase, safe_filename
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.multipart import MAX_PART_HEADER_BYTES
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
 from tests.conftest import write_config

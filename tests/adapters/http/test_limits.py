@@ -9,7 +9,7 @@ import pytest
 from flexmatch.adapters.http import Limits
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.limits import RateLimiter
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import Api, running_api
 from tests.adapters.http.servers import assert_error, auth
 

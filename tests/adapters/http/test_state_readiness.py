@@ -16,7 +16,7 @@ import pytest
 
 from flexmatch import KnowledgeBase, SharedState
 from flexmatch.adapters.http import Limits, create_app
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.state_db import open_database
 from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, assert_error, auth

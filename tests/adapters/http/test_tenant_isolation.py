@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job
 

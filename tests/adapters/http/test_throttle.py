@@ -24,7 +24,7 @@ from flexmatch.adapters.http.throttle import (
     key_id_of,
 )
 from flexmatch.config import KBConfig, ThrottleConfig
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError
 from flexmatch.yamlio import validate
 from tests.adapters.http.servers import UvicornThread, assert_error, auth

@@ -26,7 +26,7 @@ from flexmatch import KeyStore, KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.spool import LOCK_FILE, UploadSpool
 from flexmatch.adapters.http.state import ServiceState
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
 from tests.conftest import write_config
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.llm import LLM
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder

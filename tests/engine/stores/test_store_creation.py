@@ -17,7 +17,7 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.config import default_embedding_model
-from flexmatch.engine.embeddings import OnnxEmbedder
+from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.stores.base import DENSE, LEXICAL
 from flexmatch.engine.stores.edge import META_FILE, EdgeStore
 from flexmatch.errors import StoreError
