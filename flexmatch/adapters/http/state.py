@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, KnowledgeBase, SharedState
+from flexmatch import DocumentNotFoundError, FlexMatchError, KnowledgeBase
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.limits import Limits, RateLimiter
 from flexmatch.adapters.http.metrics import Metrics
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.adapters.http.writes import TenantWriter
+from flexmatch.service import KeyStore, SharedState
 
 log = logging.getLogger("flexmatch.adapters.http")
 KEY_CHECK_THREADS = 4

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flexmatch import KnowledgeBase, SharedState
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.engine.embeddings import OnnxEmbedder
-from flexmatch.state_db import open_database
+from flexmatch.service import SharedState
+from flexmatch.service.state_db import open_database
 from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, assert_error, auth
 from tests.conftest import write_config

@@ -42,8 +42,8 @@ from flexmatch import (
     KnowledgeBase,
     Section,
     ToolResult,
-    bounded_previews,
 )
+from flexmatch.service import bounded_previews
 
 PLACEHOLDER_MODEL = "console-preview/no-llm"  # never called: previews only render
 DRAFT_PREFIX = "flexmatch-console-"
