@@ -344,6 +344,12 @@ class KnowledgeBase:
         """Load the embedding model now (a server does this before it says it is ready)."""
         self.embedder.embed(["warm up"])
 
+    def check_store(self) -> None:
+        """Open the store now (a store server: reach it), so a server learns at start and
+        on each readiness check whether it can read it; ``StoreError`` says why not (held
+        by another process, a server that does not answer). Nothing ingested yet passes."""
+        self.store.check()
+
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
         if source not in self.config.sources:
