@@ -803,6 +803,11 @@ class KnowledgeBase:
             )
         return document
 
+    def stored_copy(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Document | None:
+        """The document as its last ingest parsed it (what a re-index reads), or None: not
+        in this tenant, or ingested before FlexMatch kept copies."""
+        return self.archive.get(tenant, document_id)
+
     def get_original(
         self,
         document_id: str,

@@ -168,6 +168,9 @@ def test_document_listing_and_detail(tmp_path: Path, embedder: HashEmbedder) -> 
         (record,) = kb.list_documents(source="default")
         detail = kb.get_document(record.id)
         assert kb.list_documents(source="other") == []
+        copy = kb.stored_copy(record.id)
+        assert copy is not None and copy.title == "Harbour" and "Fees" in copy.text
+        assert kb.stored_copy(record.id, tenant="other") is None
         stats = kb.stats()
     assert record.title == "Harbour" and record.status == "complete" and record.chunks == 2
     assert [c.heading_path for c in detail.chunks] == [["Harbour"], ["Harbour", "Fees"]]
