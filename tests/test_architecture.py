@@ -230,6 +230,36 @@ def test_adapters_use_only_the_public_api() -> None:
     assert problems == [], problems
 
 
+def test_adapters_read_only_exported_names_by_attribute() -> None:
+    """``import flexmatch as fm`` then ``fm.KeyStore`` is held to the same lists as a
+    ``from`` import (a moved name would only warn at run time)."""
+    exported = {
+        "flexmatch": set(flexmatch.__all__) | {"__version__"},
+        "flexmatch.service": set(flexmatch.service.__all__),
+    }
+    problems: list[str] = []
+    for name, path in modules().items():
+        if not name.startswith("flexmatch.adapters."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = {
+            a.asname: a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for a in node.names
+            if a.name in exported and a.asname
+        }
+        problems += [
+            f"{name}: {aliases[node.value.id]}.{node.attr} is not exported"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr not in exported[aliases[node.value.id]]
+        ]
+    assert problems == [], problems
+
+
 def test_every_public_name_resolves() -> None:
     for name in flexmatch.__all__:
         assert getattr(flexmatch, name, None) is not None, name
