@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from flexmatch import KeyStore
+from flexmatch.service import KeyStore
 
 REPO = Path(__file__).resolve().parents[1]
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"

@@ -1,14 +1,16 @@
 """FlexMatch: a question-indexed knowledge base for AI agents.
 
-Everything an application or an adapter (CLI, HTTP, MCP, agent tool) may use is named
-in ``__all__``; the modules behind it are internal and may move. Names load on first
-use (``EXPORTS`` says from where), so ``import flexmatch`` and ``flexmatch --help`` stay
-fast: nothing heavy is imported until it is needed.
+Everything an application may use is named in ``__all__``; the modules behind it are
+internal and may move. What only a service needs (API keys, shared state, ...) is in
+``flexmatch.service``. Names load on first use (``EXPORTS`` says from where), so
+``import flexmatch`` and ``flexmatch --help`` stay fast: nothing heavy is imported until
+it is needed.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +24,6 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 # public name → (module, name in it)
 EXPORTS: dict[str, tuple[str, str]] = {
     "Answer": ("flexmatch.results", "Answer"),
-    "ApiKey": ("flexmatch.keys", "ApiKey"),
-    "BASELINES": ("flexmatch.evaluation", "BASELINES"),
     "BeirDataset": ("flexmatch.evaluation", "BeirDataset"),
     "CONFIG_FILE": ("flexmatch.config", "CONFIG_FILE"),
     "ChainError": ("flexmatch.errors", "ChainError"),
@@ -57,11 +57,8 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "JobCounts": ("flexmatch.models", "JobCounts"),
     "JobKind": ("flexmatch.models", "JobKind"),
     "JobStatus": ("flexmatch.models", "JobStatus"),
-    "JobRecord": ("flexmatch.shared_state", "JobRecord"),
     "KBConfig": ("flexmatch.config", "KBConfig"),
-    "KeyIdentity": ("flexmatch.keys", "KeyIdentity"),
     "KeyRequestError": ("flexmatch.errors", "KeyRequestError"),
-    "KeyStore": ("flexmatch.keys", "KeyStore"),
     "KnowledgeBase": ("flexmatch.knowledge_base", "KnowledgeBase"),
     "LLMError": ("flexmatch.errors", "LLMError"),
     "Location": ("flexmatch.models", "Location"),
@@ -70,11 +67,9 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "ModelMismatchError": ("flexmatch.errors", "ModelMismatchError"),
     "Original": ("flexmatch.engine.archive", "Original"),
     "Outcome": ("flexmatch.models", "Outcome"),
-    "PERMISSIONS": ("flexmatch.keys", "PERMISSIONS"),
     "ParseError": ("flexmatch.errors", "ParseError"),
     "ParsedDocument": ("flexmatch.models", "ParsedDocument"),
     "PayloadError": ("flexmatch.errors", "PayloadError"),
-    "Permission": ("flexmatch.keys", "Permission"),
     "Principal": ("flexmatch.access", "Principal"),
     "PromptError": ("flexmatch.errors", "PromptError"),
     "QueryConfig": ("flexmatch.config", "QueryConfig"),
@@ -85,7 +80,6 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SearchResult": ("flexmatch.models", "SearchResult"),
     "Section": ("flexmatch.models", "Section"),
     "Setup": ("flexmatch.evaluation", "Setup"),
-    "SharedState": ("flexmatch.shared_state", "SharedState"),
     "Signals": ("flexmatch.models", "Signals"),
     "SkippedDocument": ("flexmatch.models", "SkippedDocument"),
     "SourceChoiceError": ("flexmatch.errors", "SourceChoiceError"),
@@ -99,10 +93,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "Usage": ("flexmatch.models", "Usage"),
     "WebImportError": ("flexmatch.errors", "WebImportError"),
     "answer_result": ("flexmatch.results", "answer_result"),
-    "bounded_previews": ("flexmatch.previews", "bounded_previews"),
-    "check_tenant": ("flexmatch.keys", "check_tenant"),
     "describe_access": ("flexmatch.access", "describe"),
-    "key_identity": ("flexmatch.keys", "key_identity"),
     "parse_access": ("flexmatch.access", "parse_access"),
     "doctor_store": ("flexmatch.engine.stores.repair", "doctor_store"),
     "evaluate": ("flexmatch.evaluation", "evaluate"),
@@ -114,14 +105,32 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
     "broken_chain_plugins": ("flexmatch.engine.chains.registry", "broken"),
-    "require_extra": ("flexmatch.extras", "require"),
-    "run_sync": ("flexmatch.knowledge_base", "run_sync"),
-    "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
     "search_filters": ("flexmatch.engine.points", "search_filters"),
     "tool_result": ("flexmatch.results", "tool_result"),
 }
 __all__ = sorted(EXPORTS)
 __version__ = "0.1.0"
+
+# names that left the public API for flexmatch.service (2026-12): they still resolve, with
+# a DeprecationWarning on each use, until they are removed
+MOVED_TO_SERVICE = frozenset(
+    {
+        "ApiKey",
+        "BASELINES",
+        "JobRecord",
+        "KeyIdentity",
+        "KeyStore",
+        "PERMISSIONS",
+        "Permission",
+        "SharedState",
+        "bounded_previews",
+        "check_tenant",
+        "key_identity",
+        "require_extra",
+        "run_sync",
+        "safe_filename",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -130,6 +139,13 @@ def __getattr__(name: str) -> Any:
         value = getattr(import_module(module), attribute)
         globals()[name] = value  # later look-ups are plain attribute reads
         return value
+    if name in MOVED_TO_SERVICE:  # not cached: every use warns
+        warnings.warn(
+            f"flexmatch.{name} is deprecated: import it from flexmatch.service",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module("flexmatch.service"), name)
     raise AttributeError(f"module 'flexmatch' has no attribute {name!r}")
 
 
@@ -170,13 +186,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         UnsupportedFormatError,
         WebImportError,
     )
-    from flexmatch.evaluation import BASELINES, BeirDataset, Scores, Setup, evaluate, load_setup
-    from flexmatch.extras import require as require_extra
+    from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.inputs.parsing import readable_suffixes
     from flexmatch.inputs.records import record_id
-    from flexmatch.inputs.sources import safe_filename
-    from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant
-    from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups, run_sync
+    from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups
     from flexmatch.models import (
         ChainUse,
         Chunk,
@@ -207,6 +220,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Stats,
         Usage,
     )
-    from flexmatch.previews import bounded_previews
     from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result
-    from flexmatch.shared_state import JobRecord, SharedState

@@ -344,6 +344,12 @@ class KnowledgeBase:
         """Load the embedding model now (a server does this before it says it is ready)."""
         self.embedder.embed(["warm up"])
 
+    def check_store(self) -> None:
+        """Open the store now (a store server: reach it), so a server learns at start and
+        on each readiness check whether it can read it; ``StoreError`` says why not (held
+        by another process, a server that does not answer). Nothing ingested yet passes."""
+        self.store.check()
+
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
         if source not in self.config.sources:
@@ -796,6 +802,11 @@ class KnowledgeBase:
                 "FlexMatch kept one); ingest it again from its source"
             )
         return document
+
+    def stored_copy(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Document | None:
+        """The document as its last ingest parsed it (what a re-index reads), or None: not
+        in this tenant, or ingested before FlexMatch kept copies."""
+        return self.archive.get(tenant, document_id)
 
     def get_original(
         self,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from flexmatch import KeyStore
+from flexmatch.service import KeyStore
 from tests.adapters.http.harness import KB_CONFIG  # the same three sources
 from tests.adapters.http.servers import free_port
 from tests.conftest import FLEXMATCH, stop, write_config

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from flexmatch import DocumentOutcome, IngestReport, JobRecord, SharedState
-from flexmatch.state_db import open_database
+from flexmatch import DocumentOutcome, IngestReport
+from flexmatch.service import JobRecord, SharedState
+from flexmatch.service.state_db import open_database
 
 SHARED_JOB = "shared-job"
 

@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexmatch import Access, ApiKey, KeyStore, KnowledgeBase, Principal, key_identity
+from flexmatch import Access, KnowledgeBase, Principal
 from flexmatch.access import describe, parse_access, readable
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.models import Document, Element
+from flexmatch.service import ApiKey, KeyStore, key_identity
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, run, write_config
 from tests.serving import KB_CONFIG, Served, served_kb

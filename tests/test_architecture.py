@@ -1,9 +1,10 @@
 """The layout is the architecture: these tests read the package's imports and hold it to it.
 
 foundation (errors, models, config, results, templates, …) ← inputs ← engine ← facade
-(``KnowledgeBase`` and the public ``flexmatch`` namespace) ← adapters (CLI, HTTP, MCP,
-agent tool). Nothing imports upward, nothing imports in a circle, and the adapters see
-only ``flexmatch.__all__``.
+(``KnowledgeBase`` and the public ``flexmatch`` namespace) ← service (API keys, shared
+state, …: ``flexmatch.service``) ← adapters (CLI, HTTP, MCP, agent tool). Nothing imports
+upward, nothing imports in a circle, and the adapters see only ``flexmatch.__all__`` and
+``flexmatch.service.__all__``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import inspect
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 import flexmatch
+import flexmatch.service
 from flexmatch import errors
 
 PACKAGE = Path(flexmatch.__file__).resolve().parent
@@ -44,10 +48,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "facade",
         (
             "flexmatch.knowledge_base",
-            "flexmatch.previews",
-            "flexmatch.state_db",
-            "flexmatch.keys",
-            "flexmatch.shared_state",
             "flexmatch.evaluation",
             "flexmatch.chains",
             "flexmatch.sources",
@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "flexmatch",
         ),
     ),
+    ("service", ("flexmatch.service",)),
     ("adapters", ("flexmatch.adapters",)),
 ]
 # adapters that start another adapter (the CLI launches the HTTP and MCP servers, and
@@ -70,6 +71,7 @@ CONCEPT_PACKAGES = (
     "flexmatch.engine.stores",
     "flexmatch.inputs.parsing",
     "flexmatch.inputs.sources",
+    "flexmatch.service",
     "flexmatch.adapters.http",
     "flexmatch.adapters.cli",
     "flexmatch.testing",
@@ -188,18 +190,25 @@ def _levels(graph: dict[str, set[str]]) -> dict[str, int]:
 
 
 def test_adapters_use_only_the_public_api() -> None:
-    """An adapter imports names from ``flexmatch`` itself (each one in ``__all__``) and
-    modules of its own adapter; only the CLI starts another adapter."""
-    public = set(flexmatch.__all__) | {"__version__"}
+    """An adapter imports names from ``flexmatch`` itself (each one in ``__all__``), from
+    ``flexmatch.service`` (each one in its ``__all__``) and modules of its own adapter;
+    only the CLI starts another adapter."""
+    exported = {
+        "flexmatch": set(flexmatch.__all__) | {"__version__"},
+        "flexmatch.service": set(flexmatch.service.__all__),
+    }
     problems: list[str] = []
     for name, path in modules().items():
         if not name.startswith("flexmatch.adapters."):
             continue
         own = name.split(".")[2]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "flexmatch":
+            if isinstance(node, ast.ImportFrom) and node.module in exported:
+                public = exported[node.module]
                 problems += [
-                    f"{name}: {a.name} is not public" for a in node.names if a.name not in public
+                    f"{name}: {node.module}.{a.name} is not exported"
+                    for a in node.names
+                    if a.name not in public
                 ]
                 continue
             targets = (
@@ -210,7 +219,7 @@ def test_adapters_use_only_the_public_api() -> None:
                 else []
             )
             for target in targets:
-                if target == "flexmatch" or not target.startswith("flexmatch."):
+                if target in exported or not target.startswith("flexmatch."):
                     continue
                 if target in ADAPTER_PLUMBING:
                     continue
@@ -219,6 +228,36 @@ def test_adapters_use_only_the_public_api() -> None:
                     problems.append(f"{name} imports internal module {target}")
                 elif len(parts) > 2 and parts[2] != own and (own, parts[2]) not in ADAPTER_LAUNCHES:
                     problems.append(f"{name} imports another adapter: {target}")
+    assert problems == [], problems
+
+
+def test_adapters_read_only_exported_names_by_attribute() -> None:
+    """``import flexmatch as fm`` then ``fm.KeyStore`` is held to the same lists as a
+    ``from`` import (a moved name would only warn at run time)."""
+    exported = {
+        "flexmatch": set(flexmatch.__all__) | {"__version__"},
+        "flexmatch.service": set(flexmatch.service.__all__),
+    }
+    problems: list[str] = []
+    for name, path in modules().items():
+        if not name.startswith("flexmatch.adapters."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = {
+            a.asname: a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for a in node.names
+            if a.name in exported and a.asname
+        }
+        problems += [
+            f"{name}: {aliases[node.value.id]}.{node.attr} is not exported"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr not in exported[aliases[node.value.id]]
+        ]
     assert problems == [], problems
 
 
@@ -260,8 +299,6 @@ def test_public_api_is_pinned() -> None:
     assert sorted(flexmatch.__all__) == [
         "Access",
         "Answer",
-        "ApiKey",
-        "BASELINES",
         "BeirDataset",
         "CONFIG_FILE",
         "ChainError",
@@ -293,12 +330,9 @@ def test_public_api_is_pinned() -> None:
         "Job",
         "JobCounts",
         "JobKind",
-        "JobRecord",
         "JobStatus",
         "KBConfig",
-        "KeyIdentity",
         "KeyRequestError",
-        "KeyStore",
         "KnowledgeBase",
         "LLMError",
         "Location",
@@ -307,11 +341,9 @@ def test_public_api_is_pinned() -> None:
         "ModelMismatchError",
         "Original",
         "Outcome",
-        "PERMISSIONS",
         "ParseError",
         "ParsedDocument",
         "PayloadError",
-        "Permission",
         "Principal",
         "PromptError",
         "QueryConfig",
@@ -322,7 +354,6 @@ def test_public_api_is_pinned() -> None:
         "Section",
         "ServiceError",
         "Setup",
-        "SharedState",
         "Signals",
         "SkippedDocument",
         "SourceChoiceError",
@@ -336,14 +367,11 @@ def test_public_api_is_pinned() -> None:
         "Usage",
         "WebImportError",
         "answer_result",
-        "bounded_previews",
         "broken_chain_plugins",
-        "check_tenant",
         "describe_access",
         "doctor_store",
         "evaluate",
         "evaluate_setups",
-        "key_identity",
         "load_config",
         "load_setup",
         "parse_access",
@@ -351,9 +379,50 @@ def test_public_api_is_pinned() -> None:
         "readable_suffixes",
         "record_id",
         "registered_chains",
-        "require_extra",
-        "run_sync",
-        "safe_filename",
         "search_filters",
         "tool_result",
     ]
+
+
+def test_the_service_names_are_pinned() -> None:
+    """What the adapters take from the service layer (not public API, but one list)."""
+    assert flexmatch.service.__all__ == [
+        "ApiKey",
+        "BASELINES",
+        "EvalRow",
+        "EvalRun",
+        "JobRecord",
+        "KeyIdentity",
+        "KeyStore",
+        "PERMISSIONS",
+        "Permission",
+        "SharedState",
+        "bounded_previews",
+        "check_tenant",
+        "key_identity",
+        "load_eval",
+        "require_extra",
+        "run_sync",
+        "safe_filename",
+        "save_eval",
+    ]
+    assert all(
+        getattr(flexmatch.service, name, None) is not None for name in flexmatch.service.__all__
+    )
+
+
+def test_names_moved_to_the_service_still_resolve_with_a_warning() -> None:
+    """``flexmatch.KeyStore`` and the other moved names keep working for a while, each use
+    warning where the name lives now; none of them is public any more."""
+    assert set(flexmatch.service.__all__) >= flexmatch.MOVED_TO_SERVICE
+    assert not flexmatch.MOVED_TO_SERVICE & set(flexmatch.__all__)
+    for name in sorted(flexmatch.MOVED_TO_SERVICE):
+        with pytest.warns(
+            DeprecationWarning, match=f"flexmatch.{name} is deprecated.*flexmatch.service"
+        ):
+            value = getattr(flexmatch, name)
+        assert value is getattr(flexmatch.service, name)
+    with pytest.warns(DeprecationWarning):  # every use warns, not only the first
+        from flexmatch import KeyStore  # noqa: F401
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        flexmatch.NoSuchName  # noqa: B018

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch import MissingExtraError, require_extra
+from flexmatch import MissingExtraError
+from flexmatch.service import require_extra
 from tests.conftest import SHARED_DATA
 
 # Python with some modules made unimportable, as if their extra were not installed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch.keys import (
+from flexmatch.service.keys import (
     MAX_ACTIVE_KEYS,
     NAME_MAX,
     KeyRequestError,

@@ -19,11 +19,12 @@ from typing import Any, cast
 
 import pytest
 
-from flexmatch import ConfigError, JobRecord, KeyRequestError, KeyStore, SharedState, StoreError
+from flexmatch import ConfigError, KeyRequestError, StoreError
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.writes import TenantWriter
-from flexmatch.state_db import (
+from flexmatch.service import JobRecord, KeyStore, SharedState
+from flexmatch.service.state_db import (
     CONNECT_TIMEOUT,
     SqlAlchemyDatabase,
     SqliteDatabase,

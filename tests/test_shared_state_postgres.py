@@ -19,11 +19,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import make_url
 
-from flexmatch import DocumentOutcome, IngestReport, JobRecord, SharedState, StoreError
+from flexmatch import DocumentOutcome, IngestReport, StoreError
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry, write_item
 from flexmatch.adapters.http.writes import TenantWriter
-from flexmatch.state_db import open_database
+from flexmatch.service import JobRecord, SharedState
+from flexmatch.service.state_db import open_database
 from tests.postgres import ensure_running, stop_server
 from tests.state_workers import create_tables_at
 

@@ -64,6 +64,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_metrics.py": ("slow",),
     "tests/adapters/http/test_serve_logs.py": ("slow",),
     "tests/adapters/http/test_stalls.py": ("slow",),
+    "tests/adapters/http/test_state_readiness.py": ("slow",),  # servers, a store held
     "tests/adapters/http/test_upload_queue_memory.py": ("slow",),
     "tests/test_deploy.py": ("slow",),
     "tests/test_lifecycle.py": ("slow",),
@@ -192,6 +193,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/engine/stores/test_stores.py::test_tenant_payload_cannot_be_forged[edge]",
         "tests/engine/stores/test_stores.py::test_threads_may_write_and_search_at_once",
         "tests/engine/test_documents.py::test_a_second_writer_waits_then_fails_clearly",
+        "tests/engine/test_documents.py::test_check_store_opens_the_store_or_says_why_not",
         "tests/engine/test_documents.py::test_concurrent_runs_in_one_tenant_do_not_repair_each_other",
         "tests/engine/test_documents.py::test_document_listing_and_detail",
         "tests/engine/test_documents.py::test_interrupted_write_is_repaired_on_the_next_run",

@@ -37,18 +37,15 @@ from pydantic import Field, ValidationError
 
 from flexmatch import (
     DEFAULT_TENANT,
-    ApiKey,
     ConfigError,
     FlexMatchError,
     KeyRequestError,
-    KeyStore,
     KnowledgeBase,
-    Permission,
     Principal,
     SourceConfig,
     __version__,
-    check_tenant,
 )
+from flexmatch.service import ApiKey, KeyStore, Permission, check_tenant
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

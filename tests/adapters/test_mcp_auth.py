@@ -13,9 +13,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from flexmatch import ConfigError, KeyStore, KnowledgeBase
+from flexmatch import ConfigError, KnowledgeBase
 from flexmatch.adapters.mcp import build_server, run
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from tests.adapters.http.harness import DOCS, KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, free_port
 from tests.conftest import run as run_cli

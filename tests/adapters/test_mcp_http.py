@@ -18,9 +18,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from flexmatch import KeyStore, KnowledgeBase, key_identity
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore, key_identity
 from tests.adapters.http.servers import cli_key, free_port
 from tests.adapters.test_mcp import QUESTION, make_kb, one_line_error, text_of
 from tests.conftest import FLEXMATCH, run, stop, write_config

@@ -141,6 +141,26 @@ def test_a_second_writer_waits_then_fails_clearly(tmp_path: Path, embedder: Hash
         assert again.ingest([harbour]).unchanged == 1
 
 
+def test_check_store_opens_the_store_or_says_why_not(
+    tmp_path: Path, embedder: HashEmbedder
+) -> None:
+    """A server's readiness check: nothing ingested yet passes (and creates nothing); a
+    store another process holds is a StoreError naming that; once it is free, it opens."""
+    harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "store:\n  lock_timeout: 0.5\n")
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as first:
+        first.check_store()
+        assert not (kb_dir / ".flexmatch" / "qdrant").exists()
+        first.ingest([harbour])
+        second = KnowledgeBase.open(kb_dir, embedder=embedder, env={})
+        with pytest.raises(StoreError, match="in use by another FlexMatch process"):
+            second.check_store()
+    second.check_store()
+    assert second.list_documents()  # the check opened it for reading
+    second.close()
+
+
 def test_document_listing_and_detail(tmp_path: Path, embedder: HashEmbedder) -> None:
     harbour = write(tmp_path / "d", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
@@ -148,6 +168,9 @@ def test_document_listing_and_detail(tmp_path: Path, embedder: HashEmbedder) -> 
         (record,) = kb.list_documents(source="default")
         detail = kb.get_document(record.id)
         assert kb.list_documents(source="other") == []
+        copy = kb.stored_copy(record.id)
+        assert copy is not None and copy.title == "Harbour" and "Fees" in copy.text
+        assert kb.stored_copy(record.id, tenant="other") is None
         stats = kb.stats()
     assert record.title == "Harbour" and record.status == "complete" and record.chunks == 2
     assert [c.heading_path for c in detail.chunks] == [["Harbour"], ["Harbour", "Fees"]]

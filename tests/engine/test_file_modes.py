@@ -16,8 +16,8 @@ from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.llm_cache import LLMCache
 from flexmatch.engine.stores.base import StoredPoint
 from flexmatch.engine.stores.edge import EdgeStore
-from flexmatch.keys import KeyStore
 from flexmatch.models import Document, Element
+from flexmatch.service.keys import KeyStore
 
 
 @pytest.fixture(autouse=True)

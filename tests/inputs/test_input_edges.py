@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch import KnowledgeBase, safe_filename
+from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, ParseError
 from flexmatch.inputs.loaders import LoadTask, load
@@ -18,6 +18,7 @@ from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.parsing.code import MAX_NESTING, nesting_depth
 from flexmatch.inputs.records import entries_in_file
 from flexmatch.models import Document, FailedDocument
+from flexmatch.service import safe_filename
 from flexmatch.yamlio import MAX_YAML_DEPTH, read_yaml
 from tests.conftest import write_config
 

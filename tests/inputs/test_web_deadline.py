@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import WebImportError
@@ -28,6 +28,7 @@ from flexmatch.inputs.sources.crawl import Crawler
 from flexmatch.inputs.sources.types import SourceContext
 from flexmatch.inputs.web import WebPolicy, fetch, page_document, parse_page
 from flexmatch.models import Document, FailedDocument
+from flexmatch.service import KeyStore
 from flexmatch.sources import ItemRef, SourceType, register
 from tests.conftest import FLEXMATCH, REPO, write_config
 

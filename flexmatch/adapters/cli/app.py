@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
+import flexmatch.service as fm_service
 from flexmatch.adapters.cli import agent_demo as agent_demo_command
 from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
@@ -695,7 +696,7 @@ def evaluate(
         raise typer.BadParameter(message, param_hint="--save-to")
     data = fm.BeirDataset.load(dataset, split)
     base = fm.load_config(config.parent) if config else fm.KBConfig()
-    names = list(setup or ["default"]) + (list(fm.BASELINES) if baselines else [])
+    names = list(setup or ["default"]) + (list(fm_service.BASELINES) if baselines else [])
     setups = [fm.load_setup(name, base) for name in dict.fromkeys(names)]
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -745,14 +746,14 @@ def _save_eval(
     kb: Path, dataset: Path, split: str, results: dict[str, tuple[IngestReport, Scores]]
 ) -> None:
     """The run as the knowledge base's latest eval results (what the console shows)."""
-    from flexmatch.adapters.http.console.evals import EvalRow, EvalRun, save_eval
-
     folder = kb.expanduser().resolve()
     rows = [
-        EvalRow(setup=name, ingest_seconds=report.seconds, **scores.model_dump())
+        fm_service.EvalRow(setup=name, ingest_seconds=report.seconds, **scores.model_dump())
         for name, (report, scores) in results.items()
     ]
-    path = save_eval(folder, EvalRun(dataset=dataset.name, split=split, rows=rows))
+    path = fm_service.save_eval(
+        folder, fm_service.EvalRun(dataset=dataset.name, split=split, rows=rows)
+    )
     errors.print(f"saved to {shown(str(path))}")
 
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use
+import flexmatch.service as fm_service
 from flexmatch.adapters.cli.options import (
     AsOption,
     GroupOption,
@@ -68,7 +69,7 @@ def serve(
     ] = 1,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
-    fm.require_extra("fastapi", "server", "flexmatch serve")
+    fm_service.require_extra("fastapi", "server", "flexmatch serve")
     from flexmatch.adapters.http.limits import Limits
     from flexmatch.adapters.http.server import serve as run_server
 
@@ -114,7 +115,7 @@ def mcp(
 ) -> None:
     """Serve the knowledge base as an MCP server (stdio, or streamable HTTP where every
     call needs an API key from 'flexmatch keys create')."""
-    fm.require_extra("mcp", "mcp", "flexmatch mcp")
+    fm_service.require_extra("mcp", "mcp", "flexmatch mcp")
     from flexmatch.adapters.mcp import run
 
     if transport not in ("stdio", "http"):
@@ -158,8 +159,8 @@ def keys_create(
     """Create a key and print it once (only its hash is stored). Without --principal or
     --service, a read or write key reads only what the whole tenant may (see
     docs/security.md, "Access control")."""
-    identity = fm.key_identity(principal, groups or [], service=service)
-    store = fm.KeyStore.for_kb(_kb_folder(kb))
+    identity = fm_service.key_identity(principal, groups or [], service=service)
+    store = fm_service.KeyStore.for_kb(_kb_folder(kb))
     key, token = store.create(tenant, permissions, name, identity)
     if as_json:
         console.print_json(json.dumps({"token": token, **key.model_dump()}))
@@ -171,7 +172,7 @@ def keys_create(
     )
 
 
-def _reads_as(key: fm.ApiKey) -> str:
+def _reads_as(key: fm_service.ApiKey) -> str:
     """Who a key reads documents as, in a few words (docs/security.md, "Access control")."""
     if "admin" in key.permissions:
         return "everything"
@@ -189,7 +190,7 @@ def keys_list(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """The keys (never their secrets), revoked ones included."""
-    keys = fm.KeyStore.for_kb(_kb_folder(kb)).list(tenant)
+    keys = fm_service.KeyStore.for_kb(_kb_folder(kb)).list(tenant)
     if as_json:
         console.print_json(json.dumps([k.model_dump() for k in keys]))
         return
@@ -210,7 +211,7 @@ def keys_revoke(
     kb: KbOption = Path("."),
 ) -> None:
     """Revoke a key; a running server refuses it from its next request."""
-    if not fm.KeyStore.for_kb(_kb_folder(kb)).revoke(key_id):
+    if not fm_service.KeyStore.for_kb(_kb_folder(kb)).revoke(key_id):
         raise fm.KeyRequestError(f"no key '{key_id}'")
     console.print(f"Revoked {shown(key_id)}")
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexmatch import SearchResult, require_extra
+from flexmatch import SearchResult
+from flexmatch.service import require_extra
 
 require_extra("llama_index.core", "llamaindex", "The LlamaIndex retriever")
 

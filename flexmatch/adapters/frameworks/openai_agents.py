@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flexmatch import FlexMatchError, require_extra, tool_result
+from flexmatch import FlexMatchError, tool_result
+from flexmatch.service import require_extra
 
 require_extra("agents", "openai-agents", "The OpenAI Agents SDK tool")
 

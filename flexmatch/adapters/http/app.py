@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from flexmatch import KnowledgeBase, SharedState, __version__
+from flexmatch import KnowledgeBase, __version__
 from flexmatch.adapters.http.access_log import RequestLog
 from flexmatch.adapters.http.auth import AuthMiddleware
 from flexmatch.adapters.http.console.router import mount as mount_console
@@ -22,6 +22,7 @@ from flexmatch.adapters.http.errors import install_error_handlers
 from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
 from flexmatch.adapters.http.routes import documents, health, jobs, keys, metrics, search
 from flexmatch.adapters.http.state import ServiceState
+from flexmatch.service import SharedState
 
 DESCRIPTION = """\
 A question-indexed knowledge base for AI agents.

@@ -22,10 +22,11 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexmatch import ApiKey, FlexMatchError, KeyRequestError, Permission, Principal
+from flexmatch import FlexMatchError, KeyRequestError, Principal
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.state import ServiceState, get_state
+from flexmatch.service import ApiKey, Permission
 
 PROTECTED_PREFIX = "/v1/"
 _PRINCIPAL = "flexmatch.principal"

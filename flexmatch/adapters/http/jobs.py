@@ -49,15 +49,14 @@ from flexmatch import (
     Job,
     JobCounts,
     JobKind,
-    JobRecord,
     KnowledgeBase,
     Principal,
-    SharedState,
 )
 from flexmatch.adapters.http.errors import ApiError
 from flexmatch.adapters.http.metrics import Metrics
 from flexmatch.adapters.http.spool import UploadSpool
 from flexmatch.adapters.http.writes import TenantWriter, Ticket
+from flexmatch.service import JobRecord, SharedState
 
 log = logging.getLogger("flexmatch.adapters.http")
 SPOOL_DIR = Path(".flexmatch") / "spool"  # in the knowledge base's folder

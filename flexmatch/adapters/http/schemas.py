@@ -6,17 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from flexmatch import (
-    Access,
-    ApiKey,
-    DocumentOutcome,
-    DocumentRecord,
-    JobStatus,
-    KeyStore,
-    Permission,
-    Principal,
-    ToolResult,
-)
+from flexmatch import Access, DocumentOutcome, DocumentRecord, JobStatus, Principal, ToolResult
+from flexmatch.service import ApiKey, KeyStore, Permission
 
 FILTERS_DOC = (
     "Field conditions, all of which must match: source, document_id, chunk_id, match_kind, "

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from flexmatch import ConfigError, KBConfig, KnowledgeBase, SharedState, StoreError, load_config
+from flexmatch import ConfigError, KBConfig, KnowledgeBase, StoreError, load_config
 from flexmatch.adapters.http.connections import (
     ConnectionLimits,
     GuardedH11Protocol,
@@ -35,6 +35,7 @@ from flexmatch.adapters.http.connections import (
 from flexmatch.adapters.http.limits import Limits
 from flexmatch.adapters.http.logs import LogFormat, install_logging
 from flexmatch.lifecycle import die_with_parent, quiet_collector
+from flexmatch.service import SharedState
 
 # how ``serve`` hands its arguments to the worker processes uvicorn spawns
 _WORKER_ENV = "FLEXMATCH_SERVE_WORKER"

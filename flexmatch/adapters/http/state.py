@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from flexmatch import DocumentNotFoundError, FlexMatchError, KeyStore, KnowledgeBase, SharedState
+from flexmatch import FlexMatchError, KnowledgeBase
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.limits import Limits, RateLimiter
 from flexmatch.adapters.http.metrics import Metrics
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.adapters.http.writes import TenantWriter
+from flexmatch.service import KeyStore, SharedState
 
 log = logging.getLogger("flexmatch.adapters.http")
 KEY_CHECK_THREADS = 4
-PROBE_ID = "__flexmatch_probe__"  # no tenant or document is named this: keys refuse it
 
 
 @dataclass
@@ -118,11 +118,9 @@ class ServiceState:
             self.readiness.model_error = str(exc)
 
     def probe_store(self) -> bool:
-        """Open the store (when there is one yet) by reading one record; True if it answers."""
+        """Open the store (when there is one yet); True if it answers."""
         try:
-            self.kb.get_document(PROBE_ID, tenant=PROBE_ID)
-        except DocumentNotFoundError:
-            pass
+            self.kb.check_store()
         except FlexMatchError as exc:
             self.readiness.store_open, self.readiness.store_error = False, str(exc)
             return False

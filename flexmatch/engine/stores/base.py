@@ -71,6 +71,10 @@ class VectorStore(Protocol):
     def exists(self) -> bool:
         """Whether the collection has been created."""
 
+    def check(self) -> None:
+        """Open the store now (a server: reach it), or raise ``StoreError`` saying why it
+        cannot be read; a store not created yet passes."""
+
     def recorded_model(self) -> str | None:
         """The embedding model the collection was built with; None before it exists."""
 

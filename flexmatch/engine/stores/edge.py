@@ -190,6 +190,10 @@ class EdgeStore(QueryMethods):
         asks, and a stat per call cost an ingest ~2 % of its time)."""
         return self._shard is not None or (self.path / META_FILE).is_file()
 
+    def check(self) -> None:
+        if self.exists():
+            self._open()  # waits for another process's lock, then names the holder
+
     def recorded_model(self) -> str | None:
         return self._meta().get("embedding_model") if self.exists() else None
 

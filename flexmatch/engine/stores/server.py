@@ -97,6 +97,9 @@ class ServerStore(QueryMethods):
     def exists(self) -> bool:
         return bool(self._call("checking the collection", "collection_exists", self.collection))
 
+    def check(self) -> None:
+        self.exists()  # a round trip to the server: one that does not answer raises
+
     def _meta(self) -> dict[str, Any]:
         info = self._call("reading the collection", "get_collection", self.collection)
         return dict(info.config.metadata or {})

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.cli.output import shown
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from tests.conftest import run, write_config
 
 # What a hostile tenant might store: a colour, a clipboard write (OSC 52), a screen clear,

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from flexmatch import KeyStore
+from flexmatch.service import KeyStore
 from tests.conftest import stop
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"

@@ -23,9 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from tests.adapters.console.harness import TIMEOUT_MS, chromium_missing, launch
 from tests.adapters.http.servers import PageServer, UvicornThread
 from tests.conftest import write_config

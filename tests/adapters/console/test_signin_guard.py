@@ -15,12 +15,13 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import BaseRoute
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.console.web import _origin
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.config import ThrottleConfig
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import write_config
 

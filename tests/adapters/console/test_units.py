@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from flexmatch import Scores
-from flexmatch.adapters.http.console.evals import EVAL_FILE, EvalRow, EvalRun, load_eval, save_eval
 from flexmatch.adapters.http.console.sessions import SessionStore, same_token
 from flexmatch.adapters.http.console.web import TEMPLATES, safe_next
+from flexmatch.service.evals import EVAL_FILE, EvalRow, EvalRun, load_eval, save_eval
 from tests.conftest import run_installed
 
 

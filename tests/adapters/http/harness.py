@@ -10,9 +10,10 @@ from pathlib import Path
 
 import httpx
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from tests.adapters.http.servers import UvicornThread
 from tests.conftest import SHARED_DATA, write_config
 

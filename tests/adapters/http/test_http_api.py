@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.keys import MAX_ACTIVE_KEYS
+from flexmatch.service.keys import MAX_ACTIVE_KEYS
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job
 

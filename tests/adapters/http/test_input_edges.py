@@ -16,10 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
-from flexmatch import KeyStore, KnowledgeBase, safe_filename
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.multipart import MAX_PART_HEADER_BYTES
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore, safe_filename
 from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
 from tests.conftest import write_config

@@ -14,9 +14,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from flexmatch.testing.fake_llm import FakeLLMServer
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
 from tests.conftest import SHARED_DATA, llm_config, write_config

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from flexmatch.errors import PromptError
-from flexmatch.previews import PREVIEW_SECONDS
+from flexmatch.service.previews import PREVIEW_SECONDS
 from flexmatch.templates import MAX_REPEAT, PromptTemplate, make_environment, render_bounded
 from tests.adapters.http.servers import cli_key
 from tests.adapters.http.test_stalls import (

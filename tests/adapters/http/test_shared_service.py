@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from flexmatch import DocumentOutcome, IngestReport, JobRecord, SharedState
+from flexmatch import DocumentOutcome, IngestReport
 from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry, write_item
 from flexmatch.adapters.http.writes import TenantWriter
+from flexmatch.service import JobRecord, SharedState
 
 
 def test_a_write_through_one_replica_hides_the_others_cached_answers(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""``/health/ready`` includes the state database: while the database that holds the keys
-and jobs is down, the server says it is not ready (naming that database), keyed requests
-get a clear 503, and both recover by themselves when it is back. Run on the default SQLite
-file and on the test PostgreSQL server (that case skips without it)."""
+"""``/health/ready`` checks the store and the state database: while the database that holds
+the keys and jobs is down, the server says it is not ready (naming that database), keyed
+requests get a clear 503, and both recover by themselves when it is back. Run on the
+default SQLite file and on the test PostgreSQL server (that case skips without it). A
+store another process holds is not ready either, until it is let go."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flexmatch import KnowledgeBase, SharedState
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.state_db import open_database
+from flexmatch.service import SharedState
+from flexmatch.service.state_db import open_database
+from flexmatch.testing import HashEmbedder
 from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, assert_error, auth
 from tests.conftest import write_config
@@ -96,5 +99,29 @@ def test_not_ready_while_the_state_database_is_down(
             assert _ready(client).json()["checks"]["state"] is True
             assert client.get("/v1/stats", headers=auth(token)).status_code == 200
     finally:
+        kb.close()
+        shared.close()
+
+
+def test_not_ready_while_another_process_holds_the_store(tmp_path: Path) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, "store:\n  lock_timeout: 0.2\n")
+    notes = tmp_path / "docs" / "notes.md"
+    notes.parent.mkdir()
+    notes.write_text("# Harbour\n\nThe harbour opens at dawn.\n", encoding="utf-8")
+    holder = KnowledgeBase.open(kb_dir, embedder=HashEmbedder(), env={})
+    holder.ingest([notes])  # and keeps the store open
+    kb = KnowledgeBase.open(kb_dir, embedder=HashEmbedder(), env={})
+    shared = SharedState(open_database(kb_dir, None))
+    app = create_app(kb, shared=shared, limits=Limits(rate_per_second=1_000, burst=1_000))
+    try:
+        with UvicornThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+            body = assert_error(client.get("/health/ready"), 503, "not_ready")
+            assert body["checks"]["store"] is False
+            assert "in use by another FlexMatch process" in body["error"]["message"]
+            holder.close()
+            assert _ready(client).json()["checks"] == {"store": True, "models": True, "state": True}
+    finally:
+        holder.close()
         kb.close()
         shared.close()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.limits import RateLimiter
 from flexmatch.adapters.http.throttle import (
@@ -26,6 +26,7 @@ from flexmatch.adapters.http.throttle import (
 from flexmatch.config import KBConfig, ThrottleConfig
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError
+from flexmatch.service import KeyStore
 from flexmatch.yamlio import validate
 from tests.adapters.http.servers import UvicornThread, assert_error, auth
 from tests.conftest import write_config

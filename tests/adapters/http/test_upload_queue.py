@@ -22,11 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from flexmatch import KeyStore, KnowledgeBase
+from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.spool import LOCK_FILE, UploadSpool
 from flexmatch.adapters.http.state import ServiceState
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.service import KeyStore
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
 from tests.conftest import write_config
 

@@ -42,8 +42,8 @@ from flexmatch import (
     KnowledgeBase,
     Section,
     ToolResult,
-    bounded_previews,
 )
+from flexmatch.service import bounded_previews
 
 PLACEHOLDER_MODEL = "console-preview/no-llm"  # never called: previews only render
 DRAFT_PREFIX = "flexmatch-console-"
@@ -277,7 +277,7 @@ def chunk_input(
     chunk's own text and heading path, and the document's stored copy (or, for a
     document stored before copies were kept, its chunks put together)."""
     section = Section(text=chunk.content, heading_path=chunk.heading_path)
-    archived = kb.archive.get(tenant, detail.document.id)
+    archived = kb.stored_copy(detail.document.id, tenant=tenant)
     if isinstance(archived, Document):
         return section, archived
     record = detail.document

@@ -15,7 +15,6 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from flexmatch import safe_filename
 from flexmatch.adapters.http.console.sessions import PATH
 from flexmatch.adapters.http.console.web import (
     ConsoleUser,
@@ -34,6 +33,7 @@ from flexmatch.adapters.http.routes import documents as document_routes
 from flexmatch.adapters.http.routes import jobs as job_routes
 from flexmatch.adapters.http.schemas import UrlImportRequest
 from flexmatch.adapters.http.state import ServiceState
+from flexmatch.service import safe_filename
 
 router = console_router()
 

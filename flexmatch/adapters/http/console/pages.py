@@ -17,7 +17,6 @@ from starlette.datastructures import Headers
 
 from flexmatch import DocumentRecord, FlexMatchError, Principal, Usage, answer_result
 from flexmatch.adapters.http.auth import check_key, client_host, identify
-from flexmatch.adapters.http.console.evals import load_eval
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
     CSRF_FIELD,
@@ -50,6 +49,7 @@ from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.routes import documents as document_routes
 from flexmatch.adapters.http.routes.search import check_text
 from flexmatch.adapters.http.state import ServiceState
+from flexmatch.service import load_eval
 
 router = console_router()
 

@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData, Headers
 
-from flexmatch import FlexMatchError, Permission, __version__, describe_access
+from flexmatch import FlexMatchError, __version__, describe_access
 from flexmatch.adapters.http.auth import Caller, client_host, identify, permits, remember
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
@@ -37,6 +37,7 @@ from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.multipart import UploadRoute
 from flexmatch.adapters.http.state import ServiceState, get_state
 from flexmatch.adapters.http.throttle import client_address
+from flexmatch.service import Permission
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"

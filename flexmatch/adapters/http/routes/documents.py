@@ -24,7 +24,6 @@ from flexmatch import (
     Principal,
     SourceChoiceError,
     record_id,
-    safe_filename,
 )
 from flexmatch.adapters.http.auth import Caller, permits, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
@@ -40,6 +39,7 @@ from flexmatch.adapters.http.schemas import (
     UrlImportRequest,
 )
 from flexmatch.adapters.http.state import ServiceState, get_state
+from flexmatch.service import safe_filename
 
 router = APIRouter(
     prefix="/v1",

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from flexmatch import ApiKey, key_identity
 from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import not_found, reject_unknown_query
 from flexmatch.adapters.http.schemas import KeyCreated, KeyCreateRequest
 from flexmatch.adapters.http.state import ServiceState, get_state
+from flexmatch.service import ApiKey, key_identity
 
 router = APIRouter(prefix="/v1", tags=["keys"], dependencies=[Depends(reject_unknown_query)])
 

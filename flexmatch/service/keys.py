@@ -4,7 +4,7 @@ A key reads ``fm_<id>_<secret>``. The id finds the row; only the SHA-256 of the 
 is stored, and it is compared with ``hmac.compare_digest``. The secret is 256 random
 bits, so a plain hash is enough (a slow KDF guards guessable passwords, not these).
 
-They live in the service's state database (``flexmatch.state_db``): by default the file
+They live in the service's state database (``flexmatch.service.state_db``): by default the file
 ``<kb>/.flexmatch/keys.sqlite``, or the database at ``service.state_url`` that every
 replica shares. It never touches the vector store, so ``flexmatch keys ...`` works while
 a server holds the knowledge base open, and a server reads it on every request (no
@@ -33,7 +33,13 @@ from pydantic import BaseModel, Field
 from flexmatch.access import Principal
 from flexmatch.config import KBConfig, load_config
 from flexmatch.errors import ConfigError, KeyRequestError
-from flexmatch.state_db import STATE_FILE, Database, SqliteDatabase, open_database, state_file_for
+from flexmatch.service.state_db import (
+    STATE_FILE,
+    Database,
+    SqliteDatabase,
+    open_database,
+    state_file_for,
+)
 
 Permission = Literal["read", "write", "admin"]
 PERMISSIONS: tuple[str, ...] = get_args(Permission)

@@ -69,7 +69,7 @@ _SQLITE_SCHEMA = (
         tenant TEXT PRIMARY KEY,
         generation INTEGER NOT NULL
     )""",
-    # who a key reads as (flexmatch.keys.KeyIdentity, JSON); a key without a row is unbound
+    # who a key reads as (flexmatch.service.keys.KeyIdentity, JSON); a key without a row is unbound
     """CREATE TABLE IF NOT EXISTS key_identities (
         key_id TEXT PRIMARY KEY,
         identity TEXT NOT NULL

@@ -9,7 +9,7 @@
   search answers are keyed on it, so a write through any replica makes them unreachable.
 
 The database is ``<kb>/.flexmatch/keys.sqlite`` by default, or ``service.state_url``
-(see ``flexmatch.state_db``).
+(see ``flexmatch.service.state_db``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch.config import KBConfig, load_config
-from flexmatch.keys import KeyStore
-from flexmatch.state_db import Database, open_database
+from flexmatch.service.keys import KeyStore
+from flexmatch.service.state_db import Database, open_database
 
 LIVE = ("queued", "running")  # a job in one of these is still someone's to finish
 

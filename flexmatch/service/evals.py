@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from flexmatch import Scores
+from flexmatch.evaluation import Scores
 
 EVAL_FILE = Path(".flexmatch") / "eval" / "latest.json"
 
