@@ -40,6 +40,7 @@ ENTRY_POINT_GROUP = "flexmatch.sources"
 # the built-ins, as pyproject.toml declares them (a test keeps the two equal)
 BUILTIN = {
     "files": "flexmatch.inputs.sources.builtin:FilesSource",
+    "git": "flexmatch.inputs.sources.git:GitSource",
     "records": "flexmatch.inputs.sources.builtin:RecordsSource",
     "web": "flexmatch.inputs.sources.builtin:WebSource",
 }
