@@ -26,7 +26,9 @@ def git(repo: Path, *args: str, author: str = "Ann") -> None:
 def make_repo(folder: Path) -> Path:
     repo = folder / "repo"
     (repo / "src").mkdir(parents=True)
-    (repo / "src" / "app.py").write_text('def greet(name):\n    """Say hello."""\n    return name\n')
+    (repo / "src" / "app.py").write_text(
+        'def greet(name):\n    """Say hello."""\n    return name\n'
+    )
     (repo / "guide.md").write_text("# Guide\n\nDeploy with care.\n")
     (repo / "notes.txt").write_text("Release notes.\n")
     (repo / ".hidden.txt").write_text("left out, as a folder walk leaves it\n")
@@ -78,9 +80,7 @@ def run(
         item = source.fetch(ref)
         assert isinstance(item, Document | FailedDocument)
         if isinstance(item, Document):
-            item = item.model_copy(
-                update={"metadata": {**item.metadata, VERSION_KEY: ref.version}}
-            )
+            item = item.model_copy(update={"metadata": {**item.metadata, VERSION_KEY: ref.version}})
             store.documents[item.id] = item
         read.append(item)
     return context, read, reused
@@ -169,15 +169,21 @@ def test_branch_and_commit(tmp_path: Path) -> None:
     assert "feature.md" in by_path(read)
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"repository": "{tmp}/nothing"}, "source 'repo': git cannot read {tmp}/nothing: no such folder"),
-        ({"repository": "{tmp}/plain"}, "source 'repo': git cannot read {tmp}/plain: not a git repository"),
-        ({"repository": "{repo}", "branch": "nope"}, "source 'repo': git cannot find branch 'nope' in {repo}: there is none"),
-        ({"repository": "{repo}", "commit": "-x"}, "source 'repo': git cannot find commit '-x' in {repo}: there is none"),
-    ],
-)  # fmt: skip
+ERRORS = [
+    ({"repository": "{tmp}/nothing"}, "git cannot read {tmp}/nothing: no such folder"),
+    ({"repository": "{tmp}/plain"}, "git cannot read {tmp}/plain: not a git repository"),
+    (
+        {"repository": "{repo}", "branch": "nope"},
+        "git cannot find branch 'nope' in {repo}: there is none",
+    ),
+    (
+        {"repository": "{repo}", "commit": "-x"},
+        "git cannot find commit '-x' in {repo}: there is none",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), ERRORS)
 def test_errors_are_one_line_naming_the_source(
     tmp_path: Path, options: dict[str, str], message: str
 ) -> None:
@@ -187,7 +193,7 @@ def test_errors_are_one_line_naming_the_source(
     given = {k: v.format(**values) for k, v in options.items()}
     with pytest.raises(ConfigError) as raised:
         run(tmp_path, Store(), **given)
-    assert str(raised.value) == message.format(**values)
+    assert str(raised.value) == "source 'repo': " + message.format(**values)
 
 
 def test_options_and_a_missing_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
