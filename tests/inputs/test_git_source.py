@@ -92,6 +92,9 @@ def by_path(items: list[Document | FailedDocument]) -> dict[str, Document]:
 
 def test_each_file_is_a_document_with_its_commit_author_and_lines(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
+    (repo / "data.txt").write_bytes(b"\x00\x01\x02 binary, skipped as a folder walk skips it")
+    git(repo, "add", "data.txt")
+    git(repo, "commit", "-qm", "data")
     _, read, _ = run(tmp_path, Store(), repository=str(repo))
     documents = by_path(read)
     assert sorted(documents) == ["guide.md", "notes.txt", "src/app.py"]
@@ -100,6 +103,9 @@ def test_each_file_is_a_document_with_its_commit_author_and_lines(tmp_path: Path
     assert app.metadata["author"] == "Ann <ann@example.org>"
     assert len(app.metadata["commit"]) == 40
     assert any(e.location and e.location.line_start for e in app.elements)  # the code parser's
+    (skipped,) = [item for item in read if isinstance(item, FailedDocument)]
+    assert skipped.skipped == "binary file" and skipped.uri == f"{repo.resolve()}/data.txt"
+    assert (tmp_path / "state.json").is_file()  # a skipped file is no failure
 
 
 def test_a_resync_reads_only_what_changed_and_keeps_a_renamed_id(tmp_path: Path) -> None:
@@ -208,3 +214,14 @@ def test_options_and_a_missing_git(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_a_url_is_shown_without_its_password() -> None:
     assert shown("https://me:secret@example.org/r.git") == "https://example.org/r.git"
     assert shown("/srv/repo") == "/srv/repo"
+
+
+def test_a_rewritten_history_is_listed_whole(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    run(tmp_path, store, repository=str(repo))
+    (repo / "guide.md").write_text("# Guide\n\nRewritten.\n")
+    git(repo, "commit", "-qa", "--amend", "-m", "first, again")  # the stored commit is gone
+    context, read, reused = run(tmp_path, store, repository=str(repo))
+    assert list(by_path(read)) == ["guide.md"] and reused == 2
+    assert len(context.log.reached) == 3 and not context.log.gone

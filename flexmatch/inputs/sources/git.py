@@ -180,26 +180,35 @@ class Blobs:
     def read(self, blob: str) -> bytes:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
+        what = f"read blob {blob} of {self.git.label}"
+        stopped = threading.Event()
+
+        def stop() -> None:
+            stopped.set()
+            self.process.kill()
+
+        header: list[bytes] = []
         with self.lock:
-            timer = threading.Timer(self.git.timeout, self.process.kill)
+            timer = threading.Timer(self.git.timeout, stop)
             timer.start()
             try:
                 stdin.write(blob.encode() + b"\n")
                 stdin.flush()
                 header = stdout.readline().split()
-                if len(header) != 3 or header[1] != b"blob":
-                    raise self.git.fail(f"read blob {blob} of {self.git.label}", "not found")
-                size = int(header[2])
-                data = stdout.read(size)
-                stdout.read(1)  # the newline after the content
+                if len(header) == 3 and header[1] == b"blob":
+                    size = int(header[2])
+                    data = stdout.read(size)
+                    stdout.read(1)  # the newline after the content
+                else:
+                    size, data = -1, b""
             except (OSError, ValueError):
-                raise self.git.fail(
-                    f"read blob {blob} of {self.git.label}", "git stopped"
-                ) from None
+                size, data = -1, b""
             finally:
                 timer.cancel()
+        if stopped.is_set():
+            raise self.git.fail(what, f"no answer within {self.git.timeout:g}s (options.timeout)")
         if len(data) != size:
-            raise self.git.fail(f"read blob {blob} of {self.git.label}", "git stopped")
+            raise self.git.fail(what, "not found" if b"missing" in header else "git stopped")
         return data
 
     def close(self) -> None:
@@ -247,7 +256,9 @@ class GitSource(SourceType):
         state = self._state()
         tree = self._tree(git, commit)
         ids: dict[str, str] = dict(state.get("ids", {}))
-        changed = self._changes(git, state.get("commit"), commit, ids, tree)
+        changed = self._changes(git, state.get("commit"), commit, ids)
+        since = state.get("commit") if changed is not None else None  # the diff was used
+        changed = set(tree) if changed is None else changed
         ids = {path: ids.get(path) or self._new_id(path) for path in sorted(tree)}
         # what the store does not hold as it is now: read from git; the rest is reused
         wanted = {
@@ -257,7 +268,7 @@ class GitSource(SourceType):
             or (self.context.stored.metadata(ids[path]) or {}).get(VERSION_KEY)
             != _version(path, entry)
         }
-        commits = _last_commits(git, commit, state.get("commit"), wanted)
+        commits = _last_commits(git, commit, since, wanted)
         yield from self._refs(git, commit, tree, ids, commits)
 
     def _refs(
@@ -424,19 +435,17 @@ class GitSource(SourceType):
         stored: str | None,
         commit: str,
         ids: dict[str, str],
-        tree: dict[str, TreeEntry],
-    ) -> set[str]:
-        """The paths changed since the ``stored`` commit (all, when it is not known or
-        not an ancestor: a force push); a renamed path takes its old path's id in ``ids``,
-        a deleted path's document is gone."""
-        if stored is None or not isinstance(ids, dict):
-            ids.clear()
-            return set(tree)
+    ) -> set[str] | None:
+        """The paths changed since the ``stored`` commit (None: all, when it is not known
+        or not an ancestor, as after a force push); a renamed path takes its old path's id
+        in ``ids``, a deleted path's document is gone."""
+        if stored is None:
+            return None
         if stored == commit:
             return set()
         code, _, _ = git.status("merge-base", "--is-ancestor", stored, commit, what="compare")
         if code != 0:  # not an ancestor (a force push), or no longer known
-            return set(tree)
+            return None
         out = git.run(
             "diff",
             "--name-status",
@@ -502,9 +511,11 @@ def _last_commits(git: Git, commit: str, since: str | None, paths: set[str]) -> 
             break
         extra = [bound] if bound else []
         found.update(_log(git, commit, extra, missing))
-    head = _log(git, commit, ["-1"], None)
-    fallback = next(iter(head.values()), Commit(commit, "", ""))
-    return {path: found.get(path, fallback) for path in paths}
+    if found.keys() < paths:  # changed only by a merge: the commit read stands for it
+        head = _log(git, commit, ["-1"], None)
+        fallback = next(iter(head.values()), Commit(commit, "", ""))
+        found = {path: found.get(path, fallback) for path in paths}
+    return found
 
 
 def _log(git: Git, commit: str, extra: list[str], paths: set[str] | None) -> dict[str, Commit]:
@@ -519,7 +530,13 @@ def _log(git: Git, commit: str, extra: list[str], paths: set[str] | None) -> dic
         stderr=subprocess.DEVNULL,
         env=git.env,
     )
-    timer = threading.Timer(git.timeout, process.kill)
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        process.kill()
+
+    timer = threading.Timer(git.timeout, stop)
     timer.start()
     found: dict[str, Commit] = {}
     try:
@@ -531,8 +548,7 @@ def _log(git: Git, commit: str, extra: list[str], paths: set[str] | None) -> dic
             info = Commit(sha=fields[0], author=fields[1], date=fields[2])
             if paths is None:
                 return {"": info}
-            names = [f.lstrip("\n") for f in fields[3:]]
-            for name in names[1::2]:  # status, path, status, path...
+            for name in fields[4::2]:  # "\nstatus", path, status, path...
                 if name in paths and name not in found:
                     found[name] = info
             if len(found) == len(paths):
@@ -544,6 +560,9 @@ def _log(git: Git, commit: str, extra: list[str], paths: set[str] | None) -> dic
         process.wait()
         if process.stdout is not None:
             process.stdout.close()
+    if stopped.is_set():
+        what = f"read the history of {commit[:12]} in {git.label}"
+        raise git.fail(what, f"no answer within {git.timeout:g}s (options.timeout)")
     return found
 
 
