@@ -78,7 +78,7 @@ def test_an_unknown_type_is_named_with_the_known_ones(tmp_path: Path) -> None:
     assert done.returncode != 0
     message = " ".join(done.stderr.split())
     assert "sources.feeds: field 'type': no source type 'rss'" in message
-    assert "known source types: files, records," in message and ", web" in message
+    assert "known source types: files, git, records," in message and ", web" in message
 
 
 def test_options_are_checked_by_the_type(tmp_path: Path, embedder: OnnxEmbedder) -> None:
@@ -238,7 +238,7 @@ def test_a_third_party_source_type_installs_and_ingests_through_the_cli(
     lines = done.stdout.splitlines()
     where = json.loads(lines[0])
     assert where["flexmatch"].startswith(str(folder / "site"))  # the installed wheel
-    assert where["entry_points"] == ["files", "notes", "records", "web"]
+    assert where["entry_points"] == ["files", "git", "notes", "records", "web"]
     first, second = (json.loads(part) for part in _json_documents("\n".join(lines[1:])))
     assert first["added"] == 2 and first["removed"] == [] and first["failed"] == []
     assert second["unchanged"] == 2 and second["not_modified"] == 2

@@ -2,11 +2,11 @@
 
 A source type *lists* the items a source holds (each an ``ItemRef``: a stable id, where
 it is, and a cheap version hint when it has one) and *fetches* one item into documents.
-The built-in ``files``, ``web`` and ``records`` register through the ``flexmatch.sources``
-entry-point group like any plug-in (a checkout without installed metadata registers
-them from ``BUILTIN``, the same table pyproject.toml declares). A config names a type by
-name, never an import path; a plug-in's own settings live under the source's
-``options`` and are checked by its ``options`` model.
+The built-in ``files``, ``web``, ``records`` and ``git`` register through the
+``flexmatch.sources`` entry-point group like any plug-in (a checkout without installed
+metadata registers them from ``BUILTIN``, the same table pyproject.toml declares). A
+config names a type by name, never an import path; a plug-in's own settings live under
+the source's ``options`` and are checked by its ``options`` model.
 
 A type reaches the knowledge base only through its ``SourceContext``: the source's
 config, the killable worker processes (``parse``, ``fetch_page``), and what the store
@@ -40,6 +40,7 @@ ENTRY_POINT_GROUP = "flexmatch.sources"
 # the built-ins, as pyproject.toml declares them (a test keeps the two equal)
 BUILTIN = {
     "files": "flexmatch.inputs.sources.builtin:FilesSource",
+    "git": "flexmatch.inputs.sources.git:GitSource",
     "records": "flexmatch.inputs.sources.builtin:RecordsSource",
     "web": "flexmatch.inputs.sources.builtin:WebSource",
 }

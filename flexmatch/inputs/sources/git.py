@@ -1,0 +1,577 @@
+"""The ``git`` source type: the files of one commit of a Git repository, one document each.
+
+A local repository is read in place (never its work tree: every file comes from the
+commit, through ``git cat-file --batch``); a URL is cloned once, bare, into the knowledge
+base's state folder and fetched on later runs. The source keeps the commit it last read
+and which document id each path has: the next run reads only what ``git diff -M`` says
+changed since, keeps a renamed file's id, and counts the rest as reached without reading
+it (their stored copies are checked to carry the same blob, so a run that failed to store
+a file reads it again). Deleted files are gone, removed by ``--prune``.
+
+``git`` runs as a subprocess with an argument list (never a shell), a deadline, and no
+terminal prompts; whatever fails is one line naming the source and the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from flexmatch.errors import ConfigError, DocumentTooLargeError
+from flexmatch.inputs.loaders import Item, LoadTask, _selected, attempt, load
+from flexmatch.inputs.sources.builtin import is_url
+from flexmatch.inputs.sources.types import ItemRef, SourceType
+from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.models import Document, FailedDocument
+
+STATE_VERSION = 1
+_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@host:owner/repo.git
+_LOG_FORMAT = "--format=%x01%H%x00%an <%ae>%x00%aI"
+_SYMLINK = "120000"
+
+
+class GitOptions(BaseModel):
+    """A git source's ``options``: the repository, and which branch or commit to read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repository: str = Field(min_length=1, description="A local path or any URL git reaches.")
+    branch: str | None = Field(None, min_length=1, description="Default: the repository's HEAD.")
+    commit: str | None = Field(None, min_length=1, description="A fixed commit (or tag).")
+    timeout: float = Field(600.0, gt=0, le=86400, description="Seconds for one git command.")
+
+    @model_validator(mode="after")
+    def _one_revision(self) -> GitOptions:
+        if self.branch is not None and self.commit is not None:
+            raise ValueError("give a branch or a commit, not both")
+        return self
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The last commit that changed a file."""
+
+    sha: str
+    author: str
+    date: str
+
+
+@dataclass(frozen=True)
+class GitFile:
+    """``ItemRef.data`` of one file of the commit read."""
+
+    path: str
+    blob: str
+    size: int
+    commit: Commit | None  # None: not looked up (its stored copy was expected to do)
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    blob: str
+    size: int
+
+
+def is_remote(repository: str) -> bool:
+    """A URL (``https://``, ``ssh://``, ``file://``) or scp-like ``user@host:path``."""
+    return is_url(repository) or bool(_SCP_LIKE.match(repository))
+
+
+def shown(repository: str) -> str:
+    """The repository as uris and errors name it: a URL without its user and password."""
+    if not is_url(repository):
+        return repository
+    parts = urlsplit(repository)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+class Git:
+    """``git`` run on one repository, every failure a ``ConfigError`` naming the source."""
+
+    def __init__(self, source: str, label: str, folder: Path, timeout: float) -> None:
+        self.source = source
+        self.label = label
+        self.folder = folder
+        self.timeout = timeout
+        executable = shutil.which("git")
+        if executable is None:
+            raise ConfigError(f"source '{source}': the 'git' command is not installed")
+        self.executable = executable
+        self.env = {
+            **os.environ,
+            "GIT_TERMINAL_PROMPT": "0",  # a private repository fails, never waits for a user
+            "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+            "GIT_OPTIONAL_LOCKS": "0",  # reading never writes the user's index
+            "GIT_CEILING_DIRECTORIES": str(folder.parent),  # never a repository above it
+            "LC_ALL": "C",
+        }
+
+    def command(self, *args: str, here: bool = True) -> list[str]:
+        where = ["-C", str(self.folder)] if here else []
+        return [self.executable, *where, *args]
+
+    def fail(self, what: str, detail: str) -> ConfigError:
+        return ConfigError(f"source '{self.source}': git cannot {what}: {detail}")
+
+    def run(self, *args: str, what: str, here: bool = True) -> bytes:
+        """The output of ``git args``; a failure says it could not do ``what``."""
+        code, out, err = self.status(*args, what=what, here=here)
+        if code != 0:
+            raise self.fail(what, _reason(err))
+        return out
+
+    def status(self, *args: str, what: str, here: bool = True) -> tuple[int, bytes, bytes]:
+        """Exit code, output and messages of ``git args`` (only a timeout or a git that
+        cannot start raises)."""
+        try:
+            done = subprocess.run(
+                self.command(*args, here=here),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env=self.env,
+                timeout=self.timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise self.fail(what, f"no answer within {self.timeout:g}s (options.timeout)") from None
+        except OSError as exc:
+            raise self.fail(what, exc.strerror or str(exc)) from None
+        return done.returncode, done.stdout, done.stderr
+
+
+def _reason(stderr: bytes) -> str:
+    """Git's last message line, without its ``fatal:``/``error:`` tag."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return "it failed without saying why"
+    line = lines[-1]
+    for tag in ("fatal:", "error:"):
+        line = line.removeprefix(tag).strip()
+    return line.split(" (or any of the parent directories)")[0]
+
+
+class Blobs:
+    """One ``git cat-file --batch`` process: every file's bytes through one pipe."""
+
+    def __init__(self, git: Git) -> None:
+        self.git = git
+        self.lock = threading.Lock()
+        self.process = subprocess.Popen(
+            git.command("cat-file", "--batch"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=git.env,
+        )
+
+    def read(self, blob: str) -> bytes:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        what = f"read blob {blob} of {self.git.label}"
+        stopped = threading.Event()
+
+        def stop() -> None:
+            stopped.set()
+            self.process.kill()
+
+        header: list[bytes] = []
+        with self.lock:
+            timer = threading.Timer(self.git.timeout, stop)
+            timer.start()
+            try:
+                stdin.write(blob.encode() + b"\n")
+                stdin.flush()
+                header = stdout.readline().split()
+                if len(header) == 3 and header[1] == b"blob":
+                    size = int(header[2])
+                    data = stdout.read(size)
+                    stdout.read(1)  # the newline after the content
+                else:
+                    size, data = -1, b""
+            except (OSError, ValueError):
+                size, data = -1, b""
+            finally:
+                timer.cancel()
+        if stopped.is_set():
+            raise self.git.fail(what, f"no answer within {self.git.timeout:g}s (options.timeout)")
+        if len(data) != size:
+            raise self.git.fail(what, "not found" if b"missing" in header else "git stopped")
+        return data
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+class GitSource(SourceType):
+    """The files of a branch or commit of a Git repository (``include``/``exclude``
+    globs on their paths). It reads each file as it lists it, through one ``git cat-file``
+    process, so it streams; its listing is the whole repository: ``--prune`` works."""
+
+    options = GitOptions
+    prunable = True
+
+    @property
+    def streams(self) -> bool:
+        return True
+
+    @property
+    def settings(self) -> GitOptions:
+        return self.context.options  # type: ignore[no-any-return]
+
+    @property
+    def label(self) -> str:
+        """How the repository is named in uris and errors."""
+        repository = self.settings.repository
+        return shown(repository) if is_remote(repository) else str(self._local_path())
+
+    def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
+        if inputs:
+            raise ConfigError(
+                f"source '{self.context.name}': a git source reads its repository "
+                "(options.repository); it takes no paths or URLs"
+            )
+        git = self._open()
+        commit = self._resolve(git)
+        state = self._state()
+        tree = self._tree(git, commit)
+        ids: dict[str, str] = dict(state.get("ids", {}))
+        changed = self._changes(git, state.get("commit"), commit, ids)
+        since = state.get("commit") if changed is not None else None  # the diff was used
+        changed = set(tree) if changed is None else changed
+        ids = {path: ids.get(path) or self._new_id(path) for path in sorted(tree)}
+        # what the store does not hold as it is now: read from git; the rest is reused
+        wanted = {
+            path
+            for path, entry in tree.items()
+            if path in changed
+            or (self.context.stored.metadata(ids[path]) or {}).get(VERSION_KEY)
+            != _version(path, entry)
+        }
+        commits = _last_commits(git, commit, since, wanted)
+        yield from self._refs(git, commit, tree, ids, commits)
+
+    def _refs(
+        self,
+        git: Git,
+        commit: str,
+        tree: dict[str, TreeEntry],
+        ids: dict[str, str],
+        commits: dict[str, Commit],
+    ) -> Iterator[ItemRef]:
+        """A ref for every file, fetched as it is yielded: one whose version its stored
+        copy carries is reused (not read), the others are read from git. The commit and
+        the ids are kept only when every file was read."""
+        self._git, self._commit, self._blobs, self._failed = git, commit, None, False
+        try:
+            for path, document_id in ids.items():
+                entry = tree[path]
+                yield ItemRef(
+                    id=document_id,
+                    uri=self._uri(path),
+                    version=_version(path, entry),
+                    data=GitFile(path, entry.blob, entry.size, commits.get(path)),
+                )
+        finally:
+            if self._blobs is not None:
+                self._blobs.close()
+        if not self._failed and not self.context.log.incomplete:
+            state = {"version": STATE_VERSION, "repository": self.label, "commit": commit}
+            self.context.save_state({**state, "ids": ids})
+
+    def fetch(self, ref: ItemRef) -> Item | Iterable[Item]:
+        item = self._fetch(ref)
+        if isinstance(item, FailedDocument) and item.skipped is None:
+            self._failed = True
+        return item
+
+    def _fetch(self, ref: ItemRef) -> Item:
+        file: GitFile = ref.data
+        limit = self.context.limits.max_document_bytes
+        if LoadTask(Path(file.path)).is_corpus:
+            error = f"{ref.uri}: a JSON Lines corpus in a git source is not read"
+            return FailedDocument(uri=ref.uri, error=error, skipped="unsupported type")
+
+        def build() -> Document:
+            if file.size > limit:
+                raise DocumentTooLargeError(
+                    f"{ref.uri}: the file is {file.size:,} bytes, over the {limit:,}-byte "
+                    "cap (ingest.max_document_bytes)"
+                )
+            if self._blobs is None:
+                self._blobs = Blobs(self._git)
+            data = self._blobs.read(file.blob)
+            last = file.commit
+            if last is None:  # its stored copy was gone: one look-up for it alone
+                last = _last_commits(self._git, self._commit, None, {file.path})[file.path]
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder, file.path)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                task = LoadTask(path, root=Path(folder))
+                parsers = self.context.limits.parsers
+                (item,) = load(task, self.context.name, limit, self.context.parse_file, parsers)
+            if isinstance(item, FailedDocument):
+                error = item.error.replace(str(path), ref.uri)
+                return item.model_copy(update={"uri": ref.uri, "error": error})  # type: ignore[return-value]
+            metadata = {
+                **item.metadata,
+                "path": file.path,
+                "commit": last.sha,
+                "author": last.author,
+                "committed_at": last.date,
+            }
+            return item.model_copy(update={"id": ref.id, "uri": ref.uri, "metadata": metadata})
+
+        return attempt(ref.uri, build)
+
+    # the repository, its commit and its files
+
+    def _local_path(self) -> Path:
+        path = Path(self.settings.repository).expanduser()
+        if not path.is_absolute() and self.context.kb_dir is not None:
+            path = self.context.kb_dir / path
+        return path.resolve()
+
+    def _open(self) -> Git:
+        """The repository to read: a local one in place, a URL's bare clone (made or
+        fetched now)."""
+        timeout = self.settings.timeout
+        if not is_remote(self.settings.repository):
+            path = self._local_path()
+            git = Git(self.context.name, self.label, path, timeout)
+            if not path.is_dir():
+                raise git.fail(f"read {self.label}", "no such folder")
+            git.run("rev-parse", "--git-dir", what=f"read {self.label}")
+            return git
+        clone = self._clone_folder()
+        git = Git(self.context.name, self.label, clone, timeout)
+        url = self.settings.repository
+        if (clone / "HEAD").is_file():
+            git.run("remote", "set-url", "origin", url, what=f"fetch {self.label}")
+            refs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+            git.run("fetch", "--quiet", "--prune", "origin", *refs, what=f"fetch {self.label}")
+            return git
+        partial = clone.with_name(f"{clone.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        clone.parent.mkdir(parents=True, exist_ok=True)
+        command = ["clone", "--bare", "--quiet", "--", url, str(partial)]
+        git.run(*command, what=f"clone {self.label}", here=False)
+        partial.replace(clone)  # a clone cut short is never taken for one
+        return git
+
+    def _clone_folder(self) -> Path:
+        state = self.context.stored.state_file
+        if state is not None:
+            return state.with_suffix(".git")
+        if not hasattr(self, "_scratch"):  # no knowledge base folder: a clone for this run
+            self._scratch = tempfile.TemporaryDirectory(prefix="flexmatch-git-")
+        return Path(self._scratch.name) / "clone.git"
+
+    def _resolve(self, git: Git) -> str:
+        """The commit to read: of the branch, the given commit, or HEAD."""
+        settings = self.settings
+        if settings.commit is not None:
+            revision, what = settings.commit, f"find commit '{settings.commit}'"
+        elif settings.branch is not None:
+            revision, what = f"refs/heads/{settings.branch}", f"find branch '{settings.branch}'"
+        else:
+            revision, what = "HEAD", "find HEAD"
+        what = f"{what} in {self.label}"
+        command = ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"]
+        code, out, _ = git.status(*command, what=what)
+        if code != 0:
+            raise git.fail(what, "there is none")
+        return out.decode().strip()
+
+    def _tree(self, git: Git, commit: str) -> dict[str, TreeEntry]:
+        """The commit's regular files the include/exclude globs take (hidden and
+        symlinked ones left out, as a folder walk leaves them)."""
+        out = git.run(
+            "ls-tree",
+            "-r",
+            "-l",
+            "-z",
+            "--full-tree",
+            commit,
+            what=f"list the files of {commit[:12]} in {self.label}",
+        )
+        config = self.context.config
+        tree: dict[str, TreeEntry] = {}
+        for record in out.decode("utf-8", "surrogateescape").split("\0"):
+            header, tab, path = record.partition("\t")
+            fields = header.split()
+            if not tab or len(fields) != 4 or fields[1] != "blob" or fields[0] == _SYMLINK:
+                continue
+            if any(part.startswith(".") for part in path.split("/")):
+                continue
+            if _selected(Path(path), config.include, config.exclude):
+                tree[path] = TreeEntry(blob=fields[2], size=int(fields[3]))
+        return tree
+
+    def _changes(
+        self,
+        git: Git,
+        stored: str | None,
+        commit: str,
+        ids: dict[str, str],
+    ) -> set[str] | None:
+        """The paths changed since the ``stored`` commit (None: all, when it is not known
+        or not an ancestor, as after a force push); a renamed path takes its old path's id
+        in ``ids``, a deleted path's document is gone."""
+        if stored is None:
+            return None
+        if stored == commit:
+            return set()
+        code, _, _ = git.status("merge-base", "--is-ancestor", stored, commit, what="compare")
+        if code != 0:  # not an ancestor (a force push), or no longer known
+            return None
+        out = git.run(
+            "diff",
+            "--name-status",
+            "-z",
+            "-M",
+            "--no-ext-diff",
+            stored,
+            commit,
+            "--",
+            what=f"compare {stored[:12]} with {commit[:12]} in {self.label}",
+        )
+        tokens = out.decode("utf-8", "surrogateescape").split("\0")
+        changed: set[str] = set()
+        index = 0
+        while index < len(tokens) and tokens[index]:
+            status = tokens[index]
+            if status[0] in "RC":
+                old, new = tokens[index + 1], tokens[index + 2]
+                index += 3
+                if status[0] == "R" and old in ids and new not in ids:
+                    ids[new] = ids.pop(old)  # one document, under its new path
+                changed.add(new)
+            else:
+                path = tokens[index + 1]
+                index += 2
+                if status[0] == "D" and path in ids:
+                    self.context.log.gone.add(ids.pop(path))
+                else:
+                    changed.add(path)
+        return changed
+
+    def _state(self) -> dict[str, Any]:
+        """The last complete run's commit and ids, when it read this same repository."""
+        state = self.context.load_state()
+        if state.get("version") != STATE_VERSION or state.get("repository") != self.label:
+            return {}
+        if not isinstance(state.get("ids"), dict) or not isinstance(state.get("commit"), str):
+            return {}
+        return state
+
+    def _uri(self, path: str) -> str:
+        return f"{self.label.rstrip('/')}/{path}"
+
+    def _new_id(self, path: str) -> str:
+        return self.context.document_id(self._uri(path))
+
+
+def _version(path: str, entry: TreeEntry) -> str:
+    """A file's version hint: its blob and its path (a rename is read again)."""
+    return f"{entry.blob}:{path}"
+
+
+def _last_commits(git: Git, commit: str, since: str | None, paths: set[str]) -> dict[str, Commit]:
+    """The last commit that changed each of ``paths``, by one ``git log --name-status``
+    pass from ``commit`` (first back to ``since``, then, for any path not found there,
+    the whole history); stopped as soon as every path is found."""
+    if not paths:
+        return {}
+    found: dict[str, Commit] = {}
+    for bound in ([f"^{since}"] if since else []) + [None]:
+        missing = paths - found.keys()
+        if not missing:
+            break
+        extra = [bound] if bound else []
+        found.update(_log(git, commit, extra, missing))
+    if found.keys() < paths:  # changed only by a merge: the commit read stands for it
+        head = _log(git, commit, ["-1"], None)
+        fallback = next(iter(head.values()), Commit(commit, "", ""))
+        found = {path: found.get(path, fallback) for path in paths}
+    return found
+
+
+def _log(git: Git, commit: str, extra: list[str], paths: set[str] | None) -> dict[str, Commit]:
+    """Read ``git log`` as it comes; ``paths=None``: just the first commit (under "")."""
+    command = git.command(
+        "log", "-z", "--name-status", "--no-renames", _LOG_FORMAT, *extra, commit, "--"
+    )
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=git.env,
+    )
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        process.kill()
+
+    timer = threading.Timer(git.timeout, stop)
+    timer.start()
+    found: dict[str, Commit] = {}
+    try:
+        assert process.stdout is not None
+        for record in _records(process.stdout):
+            fields = record.decode("utf-8", "surrogateescape").split("\0")
+            if len(fields) < 3:
+                continue
+            info = Commit(sha=fields[0], author=fields[1], date=fields[2])
+            if paths is None:
+                return {"": info}
+            for name in fields[4::2]:  # "\nstatus", path, status, path...
+                if name in paths and name not in found:
+                    found[name] = info
+            if len(found) == len(paths):
+                break
+    finally:
+        timer.cancel()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    if stopped.is_set():
+        what = f"read the history of {commit[:12]} in {git.label}"
+        raise git.fail(what, f"no answer within {git.timeout:g}s (options.timeout)")
+    return found
+
+
+def _records(stream: IO[bytes]) -> Iterator[bytes]:
+    """The commits of ``git log`` output (each starts with \\x01), as they are read."""
+    buffer = b""
+    while chunk := stream.read(65536):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\x01")
+        yield from (record for record in complete if record)
+    if buffer:
+        yield buffer

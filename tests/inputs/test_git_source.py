@@ -1,0 +1,227 @@
+"""The ``git`` source type on a temporary repository, without a knowledge base: what it
+lists, reads and keeps between runs, and the one-line errors (the CLI test is in
+tests/adapters/cli/test_git_source.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flexmatch.config import IngestConfig, SourceConfig
+from flexmatch.errors import ConfigError
+from flexmatch.inputs.sources import git as git_source
+from flexmatch.inputs.sources.git import GitOptions, GitSource, shown
+from flexmatch.inputs.sources.types import ItemRef, SourceContext, StoredCopies, source_options
+from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.models import Document, FailedDocument
+
+
+def git(repo: Path, *args: str, author: str = "Ann") -> None:
+    identity = ["-c", f"user.name={author}", "-c", f"user.email={author.lower()}@example.org"]
+    subprocess.run(["git", "-C", str(repo), *identity, *args], check=True, capture_output=True)
+
+
+def make_repo(folder: Path) -> Path:
+    repo = folder / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "app.py").write_text(
+        'def greet(name):\n    """Say hello."""\n    return name\n'
+    )
+    (repo / "guide.md").write_text("# Guide\n\nDeploy with care.\n")
+    (repo / "notes.txt").write_text("Release notes.\n")
+    (repo / ".hidden.txt").write_text("left out, as a folder walk leaves it\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "first")
+    return repo
+
+
+class Store:
+    """What a knowledge base would hold: the documents a run gave."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Document] = {}
+
+    def copies(self, state: Path) -> StoredCopies:
+        def metadata(document_id: str) -> dict | None:
+            document = self.documents.get(document_id)
+            return document.metadata if document else None
+
+        return StoredCopies(metadata=metadata, document=self.documents.get, state_file=state)
+
+
+def run(
+    tmp_path: Path, store: Store, **options: str
+) -> tuple[SourceContext, list[Document | FailedDocument], int]:
+    """One run as the reader makes it: each listed ref fetched unless its version is
+    stored; the documents read are kept. Gives the context, what was read, and how
+    many were reused."""
+    config = SourceConfig(type="git", options=options)
+    context = SourceContext(
+        name="repo",
+        config=config,
+        options=source_options(GitSource, config, "flexmatch.yaml: sources.repo"),
+        kb_dir=tmp_path,
+        limits=IngestConfig(),
+        stored=store.copies(tmp_path / "state.json"),
+    )
+    source = GitSource(context)
+    read: list[Document | FailedDocument] = []
+    reused = 0
+    for ref in source.list_items([]):
+        assert isinstance(ref, ItemRef)
+        context.log.reach(ref.id)
+        stored = store.documents.get(ref.id)
+        if stored is not None and stored.metadata.get(VERSION_KEY) == ref.version:
+            reused += 1
+            continue
+        item = source.fetch(ref)
+        assert isinstance(item, Document | FailedDocument)
+        if isinstance(item, Document):
+            item = item.model_copy(update={"metadata": {**item.metadata, VERSION_KEY: ref.version}})
+            store.documents[item.id] = item
+        read.append(item)
+    return context, read, reused
+
+
+def by_path(items: list[Document | FailedDocument]) -> dict[str, Document]:
+    return {d.metadata["path"]: d for d in items if isinstance(d, Document)}
+
+
+def test_each_file_is_a_document_with_its_commit_author_and_lines(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    (repo / "data.txt").write_bytes(b"\x00\x01\x02 binary, skipped as a folder walk skips it")
+    git(repo, "add", "data.txt")
+    git(repo, "commit", "-qm", "data")
+    _, read, _ = run(tmp_path, Store(), repository=str(repo))
+    documents = by_path(read)
+    assert sorted(documents) == ["guide.md", "notes.txt", "src/app.py"]
+    app = documents["src/app.py"]
+    assert app.uri == f"{repo.resolve()}/src/app.py"
+    assert app.metadata["author"] == "Ann <ann@example.org>"
+    assert len(app.metadata["commit"]) == 40
+    assert any(e.location and e.location.line_start for e in app.elements)  # the code parser's
+    (skipped,) = [item for item in read if isinstance(item, FailedDocument)]
+    assert skipped.skipped == "binary file" and skipped.uri == f"{repo.resolve()}/data.txt"
+    assert (tmp_path / "state.json").is_file()  # a skipped file is no failure
+
+
+def test_a_resync_reads_only_what_changed_and_keeps_a_renamed_id(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    _, first, _ = run(tmp_path, store, repository=str(repo))
+    ids = {path: d.id for path, d in by_path(first).items()}
+
+    (repo / "guide.md").write_text("# Guide\n\nDeploy with more care.\n")
+    git(repo, "mv", "notes.txt", "release.txt")
+    git(repo, "rm", "-q", "src/app.py")
+    git(repo, "commit", "-qam", "second", author="Bob")
+    context, second, reused = run(tmp_path, store, repository=str(repo))
+
+    documents = by_path(second)
+    assert sorted(documents) == ["guide.md", "release.txt"] and reused == 0
+    assert documents["release.txt"].id == ids["notes.txt"]  # one document, renamed
+    assert documents["guide.md"].metadata["author"] == "Bob <bob@example.org>"
+    assert context.log.gone == {ids["src/app.py"]}
+    assert ids["src/app.py"] not in context.log.reached
+
+    _, third, reused = run(tmp_path, store, repository=str(repo))  # nothing changed
+    assert third == [] and reused == 2
+
+
+def test_files_the_store_lost_are_read_again(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    run(tmp_path, store, repository=str(repo))
+    del store.documents[next(iter(store.documents))]  # e.g. a run stopped before its writes
+    _, again, reused = run(tmp_path, store, repository=str(repo))
+    assert len(by_path(again)) == 1 and reused == 2
+
+
+def test_a_run_that_failed_a_file_keeps_the_commit_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    run(tmp_path, store, repository=str(repo))
+    state = (tmp_path / "state.json").read_text()
+    (repo / "guide.md").write_text("# Guide\n\nChanged.\n")
+    git(repo, "commit", "-qam", "second")
+
+    def broken(self: object, blob: str) -> bytes:
+        raise ConfigError("git stopped")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(git_source.Blobs, "read", broken)
+        _, failed, _ = run(tmp_path, store, repository=str(repo))
+    assert [type(item) for item in failed] == [FailedDocument]
+    assert (tmp_path / "state.json").read_text() == state  # this run repeats next time
+    _, again, _ = run(tmp_path, store, repository=str(repo))
+    assert list(by_path(again)) == ["guide.md"]
+    assert (tmp_path / "state.json").read_text() != state
+
+
+def test_branch_and_commit(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "feature.md").write_text("# Feature\n\nOnly on the branch.\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "feature")
+    _, read, _ = run(tmp_path, Store(), repository=str(repo), branch="main")
+    assert "feature.md" not in by_path(read)
+    _, read, _ = run(tmp_path, Store(), repository=str(repo), commit="feature")
+    assert "feature.md" in by_path(read)
+
+
+ERRORS = [
+    ({"repository": "{tmp}/nothing"}, "git cannot read {tmp}/nothing: no such folder"),
+    ({"repository": "{tmp}/plain"}, "git cannot read {tmp}/plain: not a git repository"),
+    (
+        {"repository": "{repo}", "branch": "nope"},
+        "git cannot find branch 'nope' in {repo}: there is none",
+    ),
+    (
+        {"repository": "{repo}", "commit": "-x"},
+        "git cannot find commit '-x' in {repo}: there is none",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), ERRORS)
+def test_errors_are_one_line_naming_the_source(
+    tmp_path: Path, options: dict[str, str], message: str
+) -> None:
+    repo = make_repo(tmp_path)
+    (tmp_path / "plain").mkdir()
+    values = {"tmp": str(tmp_path.resolve()), "repo": str(repo.resolve())}
+    given = {k: v.format(**values) for k, v in options.items()}
+    with pytest.raises(ConfigError) as raised:
+        run(tmp_path, Store(), **given)
+    assert str(raised.value) == "source 'repo': " + message.format(**values)
+
+
+def test_options_and_a_missing_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="give a branch or a commit, not both"):
+        run(tmp_path, Store(), repository="x", branch="a", commit="b")
+    monkeypatch.setattr(git_source.shutil, "which", lambda _: None)
+    with pytest.raises(ConfigError, match="source 'repo': the 'git' command is not installed"):
+        run(tmp_path, Store(), repository=str(tmp_path))
+    assert GitOptions(repository="x").timeout > 0
+
+
+def test_a_url_is_shown_without_its_password() -> None:
+    assert shown("https://me:secret@example.org/r.git") == "https://example.org/r.git"
+    assert shown("/srv/repo") == "/srv/repo"
+
+
+def test_a_rewritten_history_is_listed_whole(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    run(tmp_path, store, repository=str(repo))
+    (repo / "guide.md").write_text("# Guide\n\nRewritten.\n")
+    git(repo, "commit", "-qa", "--amend", "-m", "first, again")  # the stored commit is gone
+    context, read, reused = run(tmp_path, store, repository=str(repo))
+    assert list(by_path(read)) == ["guide.md"] and reused == 2
+    assert len(context.log.reached) == 3 and not context.log.gone
