@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -184,11 +184,17 @@ class Section(BaseModel):
     location: Location | None = None
 
 
+MatchKind = Literal["question", "sentence", "keyword", "content", "title"]
+"""What a matching text is: a generated question, a sentence or keyword of the chunk, the
+chunk's own text (``content``) or its document's title. The one list of match kinds."""
+MATCH_KINDS: tuple[MatchKind, ...] = get_args(MatchKind)
+
+
 class MatchingText(BaseModel):
     """A short text that is embedded and matched against queries for one chunk."""
 
     text: str
-    kind: Literal["question", "sentence", "keyword", "content", "title"] = "question"
+    kind: MatchKind = "question"
 
 
 class Chunk(BaseModel):

@@ -17,12 +17,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from flexmatch.errors import FilterError
-from flexmatch.models import DocumentRecord, Location, MatchingText, SearchResult, Signals
+from flexmatch.models import (
+    MATCH_KINDS,
+    DocumentRecord,
+    Location,
+    MatchingText,
+    MatchKind,
+    SearchResult,
+    Signals,
+)
 
 MATCH = "match"
 DOCUMENT = "document"
-CONTENT = "content"  # the match kind of a chunk's own text
-QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
+CONTENT: MatchKind = "content"  # the match kind of a chunk's own text
+QUESTION_KINDS = [kind for kind in MATCH_KINDS if kind != CONTENT]  # the "question" half
 
 POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
 CHUNK_FIELDS = ("content", "qualifying_text", "heading_path", "chunk_index", "location")
@@ -78,13 +86,13 @@ class MatchPayload(BaseModel):
     content: str = ""
     qualifying_text: str = ""
     matched_text: str = ""
-    match_kind: str = "question"
+    match_kind: str = "question"  # a MatchKind; read leniently (see matching_text)
     metadata: dict[str, Any] = {}
     location: Location | None = None  # none in chunks stored before locations were kept
     access: list[str] | None = None  # who may read it (absent: the whole tenant)
 
     def matching_text(self) -> MatchingText:
-        kind = self.match_kind if self.match_kind in _MATCH_KINDS else "question"
+        kind = self.match_kind if self.match_kind in MATCH_KINDS else "question"
         return MatchingText.model_validate({"text": self.matched_text, "kind": kind})
 
     def result(self, score: float) -> SearchResult:
@@ -103,9 +111,6 @@ class MatchPayload(BaseModel):
             signals=Signals(first_stage=score),
             location=self.location,
         )
-
-
-_MATCH_KINDS = {"question", "sentence", "keyword", "content", "title"}
 
 
 def filterable_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
