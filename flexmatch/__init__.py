@@ -107,7 +107,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
     "broken_chain_plugins": ("flexmatch.engine.chains.registry", "broken"),
     "require_extra": ("flexmatch.extras", "require"),
-    "run_sync": ("flexmatch.knowledge_base", "run_sync"),
+    "run_sync": ("flexmatch.async_bridge", "run_sync"),
     "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
     "search_filters": ("flexmatch.engine.points", "search_filters"),
     "tool_result": ("flexmatch.results", "tool_result"),
@@ -130,6 +130,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from flexmatch.async_bridge import run_sync
     from flexmatch.client import Client
     from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
     from flexmatch.engine.archive import Original
@@ -168,7 +169,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.inputs.records import record_id
     from flexmatch.inputs.sources import safe_filename
     from flexmatch.keys import PERMISSIONS, ApiKey, KeyStore, Permission, check_tenant
-    from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups, run_sync
+    from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups
     from flexmatch.models import (
         ChainUse,
         Chunk,

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundation",
         (
+            "flexmatch.async_bridge",
             "flexmatch.deadlines",
             "flexmatch.errors",
             "flexmatch.extras",

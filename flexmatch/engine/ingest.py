@@ -21,6 +21,7 @@ import numpy as np
 
 from flexmatch import deadlines
 from flexmatch.access import ACCESS_FIELD, PUBLIC, Access, resolve_access
+from flexmatch.async_bridge import run_sync
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
@@ -134,7 +135,7 @@ async def off_loop(work: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that only computes (a chunker, a chain without an LLM) on an ingest
     thread with a loop of its own: on a server's event loop, a big document's chunking or
     sentence splitting would hold up every other request until it was done."""
-    return await in_ingest_thread(asyncio.run, work)
+    return await in_ingest_thread(run_sync, work)
 
 
 async def _per_section(
