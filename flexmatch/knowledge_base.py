@@ -38,6 +38,7 @@ from flexmatch.engine.estimate import estimate
 from flexmatch.engine.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest import (
     Indexer,
+    SourceChainCache,
     SourceChains,
     Work,
     check_size,
@@ -121,7 +122,9 @@ class KnowledgeBase:
         self.context = ChainContext(kb_dir=path, llm=self._make_llm(), env=env)
         self._embedder = embedder
         self._store: VectorStore | None = None
-        self._source_chains: dict[str, SourceChains] = {}
+        self._source_chains = SourceChainCache(
+            lambda: self.config.sources, self.context, str(path / CONFIG_FILE)
+        )
         self._query_plan: QueryPlan | None = None
         self._formatters: dict[str, ResultFormatter] = {}
         self._active_runs = ActiveRuns()
@@ -293,16 +296,7 @@ class KnowledgeBase:
 
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
-        if source not in self.config.sources:
-            known = ", ".join(sorted(self.config.sources))
-            raise ConfigError(
-                f"{self.path / CONFIG_FILE}: no source named '{source}' (sources: {known})"
-            )
-        if source not in self._source_chains:
-            self._source_chains[source] = SourceChains.build(
-                self.config.sources[source], self.context
-            )
-        return self._source_chains[source]
+        return self._source_chains.get(source)
 
     def query_plan(self) -> QueryPlan:
         """Every source's query chains and the groups a search runs."""

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -98,6 +98,37 @@ class SourceChains:
 
     def all(self) -> list[Chain]:
         return [self.chunker, self.matching_text, self.qualifying_text]
+
+
+class SourceChainCache:
+    """Each source's ingest chains, built on first use and kept until ``clear``: the one
+    cache of them, held by a knowledge base and by each fan-out worker. ``sources`` is
+    read on every call, so a caller that swaps its config is seen; ``where`` names that
+    config in the error for an unknown source."""
+
+    def __init__(
+        self,
+        sources: Callable[[], Mapping[str, SourceConfig]],
+        context: ChainContext,
+        where: str,
+    ) -> None:
+        self._sources = sources
+        self._context = context
+        self._where = where
+        self._built: dict[str, SourceChains] = {}
+
+    def get(self, source: str) -> SourceChains:
+        sources = self._sources()
+        if source not in sources:
+            known = ", ".join(sorted(sources))
+            raise ConfigError(f"{self._where}: no source named '{source}' (sources: {known})")
+        chains = self._built.get(source)
+        if chains is None:
+            chains = self._built[source] = SourceChains.build(sources[source], self._context)
+        return chains
+
+    def clear(self) -> None:
+        self._built.clear()
 
 
 @dataclass
