@@ -90,6 +90,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "UnsupportedFormatError": ("flexmatch.errors", "UnsupportedFormatError"),
     "Usage": ("flexmatch.models", "Usage"),
     "WebImportError": ("flexmatch.errors", "WebImportError"),
+    "WriteConflictError": ("flexmatch.errors", "WriteConflictError"),
     "answer_result": ("flexmatch.results", "answer_result"),
     "bounded_previews": ("flexmatch.previews", "bounded_previews"),
     "check_tenant": ("flexmatch.keys", "check_tenant"),
@@ -162,6 +163,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ToolCallError,
         UnsupportedFormatError,
         WebImportError,
+        WriteConflictError,
     )
     from flexmatch.evaluation import BASELINES, BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.extras import require as require_extra

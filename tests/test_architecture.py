@@ -335,6 +335,7 @@ def test_public_api_is_pinned() -> None:
         "UnsupportedFormatError",
         "Usage",
         "WebImportError",
+        "WriteConflictError",
         "answer_result",
         "bounded_previews",
         "broken_chain_plugins",

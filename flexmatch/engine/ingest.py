@@ -44,7 +44,13 @@ from flexmatch.engine.points import (
     match_point_id,
 )
 from flexmatch.engine.stores import StoredPoint, VectorStore
-from flexmatch.errors import ChainError, ConfigError, DocumentTooLargeError, FlexMatchError
+from flexmatch.errors import (
+    ChainError,
+    ConfigError,
+    DocumentTooLargeError,
+    FlexMatchError,
+    WriteConflictError,
+)
 from flexmatch.inputs.loaders import NAMING_METADATA
 from flexmatch.inputs.validators import VOLATILE_METADATA, validators
 from flexmatch.models import (
@@ -224,8 +230,7 @@ async def sections_of(document: Document, chunker: Chunker, limits: IngestConfig
     one per 4 characters of text (at least 100), their text at most 8 times the
     document's, and every one a ``Section``. Anything else fails this document, naming
     the chain and what it returned."""
-    spec = chunker.spec
-    what = f"chunker chain '{spec.name}' (type '{spec.type}')"
+    what = chunker.label
 
     async def call() -> Any:
         result = chunker.run(document)
@@ -398,7 +403,9 @@ class Indexer:
             raise
         current = self.registry.get(self.tenant, document.id)
         if current is None or current.pending_version != version:
-            raise ChainError(f"{document.uri}: another writer replaced it while it was indexed")
+            raise WriteConflictError(
+                f"{document.uri}: another writer replaced it while it was indexed"
+            )
         stored_chunks = len({p.payload["chunk_id"] for p in points})
         if self.archive is not None:  # before the commit: a committed version is archived
             await asyncio.to_thread(self.archive.put, self.tenant, document)
