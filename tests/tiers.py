@@ -192,6 +192,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/engine/stores/test_stores.py::test_search_is_scoped_to_the_tenant[edge]",
         "tests/engine/stores/test_stores.py::test_tenant_payload_cannot_be_forged[edge]",
         "tests/engine/stores/test_stores.py::test_threads_may_write_and_search_at_once",
+        "tests/engine/test_documents.py::test_a_write_race_fails_the_document_as_a_write_conflict",
         "tests/engine/test_documents.py::test_a_second_writer_waits_then_fails_clearly",
         "tests/engine/test_documents.py::test_concurrent_runs_in_one_tenant_do_not_repair_each_other",
         "tests/engine/test_documents.py::test_document_listing_and_detail",
