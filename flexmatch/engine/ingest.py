@@ -62,6 +62,7 @@ from flexmatch.models import (
     MatchingText,
     Section,
     SkippedDocument,
+    shared_fields,
 )
 from flexmatch.payloads import check_document_id, check_metadata, check_value
 
@@ -537,27 +538,26 @@ class Indexer:
             by_chunk.setdefault(chunk.id, []).append((matching, vector))
         points = []
         metadata = filterable_metadata(stored_metadata(document.metadata))  # whole: on the record
+        of_document = {
+            **shared_fields(document, MatchPayload),  # uri, source, title
+            "metadata": metadata,
+            "version": version,
+            "access": access,
+        }
         for chunk in chunks:
             pairs = by_chunk.get(chunk.id, [])
             if not pairs or self._near_duplicate(document, pairs, seen, access):
                 continue
+            of_chunk = {
+                **of_document,
+                **shared_fields(chunk, MatchPayload),  # heading_path, qualifying_text, ...
+                "chunk_id": chunk.id,
+                "chunk_index": chunk.index,
+                "content": chunk.text,
+            }
             for position, (matching, vector) in enumerate(pairs):
-                payload = MatchPayload(
-                    document_id=document.id,
-                    chunk_id=chunk.id,
-                    chunk_index=chunk.index,
-                    source=document.source,
-                    version=version,
-                    uri=document.uri,
-                    title=document.title,
-                    heading_path=chunk.heading_path,
-                    content=chunk.text,
-                    qualifying_text=chunk.qualifying_text,
-                    matched_text=matching.text,
-                    match_kind=matching.kind,
-                    metadata=metadata,
-                    location=chunk.location,
-                    access=access,
+                payload = MatchPayload.model_validate(
+                    {**of_chunk, "matched_text": matching.text, "match_kind": matching.kind}
                 ).model_dump(exclude=_unstored(position, access))
                 points.append(
                     StoredPoint(

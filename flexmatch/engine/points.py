@@ -19,12 +19,14 @@ from pydantic import BaseModel, ConfigDict
 from flexmatch.errors import FilterError
 from flexmatch.models import (
     MATCH_KINDS,
+    ChunkView,
     DocumentRecord,
     Location,
     MatchingText,
     MatchKind,
     SearchResult,
     Signals,
+    shared_fields,
 )
 
 MATCH = "match"
@@ -96,20 +98,14 @@ class MatchPayload(BaseModel):
         return MatchingText.model_validate({"text": self.matched_text, "kind": kind})
 
     def result(self, score: float) -> SearchResult:
-        return SearchResult(
-            chunk_id=self.chunk_id,
-            document_id=self.document_id,
-            uri=self.uri,
-            source=self.source,
-            title=self.title,
-            heading_path=self.heading_path,
-            content=self.content,
-            qualifying_text=self.qualifying_text,
-            matched_text=self.matched_text,
-            score=score,
-            metadata=self.metadata,
-            signals=Signals(first_stage=score),
-            location=self.location,
+        shared = shared_fields(self, SearchResult)
+        return SearchResult(**shared, score=score, signals=Signals(first_stage=score))
+
+    def chunk_view(self, matching_texts: list[MatchingText]) -> ChunkView:
+        """The chunk this (carrier) point holds, as ``docs show`` shows it."""
+        shared = shared_fields(self, ChunkView)
+        return ChunkView(
+            **shared, id=self.chunk_id, index=self.chunk_index, matching_texts=matching_texts
         )
 
 
