@@ -92,6 +92,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "UnsupportedFormatError": ("flexmatch.errors", "UnsupportedFormatError"),
     "Usage": ("flexmatch.models", "Usage"),
     "WebImportError": ("flexmatch.errors", "WebImportError"),
+    "WriteConflictError": ("flexmatch.errors", "WriteConflictError"),
     "answer_result": ("flexmatch.results", "answer_result"),
     "describe_access": ("flexmatch.access", "describe"),
     "parse_access": ("flexmatch.access", "parse_access"),
@@ -185,6 +186,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ToolCallError,
         UnsupportedFormatError,
         WebImportError,
+        WriteConflictError,
     )
     from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.inputs.parsing import readable_suffixes

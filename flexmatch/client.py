@@ -44,6 +44,7 @@ from flexmatch.errors import (
     SourceChoiceError,
     StoreError,
     WebImportError,
+    WriteConflictError,
 )
 from flexmatch.models import (
     DocumentDetail,
@@ -81,6 +82,7 @@ _BY_CODE: dict[str, type[FlexMatchError]] = {
     "embedding_unavailable": EmbeddingError,
     "llm_error": LLMError,
     "chain_error": ChainError,
+    "write_conflict": WriteConflictError,
 }
 _SOURCE_CODES = ("unknown_source", "no_records_source", "not_a_records_source")
 

@@ -58,6 +58,8 @@ async def run_coroutine(
 
     def target() -> None:
         try:
+            # not async_bridge.run_sync: a daemon thread abandoned at its deadline keeps
+            # no per-thread loop, and its loop and task are handed out to be cancelled
             result = asyncio.run(main())
         except BaseException as exc:  # handed to the waiting caller, whatever it is
             if not done.done():

@@ -5,7 +5,8 @@ FlexMatchError
 │   ├── SourceChoiceError  a caller named an unknown or unfitting source
 │   └── FilterError    a search filter names a field or value that cannot be filtered on
 ├── MissingExtraError  an optional dependency is not installed (names the extra)
-├── ChainError         a chain failed at run time (names the chain and the input)
+├── ChainError         a chain failed at run time (names the chain, its kind, the source
+│   │                  and the input)
 │   └── PromptError    a prompt template failed to load or render
 ├── ParseError         a document could not be read (names the file)
 │   ├── UnsupportedFormatError
@@ -17,6 +18,7 @@ FlexMatchError
 ├── DocumentNotFoundError  no such document in this tenant
 ├── WebImportError     a URL was refused or could not be fetched
 ├── PayloadError       a document holds what the store could not read back (names the field)
+├── WriteConflictError another writer replaced a document while it was being indexed
 ├── KeyRequestError    an API key could not be created or changed as asked
 ├── ToolCallError      an agent's tool call was malformed (unknown tool, bad arguments)
 ├── ServiceError       a FlexMatch server refused a request, or could not be reached
@@ -98,6 +100,11 @@ class WebImportError(FlexMatchError):
 class PayloadError(FlexMatchError):
     """A document or point holds a value the store could not read back (too deep, too
     large, or not JSON); the message names the document and the field."""
+
+
+class WriteConflictError(FlexMatchError):
+    """Another writer replaced a document while this one indexed it: this version is not
+    committed, the other writer's stands."""
 
 
 class KeyRequestError(FlexMatchError):

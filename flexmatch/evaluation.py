@@ -9,7 +9,6 @@ A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv`
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import statistics
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from flexmatch.async_bridge import run_sync
 from flexmatch.config import KBConfig
 from flexmatch.errors import ConfigError
 from flexmatch.models import SearchResult
@@ -133,7 +133,7 @@ async def evaluate(
 
 
 def evaluate_sync(kb: Searchable, dataset: BeirDataset, limit: int | None = None) -> Scores:
-    return asyncio.run(evaluate(kb, dataset, limit))
+    return run_sync(evaluate(kb, dataset, limit))
 
 
 # -- setups ------------------------------------------------------------------------------

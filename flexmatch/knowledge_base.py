@@ -8,18 +8,17 @@ queries, ``engine.documents`` for document management).
 from __future__ import annotations
 
 import asyncio
-import atexit
-import concurrent.futures
 import itertools
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
 from flexmatch import resources
 from flexmatch.access import ACCESS_FIELD, Access, Principal, access_filter
+from flexmatch.async_bridge import run_sync
 from flexmatch.config import (
     CONFIG_FILE,
     LOCAL_EMBEDDING_MODELS,
@@ -39,6 +38,7 @@ from flexmatch.engine.estimate import estimate
 from flexmatch.engine.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest import (
     Indexer,
+    SourceChainCache,
     SourceChains,
     Work,
     check_size,
@@ -84,9 +84,6 @@ LLM_CACHE_FILE = "llm-cache.sqlite"
 T = TypeVar("T")
 
 
-_runners = threading.local()
-
-
 def _raw_yaml(path: Path) -> dict[str, Any]:
     """A built-in YAML mapping as written (no ``${ENV}`` interpolation)."""
     data = load_yaml_text(path.read_text(encoding="utf-8"), str(path))
@@ -109,55 +106,6 @@ def _first_sentence(lines: list[str]) -> str:
     return text if end < 0 else text[: end + 1]
 
 
-def _thread_runner() -> asyncio.Runner:
-    """This thread's event loop, kept between calls: a loop and its thread pool made anew
-    for each call cost a few milliseconds, a fair share of a query."""
-    runner: asyncio.Runner | None = getattr(_runners, "runner", None)
-    if runner is None:
-        runner = _runners.runner = asyncio.Runner()
-        atexit.register(runner.close)
-    return runner
-
-
-class _Boxed(Generic[T]):
-    """A result whose ``repr`` costs nothing. On the main thread, ``asyncio.Runner``
-    checks its Ctrl-C handler with ``signal.getsignal``, which formats the handler, and
-    with it the finished task and its result: for a list of search results that took
-    ~2 ms of every query."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: T) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "<result>"
-
-
-async def _boxed(awaitable: Coroutine[Any, Any, T]) -> _Boxed[T]:
-    return _Boxed(await awaitable)
-
-
-def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to the end from synchronous code, inside a running loop or not.
-    Like ``asyncio.run``, nothing it started outlives it: leftover tasks are cancelled."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        runner = _thread_runner()
-        try:
-            return runner.run(_boxed(awaitable)).value
-        finally:
-            leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
-            for task in leftovers:
-                task.cancel()
-            if leftovers:
-                gathered = asyncio.gather(*leftovers, return_exceptions=True)
-                runner.get_loop().run_until_complete(gathered)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, awaitable).result()
-
-
 class KnowledgeBase:
     """A folder with a ``flexmatch.yaml``, its chains and prompts, and a Qdrant store."""
 
@@ -174,7 +122,9 @@ class KnowledgeBase:
         self.context = ChainContext(kb_dir=path, llm=self._make_llm(), env=env)
         self._embedder = embedder
         self._store: VectorStore | None = None
-        self._source_chains: dict[str, SourceChains] = {}
+        self._source_chains = SourceChainCache(
+            lambda: self.config.sources, self.context, str(path / CONFIG_FILE)
+        )
         self._query_plan: QueryPlan | None = None
         self._formatters: dict[str, ResultFormatter] = {}
         self._active_runs = ActiveRuns()
@@ -352,16 +302,7 @@ class KnowledgeBase:
 
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
-        if source not in self.config.sources:
-            known = ", ".join(sorted(self.config.sources))
-            raise ConfigError(
-                f"{self.path / CONFIG_FILE}: no source named '{source}' (sources: {known})"
-            )
-        if source not in self._source_chains:
-            self._source_chains[source] = SourceChains.build(
-                self.config.sources[source], self.context
-            )
-        return self._source_chains[source]
+        return self._source_chains.get(source)
 
     def query_plan(self) -> QueryPlan:
         """Every source's query chains and the groups a search runs."""

@@ -7,10 +7,11 @@ load → ``Document`` (made of ``Element``s) → chunk → ``Section`` → enric
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -154,22 +155,17 @@ class ParsedDocument(BaseModel):
         return joined_text(self.elements)
 
 
-class Document(BaseModel):
-    """A parsed document with its identity: where it came from and what it holds."""
+class Document(ParsedDocument):
+    """A parsed document with its identity: where it came from (what it holds is its
+    ``ParsedDocument`` part)."""
 
     id: str
     uri: str
     source: str
-    title: str
-    elements: list[Element]
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    title: str  # required here: a loader always names the document
     # an uploaded file as it was sent, kept beside the document (never in its JSON)
     original: bytes | None = Field(None, exclude=True, repr=False)
     original_name: str | None = Field(None, exclude=True)
-
-    @property
-    def text(self) -> str:
-        return joined_text(self.elements)
 
     @property
     def content_hash(self) -> str:
@@ -184,11 +180,17 @@ class Section(BaseModel):
     location: Location | None = None
 
 
+MatchKind = Literal["question", "sentence", "keyword", "content", "title"]
+"""What a matching text is: a generated question, a sentence or keyword of the chunk, the
+chunk's own text (``content``) or its document's title. The one list of match kinds."""
+MATCH_KINDS: tuple[MatchKind, ...] = get_args(MatchKind)
+
+
 class MatchingText(BaseModel):
     """A short text that is embedded and matched against queries for one chunk."""
 
     text: str
-    kind: Literal["question", "sentence", "keyword", "content", "title"] = "question"
+    kind: MatchKind = "question"
 
 
 class Chunk(BaseModel):
@@ -202,6 +204,20 @@ class Chunk(BaseModel):
     qualifying_text: str = ""
     matching_texts: list[MatchingText] = Field(default_factory=list)
     location: Location | None = None
+
+
+@functools.cache
+def _shared_names(source: type[BaseModel], target: type[BaseModel]) -> tuple[str, ...]:
+    fields = {**source.model_fields, **source.model_computed_fields}
+    return tuple(name for name in target.model_fields if name in fields)
+
+
+def shared_fields(source: BaseModel, target: type[BaseModel]) -> dict[str, Any]:
+    """The values of ``source``'s fields (computed ones too) that ``target`` also has, by
+    name: the one conversion between the shapes a chunk takes (``Chunk``, the stored
+    ``MatchPayload``, ``SearchResult``, ``ResultItem``, ``ChunkView``), so a field they
+    share is copied here and nowhere else."""
+    return {name: getattr(source, name) for name in _shared_names(type(source), target)}
 
 
 class Signals(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from flexmatch.models import Location, SearchResult, Signals
+from flexmatch.models import Location, SearchResult, Signals, shared_fields
 
 
 class Answer(BaseModel):
@@ -78,22 +78,13 @@ def tool_result(
 ) -> ToolResult:
     """The tool result for ``results``; ``explain`` adds each result's signals."""
     items = [
-        ResultItem(
-            rank=rank,
-            source=r.source,
-            document_id=r.document_id,
-            chunk_id=r.chunk_id,
-            uri=r.uri,
-            title=r.title,
-            heading_path=r.heading_path,
-            location=r.location,
-            cite=r.cite,
-            qualifying_text=r.qualifying_text,
-            content=r.content,
-            matched_text=r.matched_text,
-            score=round(r.score, 4),
-            metadata=r.metadata,
-            explanation=r.signals if explain else None,
+        ResultItem.model_validate(
+            {
+                **shared_fields(r, ResultItem),
+                "rank": rank,
+                "score": round(r.score, 4),
+                "explanation": r.signals if explain else None,
+            }
         )
         for rank, r in enumerate(results, start=1)
     ]

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundation",
         (
+            "flexmatch.async_bridge",
             "flexmatch.deadlines",
             "flexmatch.errors",
             "flexmatch.extras",
@@ -366,6 +367,7 @@ def test_public_api_is_pinned() -> None:
         "UnsupportedFormatError",
         "Usage",
         "WebImportError",
+        "WriteConflictError",
         "answer_result",
         "broken_chain_plugins",
         "describe_access",

@@ -216,21 +216,10 @@ class DocumentRegistry:
         points = self.store.scroll(tenant, {"record": MATCH, "document_id": document_id})
         for hit in self.visible(tenant, points):
             p = MatchPayload.model_validate(hit.payload)
-            view = chunks.setdefault(
-                p.chunk_id,
-                ChunkView(
-                    id=p.chunk_id,
-                    index=0,
-                    heading_path=[],
-                    content="",
-                    qualifying_text="",
-                    matching_texts=[],
-                ),
-            )
-            if "content" in hit.payload:  # the chunk's carrier point
-                view.index, view.heading_path = p.chunk_index, p.heading_path
-                view.location = p.location
-                view.content, view.qualifying_text = p.content, p.qualifying_text
+            view = chunks.get(p.chunk_id)
+            if view is None or "content" in hit.payload:  # the carrier holds the chunk
+                texts = view.matching_texts if view is not None else []
+                view = chunks[p.chunk_id] = p.chunk_view(texts)
             view.matching_texts.append(p.matching_text())
         ordered = sorted(chunks.values(), key=lambda c: c.index)
         for view in ordered:

@@ -51,7 +51,7 @@ import numpy as np
 from flexmatch.config import LOCAL_EMBEDDING_MODELS, KBConfig
 from flexmatch.engine.chains import ChainContext
 from flexmatch.engine.embedders import EmbeddingBatcher, make_embedder
-from flexmatch.engine.ingest import Enriched, SourceChains, enrich_and_embed
+from flexmatch.engine.ingest import Enriched, SourceChainCache, SourceChains, enrich_and_embed
 from flexmatch.engine.llm import LLM
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError
 from flexmatch.extras import require
@@ -148,6 +148,9 @@ class IngestWorker:
             cache = Path(llm_cache) if llm_cache and Path(llm_cache).parent.is_dir() else None
             self.llm = LLM.from_config(config.models, cache)
             self.context = ChainContext(kb_dir=self.kb_dir, llm=self.llm, env=env)
+            self.chains = SourceChainCache(
+                lambda: self.config.sources, self.context, "the workers' config"
+            )
             self.embedder = make_embedder(config.models)
             self.embedding_model = self.embedder.name
             if self.embedding_model in LOCAL_EMBEDDING_MODELS:
@@ -171,7 +174,6 @@ class IngestWorker:
         self.fetchers = IsolatedPool(
             workers=ingest.fetch_workers, memory_mb=memory, start="forkserver"
         )
-        self._chains: dict[str, SourceChains] = {}
         self._reported = Usage()
 
     def ready(self) -> WorkerInfo:
@@ -179,13 +181,6 @@ class IngestWorker:
 
     def pid(self) -> int:
         return os.getpid()
-
-    def _source_chains(self, source: str) -> SourceChains:
-        if source not in self._chains:
-            if source not in self.config.sources:
-                raise ConfigError(f"no source named '{source}' in the workers' config")
-            self._chains[source] = SourceChains.build(self.config.sources[source], self.context)
-        return self._chains[source]
 
     async def isolated(
         self,
@@ -207,7 +202,7 @@ class IngestWorker:
         naming the document, as a local run reports it, never a remote traceback)."""
         result = WorkResult()
         try:
-            chains = self._source_chains(document.source)
+            chains = self.chains.get(document.source)
             enriched = await enrich_and_embed(
                 document, chains, self.batcher.embed, self.config.ingest
             )

@@ -41,6 +41,8 @@ def dbsf(lists: Sequence[Scores], weights: Sequence[float] | None = None) -> Sco
 
 
 def minmax(scores: Scores) -> Scores:
+    """Each score scaled to 0..1 over ``scores`` (all 1.0 when they are equal): the one
+    min-max normalisation (first-stage fusion and the ``fusion`` reranker)."""
     if not scores:
         return {}
     low, high = min(scores.values()), max(scores.values())

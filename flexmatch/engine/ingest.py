@@ -12,7 +12,7 @@ import functools
 import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,6 +21,7 @@ import numpy as np
 
 from flexmatch import deadlines
 from flexmatch.access import ACCESS_FIELD, PUBLIC, Access, resolve_access
+from flexmatch.async_bridge import run_sync
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
@@ -43,7 +44,13 @@ from flexmatch.engine.points import (
     match_point_id,
 )
 from flexmatch.engine.stores import StoredPoint, VectorStore
-from flexmatch.errors import ChainError, ConfigError, DocumentTooLargeError, FlexMatchError
+from flexmatch.errors import (
+    ChainError,
+    ConfigError,
+    DocumentTooLargeError,
+    FlexMatchError,
+    WriteConflictError,
+)
 from flexmatch.inputs.loaders import NAMING_METADATA
 from flexmatch.inputs.validators import VOLATILE_METADATA, validators
 from flexmatch.models import (
@@ -55,6 +62,7 @@ from flexmatch.models import (
     MatchingText,
     Section,
     SkippedDocument,
+    shared_fields,
 )
 from flexmatch.payloads import check_document_id, check_metadata, check_value
 
@@ -99,6 +107,37 @@ class SourceChains:
         return [self.chunker, self.matching_text, self.qualifying_text]
 
 
+class SourceChainCache:
+    """Each source's ingest chains, built on first use and kept until ``clear``: the one
+    cache of them, held by a knowledge base and by each fan-out worker. ``sources`` is
+    read on every call, so a caller that swaps its config is seen; ``where`` names that
+    config in the error for an unknown source."""
+
+    def __init__(
+        self,
+        sources: Callable[[], Mapping[str, SourceConfig]],
+        context: ChainContext,
+        where: str,
+    ) -> None:
+        self._sources = sources
+        self._context = context
+        self._where = where
+        self._built: dict[str, SourceChains] = {}
+
+    def get(self, source: str) -> SourceChains:
+        sources = self._sources()
+        if source not in sources:
+            known = ", ".join(sorted(sources))
+            raise ConfigError(f"{self._where}: no source named '{source}' (sources: {known})")
+        chains = self._built.get(source)
+        if chains is None:
+            chains = self._built[source] = SourceChains.build(sources[source], self._context)
+        return chains
+
+    def clear(self) -> None:
+        self._built.clear()
+
+
 @dataclass
 class Enriched:
     """A document's chunks and one vector per matching text, in order: the expensive part
@@ -134,7 +173,7 @@ async def off_loop(work: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that only computes (a chunker, a chain without an LLM) on an ingest
     thread with a loop of its own: on a server's event loop, a big document's chunking or
     sentence splitting would hold up every other request until it was done."""
-    return await in_ingest_thread(asyncio.run, work)
+    return await in_ingest_thread(run_sync, work)
 
 
 async def _per_section(
@@ -192,8 +231,7 @@ async def sections_of(document: Document, chunker: Chunker, limits: IngestConfig
     one per 4 characters of text (at least 100), their text at most 8 times the
     document's, and every one a ``Section``. Anything else fails this document, naming
     the chain and what it returned."""
-    spec = chunker.spec
-    what = f"chunker chain '{spec.name}' (type '{spec.type}')"
+    what = chunker.label
 
     async def call() -> Any:
         result = chunker.run(document)
@@ -366,7 +404,9 @@ class Indexer:
             raise
         current = self.registry.get(self.tenant, document.id)
         if current is None or current.pending_version != version:
-            raise ChainError(f"{document.uri}: another writer replaced it while it was indexed")
+            raise WriteConflictError(
+                f"{document.uri}: another writer replaced it while it was indexed"
+            )
         stored_chunks = len({p.payload["chunk_id"] for p in points})
         if self.archive is not None:  # before the commit: a committed version is archived
             await asyncio.to_thread(self.archive.put, self.tenant, document)
@@ -498,27 +538,26 @@ class Indexer:
             by_chunk.setdefault(chunk.id, []).append((matching, vector))
         points = []
         metadata = filterable_metadata(stored_metadata(document.metadata))  # whole: on the record
+        of_document = {
+            **shared_fields(document, MatchPayload),  # uri, source, title
+            "metadata": metadata,
+            "version": version,
+            "access": access,
+        }
         for chunk in chunks:
             pairs = by_chunk.get(chunk.id, [])
             if not pairs or self._near_duplicate(document, pairs, seen, access):
                 continue
+            of_chunk = {
+                **of_document,
+                **shared_fields(chunk, MatchPayload),  # heading_path, qualifying_text, ...
+                "chunk_id": chunk.id,
+                "chunk_index": chunk.index,
+                "content": chunk.text,
+            }
             for position, (matching, vector) in enumerate(pairs):
-                payload = MatchPayload(
-                    document_id=document.id,
-                    chunk_id=chunk.id,
-                    chunk_index=chunk.index,
-                    source=document.source,
-                    version=version,
-                    uri=document.uri,
-                    title=document.title,
-                    heading_path=chunk.heading_path,
-                    content=chunk.text,
-                    qualifying_text=chunk.qualifying_text,
-                    matched_text=matching.text,
-                    match_kind=matching.kind,
-                    metadata=metadata,
-                    location=chunk.location,
-                    access=access,
+                payload = MatchPayload.model_validate(
+                    {**of_chunk, "matched_text": matching.text, "match_kind": matching.kind}
                 ).model_dump(exclude=_unstored(position, access))
                 points.append(
                     StoredPoint(

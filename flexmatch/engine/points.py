@@ -17,12 +17,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from flexmatch.errors import FilterError
-from flexmatch.models import DocumentRecord, Location, MatchingText, SearchResult, Signals
+from flexmatch.models import (
+    MATCH_KINDS,
+    ChunkView,
+    DocumentRecord,
+    Location,
+    MatchingText,
+    MatchKind,
+    SearchResult,
+    Signals,
+    shared_fields,
+)
 
 MATCH = "match"
 DOCUMENT = "document"
-CONTENT = "content"  # the match kind of a chunk's own text
-QUESTION_KINDS = ["question", "sentence", "keyword", "title"]
+CONTENT: MatchKind = "content"  # the match kind of a chunk's own text
+QUESTION_KINDS = [kind for kind in MATCH_KINDS if kind != CONTENT]  # the "question" half
 
 POINT_NAMESPACE = uuid.UUID("6f1c2a52-8a0e-4c49-9d1b-5f4b8f1e2a77")
 CHUNK_FIELDS = ("content", "qualifying_text", "heading_path", "chunk_index", "location")
@@ -78,34 +88,25 @@ class MatchPayload(BaseModel):
     content: str = ""
     qualifying_text: str = ""
     matched_text: str = ""
-    match_kind: str = "question"
+    match_kind: str = "question"  # a MatchKind; read leniently (see matching_text)
     metadata: dict[str, Any] = {}
     location: Location | None = None  # none in chunks stored before locations were kept
     access: list[str] | None = None  # who may read it (absent: the whole tenant)
 
     def matching_text(self) -> MatchingText:
-        kind = self.match_kind if self.match_kind in _MATCH_KINDS else "question"
+        kind = self.match_kind if self.match_kind in MATCH_KINDS else "question"
         return MatchingText.model_validate({"text": self.matched_text, "kind": kind})
 
     def result(self, score: float) -> SearchResult:
-        return SearchResult(
-            chunk_id=self.chunk_id,
-            document_id=self.document_id,
-            uri=self.uri,
-            source=self.source,
-            title=self.title,
-            heading_path=self.heading_path,
-            content=self.content,
-            qualifying_text=self.qualifying_text,
-            matched_text=self.matched_text,
-            score=score,
-            metadata=self.metadata,
-            signals=Signals(first_stage=score),
-            location=self.location,
+        shared = shared_fields(self, SearchResult)
+        return SearchResult(**shared, score=score, signals=Signals(first_stage=score))
+
+    def chunk_view(self, matching_texts: list[MatchingText]) -> ChunkView:
+        """The chunk this (carrier) point holds, as ``docs show`` shows it."""
+        shared = shared_fields(self, ChunkView)
+        return ChunkView(
+            **shared, id=self.chunk_id, index=self.chunk_index, matching_texts=matching_texts
         )
-
-
-_MATCH_KINDS = {"question", "sentence", "keyword", "content", "title"}
 
 
 def filterable_metadata(metadata: dict[str, Any]) -> dict[str, Any]:

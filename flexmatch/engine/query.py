@@ -24,7 +24,7 @@ from flexmatch.engine.chains import (
     ResultFormatter,
     build_chain,
 )
-from flexmatch.engine.chains.base import collecting_warnings
+from flexmatch.engine.chains.base import collecting_warnings, for_sources
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import Filters
 from flexmatch.engine.retrieval import Retriever
@@ -150,7 +150,9 @@ async def search(
     group_k = _group_k(top_k, top_n, len(groups))
     with collecting_warnings() as warnings:
         with stages("transform"):
-            variant_lists = await asyncio.gather(*(g.transform.run(text) for g, _ in groups))
+            variant_lists = await asyncio.gather(
+                *(for_sources(g.sources, g.transform.run(text)) for g, _ in groups)
+            )
         retrievers = [Retriever(store, tenant, settings, exclude) for _, _, exclude in scopes]
         texts = list(dict.fromkeys(v for variants in variant_lists for v in variants))
 
@@ -268,11 +270,15 @@ async def _rerank(
     many places of the ranking each group gets and where; each group's own reranker
     decides which of its candidates fill its places, in its order."""
     union = [r for results in found for r in results]
+    every = [source for g in groups for source in g.sources]
     if len({g.reranker_ref for g in groups}) <= 1:
-        return await groups[0].reranker.run(text, union) if groups else []
+        return await for_sources(every, groups[0].reranker.run(text, union)) if groups else []
     slots, *own = await asyncio.gather(
-        arbiter.run(text, union),
-        *(g.reranker.run(text, results) for g, results in zip(groups, found, strict=True)),
+        for_sources(every, arbiter.run(text, union)),
+        *(
+            for_sources(g.sources, g.reranker.run(text, results))
+            for g, results in zip(groups, found, strict=True)
+        ),
     )
     group_of = {r.chunk_id: index for index, results in enumerate(found) for r in results}
     queues = [iter(ranked) for ranked in own]

@@ -30,7 +30,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "key_identity": ("flexmatch.service.keys", "key_identity"),
     "load_eval": ("flexmatch.service.evals", "load_eval"),
     "require_extra": ("flexmatch.extras", "require"),
-    "run_sync": ("flexmatch.knowledge_base", "run_sync"),
+    "run_sync": ("flexmatch.async_bridge", "run_sync"),
     "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
     "save_eval": ("flexmatch.service.evals", "save_eval"),
 }
@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.evaluation import BASELINES
     from flexmatch.extras import require as require_extra
     from flexmatch.inputs.sources import safe_filename
-    from flexmatch.knowledge_base import run_sync
+    from flexmatch.async_bridge import run_sync
     from flexmatch.service.evals import EvalRow, EvalRun, load_eval, save_eval
     from flexmatch.service.keys import (
         PERMISSIONS,

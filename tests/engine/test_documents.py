@@ -15,7 +15,7 @@ from flexmatch import KnowledgeBase
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import match_point_id
 from flexmatch.engine.stores.base import Hit, StoredPoint
-from flexmatch.errors import DocumentNotFoundError, StoreError
+from flexmatch.errors import DocumentNotFoundError, StoreError, WriteConflictError
 from flexmatch.testing import FakeLLMServer, HashEmbedder, memory_knowledge_base
 from tests.conftest import llm_config, write_config
 from tests.engine.samples import HARBOUR, ORCHARD, match_points, write
@@ -258,3 +258,38 @@ def test_only_unfinished_documents_are_looked_up(tmp_path: Path, embedder: HashE
 
 def _hit(payload: dict[str, object], document_id: str, version: str) -> Hit:
     return Hit(id="p", payload={**payload, "document_id": document_id, "version": version})
+
+
+def test_a_write_race_fails_the_document_as_a_write_conflict(
+    tmp_path: Path, embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer begins a version of the document while it is indexed: this run's
+    version is not committed, and the failure says why (a ``WriteConflictError``)."""
+    from flexmatch.engine import ingest
+
+    doc = write(tmp_path / "d", "harbour.md", HARBOUR)
+    raised: list[BaseException] = []
+    real_enrich = ingest.enrich_and_embed
+
+    async def enrich_while_another_writes(document, chains, embed, limits=None):  # type: ignore[no-untyped-def]
+        registry = DocumentRegistry(kb.store)
+        record = registry.get("default", document.id)
+        registry.begin("default", record, "another-writers-version")
+        return await real_enrich(document, chains, embed, limits)
+
+    real_index = ingest.Indexer._index
+
+    async def spying(self, document, chains):  # type: ignore[no-untyped-def]
+        try:
+            return await real_index(self, document, chains)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(ingest, "enrich_and_embed", enrich_while_another_writes)
+    monkeypatch.setattr(ingest.Indexer, "_index", spying)
+    with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([doc])
+    (failure,) = report.failed
+    assert failure.error.endswith("another writer replaced it while it was indexed")
+    assert [type(exc) for exc in raised] == [WriteConflictError]

@@ -688,7 +688,6 @@ def evaluate(
     as_json: JsonOption = False,
 ) -> None:
     """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by side."""
-    import asyncio
     import tempfile
 
     if save_to is not None and not save_to.expanduser().is_dir():  # before the long run
@@ -713,7 +712,7 @@ def evaluate(
             bar.update(tasks[name], completed=done, total=total)  # type: ignore[arg-type]
 
         with tempfile.TemporaryDirectory(prefix="flexmatch-eval-") as work:
-            results = asyncio.run(
+            results = fm_service.run_sync(
                 fm.evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
             )
     if save_to is not None:

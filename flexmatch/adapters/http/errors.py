@@ -27,6 +27,7 @@ from flexmatch import (
     ParseError,
     StoreError,
     WebImportError,
+    WriteConflictError,
 )
 
 log = logging.getLogger("flexmatch.adapters.http")
@@ -121,6 +122,7 @@ def status_for(exc: FlexMatchError) -> tuple[int, str]:
     """Status and code for an error the core raised on purpose (its message is user-facing)."""
     for kind, status, code in (
         (DocumentNotFoundError, 404, "not_found"),
+        (WriteConflictError, 409, "write_conflict"),
         (FilterError, 422, "invalid_filter"),
         (WebImportError, 422, "web_import_refused"),
         (ParseError, 422, "parse_error"),

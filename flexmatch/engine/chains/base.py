@@ -7,22 +7,30 @@ an import path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from flexmatch.engine.chains.spec import ChainKind, ChainSpec
 from flexmatch.engine.llm import LLM
-from flexmatch.errors import ChainError, ConfigError
+from flexmatch.errors import ChainError, ConfigError, FlexMatchError
+from flexmatch.models import Document
+from flexmatch.results import ToolResult
 from flexmatch.templates import PromptTemplate, load_prompt
 from flexmatch.yamlio import validate
 
+T = TypeVar("T")
 _WARNINGS: ContextVar[list[str] | None] = ContextVar("flexmatch_chain_warnings", default=None)
+# the sources a query chain runs for (a query chain may serve several; see ``for_sources``)
+_SOURCES: ContextVar[tuple[str, ...]] = ContextVar("flexmatch_chain_sources", default=())
+SHOWN_INPUT = 80  # characters of a query or URI a chain failure quotes
 
 
 @contextmanager
@@ -34,6 +42,68 @@ def collecting_warnings() -> Iterator[list[str]]:
         yield found
     finally:
         _WARNINGS.reset(token)
+
+
+async def for_sources(sources: Iterable[str], work: Awaitable[T]) -> T:
+    """Await a query chain's ``work`` for ``sources``: a failure of the chain names them."""
+    token = _SOURCES.set(tuple(sources))
+    try:
+        return await work
+    finally:
+        _SOURCES.reset(token)
+
+
+def _quoted(text: str) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= SHOWN_INPUT else text[: SHOWN_INPUT - 3] + "...")
+
+
+def _subject(args: tuple[Any, ...]) -> str:
+    """What a chain was run on, for its failure: the source and the document or query."""
+    document = next((a for a in args if isinstance(a, Document)), None)
+    if document is not None:
+        return f"source {document.source!r}, document {_quoted(document.uri or document.id)}"
+    sources = _SOURCES.get()
+    named = f"source {', '.join(map(repr, sources))}, " if sources else ""
+    query = next((a for a in args if isinstance(a, str)), None)
+    if query is None:
+        query = next((a.query for a in args if isinstance(a, ToolResult)), None)
+    return f"{named}query {_quoted(query)}" if query is not None else named.rstrip(", ")
+
+
+def _reported(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``run`` with an unexpected error turned into a ``ChainError`` naming the chain, its
+    kind, the source and the input, chained from the original (a ``FlexMatchError``, an
+    LLM's or a nested chain's, passes as it is)."""
+
+    def failure(chain: Chain, args: tuple[Any, ...], exc: Exception) -> ChainError:
+        subject = _subject(args)
+        on = f" on {subject}" if subject else ""
+        return ChainError(f"{chain.label} failed{on}: {type(exc).__name__}: {exc}")
+
+    if inspect.iscoroutinefunction(run):
+
+        @functools.wraps(run)
+        async def reported_async(self: Chain, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await run(self, *args, **kwargs)
+            except FlexMatchError:
+                raise
+            except Exception as exc:
+                raise failure(self, args, exc) from exc
+
+        return reported_async
+
+    @functools.wraps(run)
+    def reported(self: Chain, *args: Any, **kwargs: Any) -> Any:  # a plug-in's plain ``run``
+        try:
+            return run(self, *args, **kwargs)
+        except FlexMatchError:
+            raise
+        except Exception as exc:
+            raise failure(self, args, exc) from exc
+
+    return reported
 
 
 class NoParams(BaseModel):
@@ -59,6 +129,14 @@ class Chain:
     uses_llm: ClassVar[bool] = False
     prompt_variables: ClassVar[frozenset[str]] = frozenset()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``run`` a chain class defines, built-in or plug-in, is wrapped once
+        (``_reported``): the one place a chain's failure gets its context."""
+        super().__init_subclass__(**kwargs)
+        run = cls.__dict__.get("run")
+        if callable(run) and not getattr(run, "__isabstractmethod__", False):
+            cls.run = _reported(run)  # type: ignore[attr-defined]
+
     def __init__(self, spec: ChainSpec, context: ChainContext) -> None:
         self.spec = spec
         self.context = context
@@ -68,6 +146,11 @@ class Chain:
             self.prompt = load_prompt(spec.prompt, context.kb_dir, set(self.prompt_variables))
         elif self.uses_llm:
             raise ConfigError(f"{spec.path}: field 'prompt': a '{spec.type}' chain needs a prompt")
+
+    @property
+    def label(self) -> str:
+        """How messages name this chain: ``chunker chain 'code' (type 'code')``."""
+        return f"{self.kind} chain '{self.spec.name}' (type '{self.spec.type}')"
 
     @property
     def llm(self) -> LLM:

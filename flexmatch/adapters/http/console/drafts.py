@@ -43,7 +43,7 @@ from flexmatch import (
     Section,
     ToolResult,
 )
-from flexmatch.service import bounded_previews
+from flexmatch.service import bounded_previews, run_sync
 
 PLACEHOLDER_MODEL = "console-preview/no-llm"  # never called: previews only render
 DRAFT_PREFIX = "flexmatch-console-"
@@ -319,7 +319,7 @@ async def _bounded(work: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
 
     def run() -> Any:
         with bounded_previews():
-            return asyncio.run(work())
+            return run_sync(work())
 
     return await asyncio.to_thread(run)
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.kinds import Reranker
 from flexmatch.engine.chains.registry import register
+from flexmatch.engine.fusion import minmax
 from flexmatch.models import SearchResult
 
 
@@ -40,15 +41,11 @@ class SignalFusion(Reranker):
         }
         totals = [0.0] * len(candidates)
         for weight, values in signals.values():
-            present = [v for v in values if v is not None]
-            if not present or weight == 0:
+            if weight == 0:
                 continue
-            low, high = min(present), max(present)
-            for i, value in enumerate(values):
-                if value is not None and high > low:
-                    totals[i] += weight * (value - low) / (high - low)
-                elif value is not None:
-                    totals[i] += weight
+            present = {str(i): value for i, value in enumerate(values) if value is not None}
+            for key, scaled in minmax(present).items():
+                totals[int(key)] += weight * scaled
         order = sorted(range(len(candidates)), key=lambda i: (-totals[i], i))
         return [
             candidates[i].model_copy(

@@ -1,0 +1,69 @@
+"""Running async code from synchronous code: the one bridge.
+
+The facade's sync twins (``KnowledgeBase.ingest``, ``search``, ...), the CLI, the console's
+chain drafts, evaluation and the ingest threads all call ``run_sync``; code that needs
+something else (a deadline on a daemon thread: ``deadlines.run_coroutine``) says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_runners = threading.local()
+
+
+def _thread_runner() -> asyncio.Runner:
+    """This thread's event loop, kept between calls: a loop and its thread pool made anew
+    for each call cost a few milliseconds, a fair share of a query."""
+    runner: asyncio.Runner | None = getattr(_runners, "runner", None)
+    if runner is None:
+        runner = _runners.runner = asyncio.Runner()
+        atexit.register(runner.close)
+    return runner
+
+
+class _Boxed(Generic[T]):
+    """A result whose ``repr`` costs nothing. On the main thread, ``asyncio.Runner``
+    checks its Ctrl-C handler with ``signal.getsignal``, which formats the handler, and
+    with it the finished task and its result: for a list of search results that took
+    ~2 ms of every query."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<result>"
+
+
+async def _boxed(awaitable: Coroutine[Any, Any, T]) -> _Boxed[T]:
+    return _Boxed(await awaitable)
+
+
+def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end from synchronous code, inside a running loop or not.
+    Like ``asyncio.run``, nothing it started outlives it: leftover tasks are cancelled."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        runner = _thread_runner()
+        try:
+            return runner.run(_boxed(awaitable)).value
+        finally:
+            leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                gathered = asyncio.gather(*leftovers, return_exceptions=True)
+                runner.get_loop().run_until_complete(gathered)
+    # inside a running loop: a thread of its own, with a fresh loop that ends with the call
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, awaitable).result()
