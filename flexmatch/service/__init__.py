@@ -51,10 +51,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from flexmatch.async_bridge import run_sync
     from flexmatch.evaluation import BASELINES
     from flexmatch.extras import require as require_extra
     from flexmatch.inputs.sources import safe_filename
-    from flexmatch.async_bridge import run_sync
     from flexmatch.service.evals import EvalRow, EvalRun, load_eval, save_eval
     from flexmatch.service.keys import (
         PERMISSIONS,
