@@ -13,6 +13,7 @@ from flexmatch.errors import SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
+QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's query-side chains
 # the packaged all-MiniLM-L6-v2, as trained, and with int8 matrix products
 LOCAL_EMBEDDING_MODEL_FP32 = "local/all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_MODEL_INT8 = "local/all-MiniLM-L6-v2-int8"

@@ -1,7 +1,7 @@
 """Retrieval evaluation on labelled data in BEIR layout: nDCG@10, recall@k, MRR@10.
 
 Metrics, data sets and setups live here; ``knowledge_base.evaluate_setups`` runs setups
-side by side on knowledge bases it opens.
+side by side on knowledge bases it opens (there, as it opens them).
 
 A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``
 (query-id, corpus-id, score; scores above 1 are graded relevance).
@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from flexmatch.async_bridge import run_sync
-from flexmatch.config import KBConfig
+from flexmatch.config import QUERY_SIDE, KBConfig
+from flexmatch.config_templates import deep_merge
 from flexmatch.errors import ConfigError
 from flexmatch.models import SearchResult
 from flexmatch.resources import builtin_dir
@@ -140,9 +141,6 @@ def evaluate_sync(kb: Searchable, dataset: BeirDataset, limit: int | None = None
 BASELINES = ("bm25", "dense-passages", "rrf-passages")
 
 
-QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's query-side chains
-
-
 @dataclass(frozen=True)
 class Setup:
     """A named knowledge-base config fragment (chains and query settings) to evaluate.
@@ -177,16 +175,6 @@ class Setup:
             part.write_text("\n".join(lines[index::count]) + "\n", encoding="utf-8")
             parts.append((part, source))
         return parts
-
-
-def deep_merge(base: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in fragment.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def load_setup(name_or_path: str, base: KBConfig) -> Setup:

@@ -1,68 +1,55 @@
-"""``KnowledgeBase``: the public Python API, async first with sync wrappers.
+"""``KnowledgeBase``: the public Python API, async first, each method with a sync twin.
 
-A thin facade: it opens the folder's config, store and models, and hands each call to
-the unit that does the work (``engine.ingest_run`` for ingest, ``engine.query`` for
-queries, ``engine.documents`` for document management).
+A thin facade: it opens the folder's config and its ``engine.runtime`` (store, models,
+workers), and hands each call to the unit that does the work: ``engine.ingest`` (load →
+chunk → enrich → embed → commit), ``engine.query`` (transform → embed → search →
+complete → rerank) and ``engine.formatting``, ``engine.documents`` for document
+management, ``engine.estimate`` for what an ingest would cost.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
-from flexmatch import resources
+from flexmatch import config_templates
 from flexmatch.access import ACCESS_FIELD, Access, Principal, access_filter
 from flexmatch.async_bridge import run_sync
 from flexmatch.config import (
     CONFIG_FILE,
-    LOCAL_EMBEDDING_MODELS,
+    QUERY_SIDE,
     ChainRef,
     KBConfig,
-    ModelsConfig,
     QueryConfig,
     SourceConfig,
     choose_source,
     load_config,
 )
-from flexmatch.engine.archive import DocumentArchive, Original
-from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
+from flexmatch.engine.archive import Original
+from flexmatch.engine.chains import ResultFormatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.embedders import Embedder, EmbeddingBatcher, make_embedder
-from flexmatch.engine.estimate import estimate
+from flexmatch.engine.embedders import Embedder
+from flexmatch.engine.estimate import estimate_reading, plan_reindex
 from flexmatch.engine.fanout import RayFanOut, RayOptions
+from flexmatch.engine.formatting import format_result
 from flexmatch.engine.ingest import (
-    Indexer,
+    ProgressCallback,
     SourceChainCache,
     SourceChains,
     Work,
-    check_size,
-    check_storable,
-    is_current,
-    version_of,
-)
-from flexmatch.engine.ingest_run import (
-    READ_AHEAD,
-    ActiveRuns,
-    IngestRun,
-    ProgressCallback,
-    read_ahead,
+    run_ingest,
 )
 from flexmatch.engine.llm import LLM
+from flexmatch.engine.load import Loader, check_prunable, prune
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
-from flexmatch.engine.stores import VectorStore, open_store
-from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError, StoreError
-from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, deep_merge, evaluate
-from flexmatch.inputs.isolation import IsolatedPool
+from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
+from flexmatch.engine.stores import VectorStore
+from flexmatch.errors import ConfigError, DocumentNotFoundError
+from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate
 from flexmatch.inputs.loaders import Item
-from flexmatch.inputs.sources import SourceReader, spooled
-from flexmatch.inputs.sources.types import StoredCopies, state_file
 from flexmatch.models import (
     ChainUse,
     CostEstimate,
@@ -75,35 +62,11 @@ from flexmatch.models import (
     SearchResult,
     Stats,
 )
-from flexmatch.results import Answer, ResultItem, tool_result
-from flexmatch.yamlio import load_yaml_text
+from flexmatch.results import Answer, tool_result
 
 DEFAULT_TENANT = "default"
-STATE_DIR = ".flexmatch"
-LLM_CACHE_FILE = "llm-cache.sqlite"
+__all__ = ["DEFAULT_TENANT", "LLM_CACHE_FILE", "STATE_DIR", "KnowledgeBase", "evaluate_setups"]
 T = TypeVar("T")
-
-
-def _raw_yaml(path: Path) -> dict[str, Any]:
-    """A built-in YAML mapping as written (no ``${ENV}`` interpolation)."""
-    data = load_yaml_text(path.read_text(encoding="utf-8"), str(path))
-    return dict(data) if isinstance(data, dict) else {}
-
-
-def _leading_comment(path: Path) -> list[str]:
-    """A YAML file's leading comment lines, without their ``#``: what the file is."""
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        lines.append(line.lstrip("#").strip())
-    return lines
-
-
-def _first_sentence(lines: list[str]) -> str:
-    text = " ".join(lines)
-    end = text.find(". ")
-    return text if end < 0 else text[: end + 1]
 
 
 class KnowledgeBase:
@@ -119,27 +82,15 @@ class KnowledgeBase:
     ) -> None:
         self.path = path
         self.config = config
-        self.context = ChainContext(kb_dir=path, llm=self._make_llm(), env=env)
-        self._embedder = embedder
-        self._store: VectorStore | None = None
+        self.runtime = Runtime(path, lambda: self.config, env=env, embedder=embedder)
+        self.context = self.runtime.context
+        self.archive = self.runtime.archive
         self._source_chains = SourceChainCache(
             lambda: self.config.sources, self.context, str(path / CONFIG_FILE)
         )
+        self._loader = Loader(self.runtime, self.source_chains)
         self._query_plan: QueryPlan | None = None
         self._formatters: dict[str, ResultFormatter] = {}
-        self._active_runs = ActiveRuns()
-        self._store_lock = threading.Lock()
-        self._embedder_lock = threading.Lock()
-        ingest = config.ingest
-        self.parse_workers = IsolatedPool(
-            workers=ingest.parse_workers,
-            timeout=ingest.parse_timeout,
-            memory_mb=ingest.parse_memory_mb,
-        )
-        self.fetch_workers = IsolatedPool(
-            workers=ingest.fetch_workers, memory_mb=ingest.parse_memory_mb
-        )
-        self.archive = DocumentArchive(path / STATE_DIR / "archive")
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -162,61 +113,25 @@ class KnowledgeBase:
         """The built-in config templates ``init`` accepts, by name, each with what it is
         (its file's first comment line): ``default``, and every built-in evaluation setup
         (``configs/setups``), which is a fragment of a ``flexmatch.yaml`` over the default."""
-        found = {
-            "default": "The defaults: questions (sentences without an LLM), hybrid "
-            "retrieval, the offline reranker."
-        }
-        for path in sorted((resources.builtin_dir("configs") / "setups").glob("*.yaml")):
-            if path.stem not in found:
-                found[path.stem] = _first_sentence(_leading_comment(path))
-        return found
+        return config_templates.templates()
 
     @staticmethod
     def template_text(template: str) -> str:
         """The ``flexmatch.yaml`` a template makes: ``default`` as shipped (comments and
         all); a setup merged over it (``corpus_sources``, an evaluation setting, left
         out); or a file named by path, as it is."""
-        as_path = Path(template)
-        if template == "default" or as_path.suffix in (".yaml", ".yml") or len(as_path.parts) > 1:
-            source = resources.find("configs", template, None, suffixes=("", ".yaml"))
-            return source.read_text(encoding="utf-8")
-        known = KnowledgeBase.templates()
-        if template not in known:
-            raise ConfigError(
-                f"no template '{template}': use one of {', '.join(known)}, or the path of a "
-                "flexmatch.yaml (.yaml)"
-            )
-        configs = resources.builtin_dir("configs")
-        base = _raw_yaml(configs / "default.yaml")  # ${ENV} kept as written
-        fragment = _raw_yaml(configs / "setups" / f"{template}.yaml")
-        fragment.pop("corpus_sources", None)
-        merged = deep_merge(base, fragment)
-        about = _leading_comment(configs / "setups" / f"{template}.yaml")
-        header = [f"FlexMatch knowledge base from the '{template}' template.", *about]
-        comment = "".join(f"# {line}\n".replace("# \n", "#\n") for line in header)
-        return comment + yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+        return config_templates.template_text(template)
 
     @staticmethod
     def init(path: str | Path, template: str = "default") -> Path:
         """Create a knowledge-base folder from a config template (``templates()``, or a
         file's path)."""
-        folder = Path(path).expanduser().resolve()
-        target = folder / CONFIG_FILE
-        if target.exists():
-            raise ConfigError(f"{target} already exists; not overwriting it")
-        template_text = KnowledgeBase.template_text(template)
-        folder.mkdir(parents=True, exist_ok=True)
-        for sub in ("chains", "prompts"):
-            (folder / sub).mkdir(exist_ok=True)
-        target.write_text(template_text, encoding="utf-8")
-        load_config(folder)  # a template that does not validate is a bug: say so now
-        return target
+        return config_templates.init(path, template)
 
     @staticmethod
     def builtin_prompts() -> list[str]:
         """The file names of the prompts FlexMatch ships (``questions.j2``, …)."""
-        folder = resources.builtin_dir("prompts")
-        return sorted(p.name for p in folder.iterdir() if p.is_file())
+        return config_templates.builtin_prompts()
 
     @staticmethod
     def eject_prompt(path: str | Path, name: str, *, force: bool = False) -> Path:
@@ -224,24 +139,11 @@ class KnowledgeBase:
         the knowledge base then uses that copy (its folder is searched first). An
         existing copy is kept unless ``force``; a changed prompt re-indexes the documents
         its chain wrote (``flexmatch reindex``)."""
-        known = KnowledgeBase.builtin_prompts()
-        stems = {k: {Path(k).stem, k.split(".", 1)[0]} for k in known}  # facts.md, facts
-        chosen = name if name in known else next((k for k in known if name in stems[k]), "")
-        if not chosen or Path(name).name != name:
-            raise ConfigError(f"no built-in prompt '{name}': one of {', '.join(known)}")
-        target = Path(path).expanduser().resolve() / "prompts" / chosen
-        if target.exists() and not force:
-            raise ConfigError(f"{target} already exists; not overwriting it (--force does)")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        source = resources.builtin_dir("prompts") / chosen
-        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
-        return target
-
-    def _make_llm(self) -> LLM | None:
-        return LLM.from_config(self.config.models, self.path / STATE_DIR / LLM_CACHE_FILE)
+        return config_templates.eject_prompt(path, name, force=force)
 
     @property
     def llm(self) -> LLM | None:
+        """The LLM of ``models`` (``None``: none configured)."""
         return self.context.llm
 
     @property
@@ -251,44 +153,13 @@ class KnowledgeBase:
 
     @property
     def store(self) -> VectorStore:
-        with self._store_lock:  # two threads must not open the embedded store twice
-            if self._store is None:
-                settings = self.config.store
-                path = Path(settings.path)
-                self._store = open_store(
-                    path=path if path.is_absolute() else self.path / path,
-                    url=settings.url,
-                    api_key=settings.api_key,
-                    collection=settings.collection,
-                    lock_timeout=settings.lock_timeout,
-                    cluster=settings.cluster_settings(),
-                )
-            return self._store
+        """The vector store, opened on first use."""
+        return self.runtime.store
 
     @property
     def embedder(self) -> Embedder:
         """The embedding model of ``models``, made on first use (loaded on first embed)."""
-        with self._embedder_lock:
-            if self._embedder is None:
-                self._embedder = make_embedder(self._embedding_models())
-            return self._embedder
-
-    def _embedding_models(self) -> ModelsConfig:
-        """``models``, but a config that names no embedding model keeps the packaged one
-        its store was built with: the default depends on the CPU (int8 with VNNI) and
-        changed with it, and a store must go on being searched with the vectors it holds.
-        A store that cannot be read now (a server that is down) leaves the default: the
-        model then loads, and a mismatch is refused by the first ingest that writes."""
-        models = self.config.models
-        if "embedding" in models.model_fields_set:
-            return models
-        try:
-            recorded = self.store.recorded_model()
-        except StoreError:
-            return models
-        if recorded in LOCAL_EMBEDDING_MODELS and recorded != models.embedding:
-            return models.model_copy(update={"embedding": recorded})
-        return models
+        return self.runtime.embedder
 
     def warm_up(self) -> None:
         """Load the embedding model now (a server does this before it says it is ready)."""
@@ -302,6 +173,7 @@ class KnowledgeBase:
 
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
+        """The ingest chains ``source`` resolves to (an unknown source is named)."""
         return self._source_chains.get(source)
 
     def query_plan(self) -> QueryPlan:
@@ -383,101 +255,6 @@ class KnowledgeBase:
         return choose_source(self.config, name, records=records)
 
     # -- ingest ------------------------------------------------------------------------
-    def _reader(
-        self, source: str | None, tenant: str | None = None, fanout: RayFanOut | None = None
-    ) -> SourceReader:
-        """The source's reader; with ``tenant``, it sees what that tenant holds of the
-        source (so unchanged pages and files are not fetched or parsed again); with
-        ``fanout``, it parses and fetches on those Ray workers."""
-        name = source or self.config.default_source
-        self.source_chains(name)  # validates the name and the chains up front
-        return SourceReader(
-            name,
-            self.config.sources[name],
-            self.path,
-            self.config.ingest,
-            fanout.pool("parse") if fanout else self.parse_workers,
-            fanout.pool("fetch") if fanout else self.fetch_workers,
-            stored=None if tenant is None else self._stored(name, tenant),
-            where=str(self.path / CONFIG_FILE),
-        )
-
-    def _stored(self, source: str, tenant: str) -> StoredCopies:
-        """What ``tenant`` holds of ``source``: committed metadata (validators, version
-        hints) and stored copies by document id, and the source's state file. The
-        metadata is read now, at once, and a store opened for it closed again: no store
-        is held (locked) while web servers answer."""
-        with self._store_lock:
-            was_open = self._store is not None
-        store = self.store
-        try:
-            records = DocumentRegistry(store).list(tenant, source) if store.exists() else []
-        finally:
-            if not was_open:
-                with self._store_lock:
-                    store.close()
-                    self._store = None
-        committed = {r.id: r.metadata for r in records if r.status == "complete"}
-        return StoredCopies(
-            metadata=committed.get,
-            document=lambda document_id: self.archive.get(tenant, document_id),
-            state_file=state_file(self.path / STATE_DIR / "sources", tenant, source),
-        )
-
-    def _prune(self, reader: SourceReader, report: IngestReport, tenant: str) -> None:
-        """Remove the source's documents this run did not reach, or found gone; never
-        after a run that did not see the whole source."""
-        log = reader.log
-        if log.incomplete or log.documents == 0:
-            why = "; ".join(log.incomplete) or "nothing could be read"
-            report.warnings.append(f"not pruned: {why}")
-            return
-        keep = log.reached - log.gone
-        for record in self.list_documents(source=reader.name, tenant=tenant):
-            if record.id not in keep:
-                self.remove_document(record.id, tenant=tenant)
-                report.removed.append(record.uri)
-
-    async def _run(
-        self,
-        items: Iterable[Item],
-        tenant: str,
-        progress: ProgressCallback | None = None,
-        planned: int = 0,
-        *,
-        work: Work | None = None,
-        concurrency: int | None = None,
-    ) -> IngestReport:
-        """Index ``items``; ``work`` (enrich and embed) runs here unless another is given
-        (Ray workers), with ``concurrency`` documents in flight."""
-        report = IngestReport(planned=planned)
-        batcher = EmbeddingBatcher(self.embedder, self.config.models.embedding_batch_size)
-        concurrency = concurrency or self.config.ingest.document_concurrency
-        indexer = Indexer(
-            self.store,
-            self.embedder,
-            tenant,
-            self.config.ingest,
-            report,
-            self.archive,
-            batcher,
-            work=work,
-            concurrency=concurrency,
-        )
-        run = IngestRun(
-            report=report,
-            index=lambda document: indexer.index(document, self.source_chains(document.source)),
-            registry=DocumentRegistry(self.store),
-            llm=self.llm,
-            concurrency=concurrency,
-            tenant=tenant,
-            active=self._active_runs,
-            index_min_points=self.config.store.index_min_points,
-        )
-        # off the event loop: creating a store takes ~0.2 s
-        await asyncio.to_thread(self.store.prepare, self.embedder.name, self.embedder.dimension)
-        return await run.run(items, progress=progress)
-
     async def aingest(
         self,
         inputs: Iterable[str | Path] = (),
@@ -518,7 +295,7 @@ class KnowledgeBase:
             kb_dir=self.path,
             config=self.config.model_copy(update={"models": models}),
             env=self.context.env,
-            llm_cache=self.path / STATE_DIR / LLM_CACHE_FILE if self.llm else None,
+            llm_cache=self.runtime.llm_cache_file if self.llm else None,
             usage=self.llm.usage if self.llm else None,
             embedding_model=models.embedding,
         ) as fanout:
@@ -530,55 +307,57 @@ class KnowledgeBase:
         source: str | None,
         tenant: str,
         progress: ProgressCallback | None,
-        prune: bool,
+        prune_after: bool,
         fanout: RayFanOut | None = None,
     ) -> IngestReport:
-        """One ingest; with ``fanout``, parsing, fetching, enrichment and embedding run on
-        its Ray workers, while reading, the checks and the writes stay here, as they are."""
-        reader = self._reader(source, tenant, fanout)
-        if prune and (inputs or not reader.prunable):
-            raise ConfigError(
-                f"prune removes what a whole-source run no longer finds: it needs a source "
-                f"whose type lists the whole source (web) and no inputs (source "
-                f"'{reader.name}' is of type '{reader.config.type}')"
-            )
-        plan = await asyncio.to_thread(reader.plan, inputs)
-        total = await asyncio.to_thread(lambda: plan.total)
-        # web pages are fetched first (concurrently; a crawl's spooled to a file), so no
-        # store is held while servers answer
-        pages = await self._fetch(reader, plan.urls)
-        crawled = await asyncio.to_thread(spooled, reader.read_stream(plan))
-        items = itertools.chain(pages, crawled, reader.read(plan, urls=False, stream=False))
+        """One ingest: load here, then the run; with ``fanout``, parsing, fetching and each
+        document's work run on its Ray workers, the checks and the writes here."""
+        pools = (fanout.pool("parse"), fanout.pool("fetch")) if fanout else None
+        reader = self._loader.reader(source, tenant, pools)
+        if prune_after:
+            check_prunable(reader, inputs)
+        loaded = await self._loader.load(reader, inputs)
         report = await self._run(
-            items,
+            loaded.items,
             tenant,
             progress,
-            total,
+            loaded.total,
             work=fanout.work if fanout else None,
             concurrency=fanout.concurrency if fanout else None,
         )
         report.not_modified = reader.log.not_modified
         report.warnings.extend(reader.log.warnings)  # limits applied while reading
-        if plan.stream is not None:  # a crawl's plan was its page limit; now it is known
+        if loaded.plan.stream is not None:  # a crawl's plan was its page limit; now known
             report.planned = report.processed
-        if prune:
-            await asyncio.to_thread(self._prune, reader, report, tenant)
+        if prune_after:
+            await asyncio.to_thread(prune, reader, report, self.runtime, tenant)
         return report
 
-    async def _fetch(self, reader: SourceReader, urls: list[str]) -> list[Item]:
-        """Web pages, fetched concurrently (each one bounded by its deadline)."""
-        slots = asyncio.Semaphore(self.config.ingest.fetch_workers)
-
-        async def one(url: str) -> Item:
-            async with slots:
-                return await asyncio.to_thread(reader.read_url, url)
-
-        return list(await asyncio.gather(*(one(url) for url in urls)))
+    async def _run(
+        self,
+        items: Iterable[Item],
+        tenant: str,
+        progress: ProgressCallback | None = None,
+        planned: int = 0,
+        *,
+        work: Work | None = None,
+        concurrency: int | None = None,
+    ) -> IngestReport:
+        return await run_ingest(
+            items,
+            self.runtime,
+            self.source_chains,
+            tenant,
+            progress=progress,
+            planned=planned,
+            work=work,
+            concurrency=concurrency,
+        )
 
     async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
         """Fetch and parse web pages (the source's safety rules and deadline apply), without
         storing them: a service fetches outside its write locks, then ``aingest_documents``."""
-        return await self._fetch(self._reader(source), list(urls))
+        return await self._loader.fetch(self._loader.reader(source), list(urls))
 
     async def aingest_documents(
         self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
@@ -594,48 +373,18 @@ class KnowledgeBase:
         are read and chunked, the exact prompts rendered and checked against the LLM
         cache; nothing is stored and no LLM is called (web pages are fetched). What the
         real run would fail on is listed with its reason, and what it would skip counted."""
-        reader = self._reader(source)
+        reader = self._loader.reader(source)
         plan = await asyncio.to_thread(reader.plan, inputs)
-        pages = await self._fetch(reader, plan.urls)
-        failed: list[FailedDocument] = []
-        skipped: dict[str, int] = {}
+        pages = await self._loader.fetch(reader, plan.urls)
+        rest = reader.read(plan, urls=False)
         limit = self.config.ingest.max_document_bytes
-
-        def indexable(item: Item) -> Document | None:
-            """``item`` if the real run would index it; else its failure or skip noted."""
-            if isinstance(item, Document):
-                try:  # the checks the indexer makes before it writes anything
-                    check_size(item, limit)
-                    check_storable(item)
-                    return item
-                except FlexMatchError as exc:
-                    item = FailedDocument(uri=item.uri, error=str(exc))
-            if item.skipped is not None:
-                skipped[item.skipped] = skipped.get(item.skipped, 0) + 1
-            else:
-                failed.append(item)
-            return None
-
-        async def documents() -> AsyncIterator[Document]:  # read as they are estimated
-            for page in pages:
-                if (document := indexable(page)) is not None:
-                    yield document
-            async for item in read_ahead(reader.read(plan, urls=False), READ_AHEAD):
-                if (document := indexable(item)) is not None:
-                    yield document
-
-        result = await estimate(documents(), self.source_chains, self.llm)
-        return result.model_copy(update={"failed": failed, "skipped": skipped})
+        return await estimate_reading(pages, rest, self.source_chains, self.llm, limit)
 
     async def aadd_records(
-        self,
-        records: Iterable[Any],
-        *,
-        source: str | None = None,
-        tenant: str = DEFAULT_TENANT,
+        self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Ingest structured records (JSON-like objects) through a records source's template."""
-        return await self._run(self._reader(source).records(records), tenant)
+        return await self._run(self._loader.reader(source).records(records), tenant)
 
     async def aingest_urls(
         self,
@@ -647,7 +396,7 @@ class KnowledgeBase:
     ) -> IngestReport:
         """Import web pages only: anything that is not an http(s) URL is refused, never
         read as a local path (what services exposed to callers must use)."""
-        pages = await self._fetch(self._reader(source), list(urls))
+        pages = await self.afetch_pages(urls, source=source)
         return await self._run(pages, tenant, progress, len(pages))
 
     async def aread_upload(
@@ -661,7 +410,7 @@ class KnowledgeBase:
     ) -> list[Item]:
         """The documents in a file given as bytes (read off the event loop, parsed in a
         worker process), not yet stored; ``aingest_documents`` stores them."""
-        reader = self._reader(source)
+        reader = self._loader.reader(source)
         return await asyncio.to_thread(reader.upload, filename, data, document_id, metadata)
 
     async def aread_records(
@@ -669,7 +418,7 @@ class KnowledgeBase:
     ) -> list[Item]:
         """Records rendered to documents through a records source's template, not yet
         stored; ``first`` numbers them (``record:N`` in errors) from that index."""
-        reader = self._reader(source)
+        reader = self._loader.reader(source)
         return await asyncio.to_thread(lambda: list(reader.records(records, first)))
 
     async def aingest_upload(
@@ -689,20 +438,66 @@ class KnowledgeBase:
         )
         return await self._run(items, tenant, None, len(items))
 
-    def ingest(self, inputs: Iterable[str | Path] = (), **kwargs: Any) -> IngestReport:
-        return run_sync(self.aingest(inputs, **kwargs))
+    async def aupdate_metadata(
+        self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """Replace a document's metadata, re-indexed from its stored copy (no upload; the
+        LLM cache answers every chain that saw the same text before)."""
+        self.get_document(document_id, tenant=tenant)  # not found in this tenant: say so
+        document = self.archive.get(tenant, document_id)
+        if document is None:
+            raise DocumentNotFoundError(
+                f"document '{document_id}' has no stored copy (it was ingested before "
+                "FlexMatch kept one); ingest it again from its source"
+            )
+        changed = document.model_copy(update={"metadata": metadata})
+        return await self._run([changed], tenant, None, 1)
 
-    def add_records(self, records: Iterable[Any], **kwargs: Any) -> IngestReport:
-        return run_sync(self.aadd_records(records, **kwargs))
+    async def areindex_plan(
+        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> ReindexPlan:
+        """Which documents the current chains would index differently (a chain's YAML,
+        params, prompt text or model changed), and what re-indexing them would cost."""
+        if source is not None:
+            self.source_chains(source)  # an unknown source is named
+        return await plan_reindex(
+            self.list_documents(source=source, tenant=tenant),
+            self.config.sources,
+            self.source_chains,
+            lambda document_id: self.archive.get(tenant, document_id),
+            self.llm,
+            ReindexPlan(tenant=tenant, source=source),
+        )
 
-    @staticmethod
-    def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
-        """Run one of the async methods from synchronous code."""
-        return run_sync(awaitable)
+    async def areindex(
+        self,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Re-index, from their stored copies, the documents whose chains changed; only the
+        changed chains' LLM calls are paid for (the cache answers the others)."""
+        plan = await self.areindex_plan(source=source, tenant=tenant)
+        missing = set(plan.missing)
+        items: list[Item] = [
+            document
+            for document_id in plan.stale
+            if document_id not in missing
+            and (document := self.archive.get(tenant, document_id)) is not None
+        ]
+        items += [
+            FailedDocument(
+                uri=document_id, error=f"{document_id}: no stored copy; ingest it from its source"
+            )
+            for document_id in plan.missing
+        ]
+        return await self._run(items, tenant, progress, len(items))
 
     # -- documents -----------------------------------------------------------------------
     @property
     def registry(self) -> DocumentRegistry:
+        """The document records of the store (``engine.documents``)."""
         return DocumentRegistry(self.store)
 
     def list_documents(
@@ -716,11 +511,7 @@ class KnowledgeBase:
         return self.registry.list(tenant, source, principal)
 
     def get_document(
-        self,
-        document_id: str,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        principal: Principal | None = None,
+        self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> DocumentDetail:
         """A document with its chunks, matching texts and qualifying texts; one
         ``principal`` may not read is not found, like one that does not exist."""
@@ -730,19 +521,10 @@ class KnowledgeBase:
         return detail
 
     def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
+        """Remove a document, its points and its stored copy."""
         if not self.registry.remove(tenant, document_id):
             raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
         self.archive.remove(tenant, document_id)
-
-    def _archived(self, document_id: str, tenant: str) -> Document:
-        self.get_document(document_id, tenant=tenant)  # not found in this tenant: say so
-        document = self.archive.get(tenant, document_id)
-        if document is None:
-            raise DocumentNotFoundError(
-                f"document '{document_id}' has no stored copy (it was ingested before "
-                "FlexMatch kept one); ingest it again from its source"
-            )
-        return document
 
     def stored_copy(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Document | None:
         """The document as its last ingest parsed it (what a re-index reads), or None: not
@@ -750,11 +532,7 @@ class KnowledgeBase:
         return self.archive.get(tenant, document_id)
 
     def get_original(
-        self,
-        document_id: str,
-        *,
-        tenant: str = DEFAULT_TENANT,
-        principal: Principal | None = None,
+        self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> Original:
         """The file a document was uploaded as (uploads only)."""
         self.get_document(document_id, tenant=tenant, principal=principal)
@@ -782,71 +560,6 @@ class KnowledgeBase:
                 metadata[ACCESS_FIELD] = access.model_dump()
             self.archive.put(tenant, archived.model_copy(update={"metadata": metadata}))
         return self.registry.set_access(tenant, record, tokens)
-
-    async def aupdate_metadata(
-        self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
-    ) -> IngestReport:
-        """Replace a document's metadata, re-indexed from its stored copy (no upload; the
-        LLM cache answers every chain that saw the same text before)."""
-        document = self._archived(document_id, tenant)
-        changed = document.model_copy(update={"metadata": metadata})
-        return await self._run([changed], tenant, None, 1)
-
-    # -- re-indexing ---------------------------------------------------------------------
-    async def areindex_plan(
-        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
-    ) -> ReindexPlan:
-        """Which documents the current chains would index differently (a chain's YAML,
-        params, prompt text or model changed), and what re-indexing them would cost."""
-        if source is not None:
-            self.source_chains(source)  # an unknown source is named
-        plan = ReindexPlan(tenant=tenant, source=source)
-        documents: list[Document] = []
-        for record in self.list_documents(source=source, tenant=tenant):
-            plan.documents += 1
-            if record.source not in self.config.sources:
-                continue  # its source was removed from the config: nothing to index it with
-            chains = self.source_chains(record.source)
-            current = version_of(record.content_hash, record.metadata, chains)
-            fresh = is_current(record, current, record.content_hash, record.metadata, chains)
-            if fresh and record.status == "complete":
-                continue
-            plan.stale.append(record.id)
-            archived = self.archive.get(tenant, record.id)
-            if archived is None:
-                plan.missing.append(record.id)
-            else:
-                documents.append(archived)
-        plan.estimate = await estimate(documents, self.source_chains, self.llm)
-        return plan
-
-    async def areindex(
-        self,
-        *,
-        source: str | None = None,
-        tenant: str = DEFAULT_TENANT,
-        progress: ProgressCallback | None = None,
-    ) -> IngestReport:
-        """Re-index, from their stored copies, the documents whose chains changed; only the
-        changed chains' LLM calls are paid for (the cache answers the others)."""
-        plan = await self.areindex_plan(source=source, tenant=tenant)
-        missing = set(plan.missing)
-        items: list[Item] = [
-            document
-            for document_id in plan.stale
-            if document_id not in missing
-            and (document := self.archive.get(tenant, document_id)) is not None
-        ]
-        items += [
-            FailedDocument(
-                uri=document_id, error=f"{document_id}: no stored copy; ingest it from its source"
-            )
-            for document_id in plan.missing
-        ]
-        return await self._run(items, tenant, progress, len(items))
-
-    def reindex(self, **kwargs: Any) -> IngestReport:
-        return run_sync(self.areindex(**kwargs))
 
     def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
         """Counts of what ``principal`` may read (``None``: everything)."""
@@ -880,16 +593,22 @@ class KnowledgeBase:
             filters={**search_filters(filters), **access_filter(principal)},
         )
 
-    async def aquery(self, text: str, **kwargs: Any) -> list[SearchResult]:
-        """The chunks that best answer ``text``, best first (``asearch`` has the same
-        options and also returns the variants searched)."""
-        return (await self.asearch(text, **kwargs)).results
-
-    def search(self, text: str, **kwargs: Any) -> Answer:
-        return run_sync(self.asearch(text, **kwargs))
-
-    def query(self, text: str, **kwargs: Any) -> list[SearchResult]:
-        return run_sync(self.aquery(text, **kwargs))
+    async def aquery(
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        top_k: int | None = None,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> list[SearchResult]:
+        """The chunks that best answer ``text``, best first (``asearch`` with the same
+        options also returns the variants searched)."""
+        answer = await self.asearch(
+            text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
+        )
+        return answer.results
 
     async def asimilar(
         self,
@@ -927,32 +646,19 @@ class KnowledgeBase:
         """What the agent sees: the formatter chain named, else each result's source's
         (its own, else ``query.formatter``), over the tool result; ``explain`` adds each
         result's signals and the variants searched. Results whose sources format
-        differently are formatted in parts, one per run of results with the same
-        formatter, so the text keeps their rank order."""
+        differently are formatted in parts, in their rank order."""
         result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
         if formatter is not None:
             return await self.formatter(formatter).run(result)
-        runs: list[tuple[ResultFormatter, list[ResultItem]]] = []  # in rank order
-        for item in result.results:
-            chosen = self.formatter(source=self._known_source(item.source))
-            if runs and runs[-1][0] is chosen:
-                runs[-1][1].append(item)
-            else:
-                runs.append((chosen, [item]))
-        if len({id(chosen) for chosen, _ in runs}) <= 1:
-            return await (runs[0][0] if runs else self.formatter()).run(result)
-        texts = []
-        for chosen, items in runs:
-            texts.append(await chosen.run(result.model_copy(update={"results": items})))
-        return "\n\n".join(texts)
-
-    def _known_source(self, name: str) -> str | None:
-        """``name`` if it is a configured source (a removed one formats as the default)."""
-        return name if name in self.config.sources else None
+        known = self.config.sources  # a removed source's results format as the default's
+        return await format_result(
+            result, lambda source: self.formatter(source=source if source in known else None)
+        )
 
     async def aformat_answer(
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False
     ) -> str:
+        """``aformat`` of a whole answer (its variants and warnings included)."""
         return await self.aformat(
             answer.query,
             answer.results,
@@ -962,24 +668,206 @@ class KnowledgeBase:
             warnings=answer.warnings,
         )
 
+    # -- sync twins: each async method above, run to its end ------------------------------
+    @staticmethod
+    def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
+        """Run one of the async methods from synchronous code."""
+        return run_sync(awaitable)
+
+    def ingest(
+        self,
+        inputs: Iterable[str | Path] = (),
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+        ray: bool | str = False,
+        workers: int = 2,
+        retries: int = 2,
+        prune: bool = False,
+    ) -> IngestReport:
+        """``aingest``, from synchronous code."""
+        return run_sync(
+            self.aingest(
+                inputs,
+                source=source,
+                tenant=tenant,
+                progress=progress,
+                ray=ray,
+                workers=workers,
+                retries=retries,
+                prune=prune,
+            )
+        )
+
+    def fetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
+        """``afetch_pages``, from synchronous code."""
+        return run_sync(self.afetch_pages(urls, source=source))
+
+    def ingest_documents(
+        self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """``aingest_documents``, from synchronous code."""
+        return run_sync(self.aingest_documents(documents, tenant=tenant))
+
+    def estimate(
+        self, inputs: Iterable[str | Path] = (), *, source: str | None = None
+    ) -> CostEstimate:
+        """``aestimate``, from synchronous code."""
+        return run_sync(self.aestimate(inputs, source=source))
+
+    def add_records(
+        self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """``aadd_records``, from synchronous code."""
+        return run_sync(self.aadd_records(records, source=source, tenant=tenant))
+
+    def ingest_urls(
+        self,
+        urls: Iterable[str],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """``aingest_urls``, from synchronous code."""
+        return run_sync(self.aingest_urls(urls, source=source, tenant=tenant, progress=progress))
+
+    def read_upload(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        source: str | None = None,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[Item]:
+        """``aread_upload``, from synchronous code."""
+        return run_sync(
+            self.aread_upload(
+                filename, data, source=source, document_id=document_id, metadata=metadata
+            )
+        )
+
+    def read_records(
+        self, records: Iterable[Any], *, source: str | None = None, first: int = 0
+    ) -> list[Item]:
+        """``aread_records``, from synchronous code."""
+        return run_sync(self.aread_records(records, source=source, first=first))
+
+    def ingest_upload(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> IngestReport:
+        """``aingest_upload``, from synchronous code."""
+        upload = self.aingest_upload(
+            filename, data, source=source, tenant=tenant, document_id=document_id, metadata=metadata
+        )
+        return run_sync(upload)
+
+    def update_metadata(
+        self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
+    ) -> IngestReport:
+        """``aupdate_metadata``, from synchronous code."""
+        return run_sync(self.aupdate_metadata(document_id, metadata, tenant=tenant))
+
+    def reindex_plan(
+        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    ) -> ReindexPlan:
+        """``areindex_plan``, from synchronous code."""
+        return run_sync(self.areindex_plan(source=source, tenant=tenant))
+
+    def reindex(
+        self,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """``areindex``, from synchronous code."""
+        return run_sync(self.areindex(source=source, tenant=tenant, progress=progress))
+
+    def search(
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        top_k: int | None = None,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> Answer:
+        """``asearch``, from synchronous code."""
+        return run_sync(
+            self.asearch(
+                text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
+            )
+        )
+
+    def query(
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        top_k: int | None = None,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> list[SearchResult]:
+        """``aquery``, from synchronous code."""
+        return run_sync(
+            self.aquery(
+                text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
+            )
+        )
+
+    def similar(
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> list[SearchResult]:
+        """``asimilar``, from synchronous code."""
+        return run_sync(
+            self.asimilar(text, top_n=top_n, filters=filters, tenant=tenant, principal=principal)
+        )
+
     def format(
         self,
         text: str,
         results: list[SearchResult],
         formatter: str | None = None,
-        **kwargs: Any,
+        *,
+        explain: bool = False,
+        variants: list[str] | None = None,
+        warnings: list[str] | None = None,
     ) -> str:
-        return run_sync(self.aformat(text, results, formatter, **kwargs))
+        """``aformat``, from synchronous code."""
+        return run_sync(
+            self.aformat(
+                text, results, formatter, explain=explain, variants=variants, warnings=warnings
+            )
+        )
+
+    def format_answer(
+        self, answer: Answer, formatter: str | None = None, *, explain: bool = False
+    ) -> str:
+        """``aformat_answer``, from synchronous code."""
+        return run_sync(self.aformat_answer(answer, formatter, explain=explain))
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:
-        self.parse_workers.close()
-        self.fetch_workers.close()
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-        if self.llm is not None:
-            self.llm.cache.close()
+        """Stop the worker processes, close the store and the LLM cache."""
+        self.runtime.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self

@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "flexmatch.resources",
             "flexmatch.templates",
             "flexmatch.config",
+            "flexmatch.config_templates",
             "flexmatch.access",
         ),
     ),
@@ -68,6 +69,7 @@ ADAPTER_PLUMBING = {"flexmatch.lifecycle"}
 # that gave the old layout its 14 levels); the wings (engine, inputs, adapters) do not
 CONCEPT_PACKAGES = (
     "flexmatch.engine.chains",
+    "flexmatch.engine.ingest",
     "flexmatch.engine.embedders",
     "flexmatch.engine.stores",
     "flexmatch.inputs.parsing",

@@ -245,3 +245,19 @@ class DocumentRegistry:
             sources=sources,
             store_bytes=self.store.size_bytes() if principal is None else None,
         )
+
+
+class ActiveRuns:
+    """Ingest runs in progress per tenant, so a run never repairs another's pending work."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def busy(self, tenant: str) -> bool:
+        return self._counts.get(tenant, 0) > 0
+
+    def enter(self, tenant: str) -> None:
+        self._counts[tenant] = self._counts.get(tenant, 0) + 1
+
+    def leave(self, tenant: str) -> None:
+        self._counts[tenant] -= 1

@@ -11,13 +11,30 @@ chain's model (unknown models are priced at nothing and say so).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
 from flexmatch.engine.chains.batching import ChunkBatching
-from flexmatch.engine.ingest import SourceChains
+from flexmatch.engine.ingest import (
+    READ_AHEAD,
+    SourceChains,
+    check_size,
+    check_storable,
+    is_current,
+    read_ahead,
+    version_of,
+)
 from flexmatch.engine.llm import LLM, import_litellm
-from flexmatch.models import CostEstimate, Document, Section
+from flexmatch.errors import FlexMatchError
+from flexmatch.inputs.loaders import Item
+from flexmatch.models import (
+    CostEstimate,
+    Document,
+    DocumentRecord,
+    FailedDocument,
+    ReindexPlan,
+    Section,
+)
 
 CHARS_PER_TOKEN = 4
 
@@ -93,3 +110,75 @@ def _price(model: str) -> tuple[float, float] | None:
     except Exception:  # not in the cost map: a local or private model
         return None
     return float(prompt) / 1_000_000, float(completion) / 1_000_000
+
+
+async def estimate_reading(
+    pages: list[Item],
+    rest: Iterable[Item],
+    chains_for: Callable[[str], SourceChains],
+    llm: LLM | None,
+    max_document_bytes: int,
+) -> CostEstimate:
+    """What indexing what a source read would cost (``pages`` fetched, ``rest`` read as
+    it is estimated); what the real run would fail on is listed with its reason, and
+    what it would skip counted."""
+    failed: list[FailedDocument] = []
+    skipped: dict[str, int] = {}
+
+    def indexable(item: Item) -> Document | None:
+        """``item`` if the real run would index it; else its failure or skip noted."""
+        if isinstance(item, Document):
+            try:  # the checks the indexer makes before it writes anything
+                check_size(item, max_document_bytes)
+                check_storable(item)
+                return item
+            except FlexMatchError as exc:
+                item = FailedDocument(uri=item.uri, error=str(exc))
+        if item.skipped is not None:
+            skipped[item.skipped] = skipped.get(item.skipped, 0) + 1
+        else:
+            failed.append(item)
+        return None
+
+    async def documents() -> AsyncIterator[Document]:  # read as they are estimated
+        for page in pages:
+            if (document := indexable(page)) is not None:
+                yield document
+        async for item in read_ahead(rest, READ_AHEAD):
+            if (document := indexable(item)) is not None:
+                yield document
+
+    result = await estimate(documents(), chains_for, llm)
+    return result.model_copy(update={"failed": failed, "skipped": skipped})
+
+
+async def plan_reindex(
+    records: list[DocumentRecord],
+    configured: Collection[str],
+    chains_for: Callable[[str], SourceChains],
+    archived: Callable[[str], Document | None],
+    llm: LLM | None,
+    plan: ReindexPlan,
+) -> ReindexPlan:
+    """Which of ``records`` the current chains would index differently (a chain's YAML,
+    params, prompt text or model changed), and what re-indexing them from their stored
+    copies (``archived``) would cost; a record of a source no longer ``configured`` has
+    nothing to index it with."""
+    documents: list[Document] = []
+    for record in records:
+        plan.documents += 1
+        if record.source not in configured:
+            continue
+        chains = chains_for(record.source)
+        current = version_of(record.content_hash, record.metadata, chains)
+        fresh = is_current(record, current, record.content_hash, record.metadata, chains)
+        if fresh and record.status == "complete":
+            continue
+        plan.stale.append(record.id)
+        document = archived(record.id)
+        if document is None:
+            plan.missing.append(record.id)
+        else:
+            documents.append(document)
+    plan.estimate = await estimate(documents, chains_for, llm)
+    return plan

@@ -51,7 +51,7 @@ import numpy as np
 from flexmatch.config import LOCAL_EMBEDDING_MODELS, KBConfig
 from flexmatch.engine.chains import ChainContext
 from flexmatch.engine.embedders import EmbeddingBatcher, make_embedder
-from flexmatch.engine.ingest import Enriched, SourceChainCache, SourceChains, enrich_and_embed
+from flexmatch.engine.ingest import Enriched, SourceChainCache, SourceChains, prepare
 from flexmatch.engine.llm import LLM
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError
 from flexmatch.extras import require
@@ -203,9 +203,7 @@ class IngestWorker:
         result = WorkResult()
         try:
             chains = self.chains.get(document.source)
-            enriched = await enrich_and_embed(
-                document, chains, self.batcher.embed, self.config.ingest
-            )
+            enriched = await prepare(document, chains, self.batcher.embed, self.config.ingest)
             result.chunks = enriched.chunks
             result.vectors = np.asarray(enriched.vectors, dtype=np.float32)
             result.fingerprint = chains.fingerprint()

@@ -10,8 +10,6 @@ on its own is meant: if it cannot be read, that is a failure.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping
@@ -24,67 +22,19 @@ from flexmatch.access import ACCESS_FIELD
 from flexmatch.errors import (
     DocumentTooLargeError,
     EmptyDocumentError,
-    FlexMatchError,
     ParseError,
     UnsupportedFormatError,
 )
+from flexmatch.inputs.items import (  # noqa: F401  (also named here, where they were)
+    Item,
+    SeenIds,
+    attempt,
+    document_id,
+    given_id,
+    json_lines,
+)
 from flexmatch.inputs.parsing import parse_file, parse_text, skip_reason
 from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
-
-Item = Document | FailedDocument
-
-
-def document_id(source: str, uri: str) -> str:
-    """A stable id for a document without one of its own: source + location."""
-    return hashlib.sha256(f"{source}\n{uri}".encode()).hexdigest()[:24]
-
-
-def given_id(value: Any, where: str, field: str) -> str | None:
-    """A record's own id as a document id: a string, or an integer in decimal (so ``1``
-    and ``"1"`` name the same document); none when absent or empty. Other JSON values
-    (``true``, ``1.5``, objects, lists) are refused: their text form is no stable name."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    kinds = {bool: "a boolean", float: "a decimal number", dict: "an object", list: "a list"}
-    kind = kinds.get(type(value), type(value).__name__)
-    raise ParseError(f"{where}: the id ('{field}') must be a string or an integer, not {kind}")
-
-
-class SeenIds:
-    """The ids already given in one batch (a file, a request): a second record with the
-    same id is refused, naming the first, instead of silently replacing it."""
-
-    def __init__(self) -> None:
-        self._first: dict[str, str] = {}
-
-    def claim(self, item: Item, where: str) -> Item:
-        """``item``, or a failure when its id was taken earlier in the batch."""
-        if not isinstance(item, Document):
-            return item
-        first = self._first.get(item.id)
-        if first is None:
-            self._first[item.id] = where
-            return item
-        return FailedDocument(
-            uri=where,
-            error=f"{where}: id '{item.id}' is already used by {first} in the same batch; "
-            'ids must be unique (1 and "1" are the same id)',
-        )
-
-
-def attempt(uri: str, build: Callable[[], Document]) -> Item:
-    """The document ``build`` makes, or a failure naming ``uri``: one bad input never
-    stops a bulk import, whatever went wrong in it."""
-    try:
-        return build()
-    except FlexMatchError as exc:
-        return FailedDocument(uri=uri, error=str(exc))
-    except Exception as exc:  # a parser bug: report it, keep the batch going
-        return FailedDocument(uri=uri, error=f"{uri}: {type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)
@@ -291,25 +241,6 @@ def check_file_size(path: Path, max_bytes: int) -> None:
             f"{path}: the file is {size:,} bytes, over the {max_bytes:,}-byte cap "
             "(ingest.max_document_bytes)"
         )
-
-
-def json_lines(path: Path) -> Iterator[tuple[Any, str] | FailedDocument]:
-    """(value, where) for each non-empty line of a JSON Lines file; bad lines named."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                yield json.loads(raw.decode("utf-8-sig")), where  # a BOM is no error
-            except UnicodeDecodeError:
-                yield FailedDocument(uri=where, error=f"{where}: not UTF-8 text")
-            except json.JSONDecodeError as exc:
-                yield FailedDocument(uri=where, error=f"{where}: not valid JSON: {exc.msg}")
-            except ValueError as exc:  # an integer of over 4,300 digits
-                yield FailedDocument(uri=where, error=f"{where}: not readable JSON: {exc}")
-            except RecursionError:
-                yield FailedDocument(uri=where, error=f"{where}: the JSON nests too deeply")
 
 
 def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]:

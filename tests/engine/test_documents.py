@@ -265,19 +265,19 @@ def test_a_write_race_fails_the_document_as_a_write_conflict(
 ) -> None:
     """Another writer begins a version of the document while it is indexed: this run's
     version is not committed, and the failure says why (a ``WriteConflictError``)."""
-    from flexmatch.engine import ingest
+    from flexmatch.engine.ingest import commit, embed
 
     doc = write(tmp_path / "d", "harbour.md", HARBOUR)
     raised: list[BaseException] = []
-    real_enrich = ingest.enrich_and_embed
+    real_prepare = embed.prepare
 
     async def enrich_while_another_writes(document, chains, embed, limits=None):  # type: ignore[no-untyped-def]
         registry = DocumentRegistry(kb.store)
         record = registry.get("default", document.id)
         registry.begin("default", record, "another-writers-version")
-        return await real_enrich(document, chains, embed, limits)
+        return await real_prepare(document, chains, embed, limits)
 
-    real_index = ingest.Indexer._index
+    real_index = commit.Indexer._index
 
     async def spying(self, document, chains):  # type: ignore[no-untyped-def]
         try:
@@ -286,8 +286,8 @@ def test_a_write_race_fails_the_document_as_a_write_conflict(
             raised.append(exc)
             raise
 
-    monkeypatch.setattr(ingest, "enrich_and_embed", enrich_while_another_writes)
-    monkeypatch.setattr(ingest.Indexer, "_index", spying)
+    monkeypatch.setattr(embed, "prepare", enrich_while_another_writes)
+    monkeypatch.setattr(commit.Indexer, "_index", spying)
     with memory_knowledge_base(tmp_path / "kb", embedder=embedder) as kb:
         report = kb.ingest([doc])
     (failure,) = report.failed

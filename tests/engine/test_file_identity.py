@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.engine import ingest
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.ingest import SourceChains, version_of
+from flexmatch.engine.ingest import SourceChains, commit, version_of
 from flexmatch.models import Document
 from tests.engine.samples import HARBOUR, match_points, write
 
@@ -26,7 +25,7 @@ def test_versions_made_when_the_place_counted_stay_unchanged(
     page = write(tmp_path / "docs" / "guide", "harbour.md", HARBOUR)
     with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
         with monkeypatch.context() as before:  # a knowledge base made then
-            before.setattr(ingest, "document_version", _made_before)
+            before.setattr(commit, "document_version", _made_before)
             assert kb.ingest([tmp_path / "docs"]).added == 1
         (record,) = kb.list_documents()
         old = record.version

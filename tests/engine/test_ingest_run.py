@@ -12,7 +12,7 @@ import pytest
 
 from flexmatch import IngestReport, KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.ingest_run import read_ahead
+from flexmatch.engine.ingest import read_ahead
 from tests.conftest import write_config
 
 

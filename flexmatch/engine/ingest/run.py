@@ -1,8 +1,10 @@
-"""One ingest run over a batch: repair first, documents indexed concurrently as they are
-read, progress reported, LLM usage accounted.
+"""The run: what a source read, indexed in one tenant, reporting as it goes.
 
-Reading (parsing, fetching) happens on a thread of its own, ahead of the indexing, so the
-event loop stays free for the LLM calls of the documents already read.
+Repair first, then documents chunked, enriched and embedded (``embed``) and committed
+(``commit``) concurrently as they are read, progress reported, LLM usage accounted.
+Reading (parsing, fetching) happens on a thread of its own, ahead of the indexing, so
+the event loop stays free for the LLM calls of the documents already read. ``work=``
+replaces this process's chunk → enrich → embed (Ray workers: ``engine.fanout``).
 """
 
 from __future__ import annotations
@@ -13,15 +15,25 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.config import KBConfig
+from flexmatch.engine.archive import DocumentArchive
+from flexmatch.engine.documents import ActiveRuns, DocumentRegistry
+from flexmatch.engine.embedders import Embedder, EmbeddingBatcher
+from flexmatch.engine.ingest.commit import Indexer
+from flexmatch.engine.ingest.embed import LocalWork, Work
+from flexmatch.engine.ingest.source_chains import SourceChains
 from flexmatch.engine.llm import LLM
+from flexmatch.engine.stores import VectorStore
 from flexmatch.models import Document, FailedDocument, IngestReport, Usage
 
 ProgressCallback = Callable[[IngestReport], None]
+
 IndexOne = Callable[[Document], Awaitable[None]]
+
 T = TypeVar("T")
+
 READ_AHEAD = 32  # documents read before the run takes them (8 slowed the first 32 by 60 ms)
 
 
@@ -71,22 +83,6 @@ async def read_ahead(items: Iterable[T], size: int) -> AsyncIterator[T]:
             yield value
     finally:
         stopped.set()
-
-
-class ActiveRuns:
-    """Ingest runs in progress per tenant, so a run never repairs another's pending work."""
-
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-
-    def busy(self, tenant: str) -> bool:
-        return self._counts.get(tenant, 0) > 0
-
-    def enter(self, tenant: str) -> None:
-        self._counts[tenant] = self._counts.get(tenant, 0) + 1
-
-    def leave(self, tenant: str) -> None:
-        self._counts[tenant] -= 1
 
 
 class IngestRun:
@@ -181,3 +177,64 @@ class IngestRun:
 
     def _usage_since(self, before: Usage) -> Usage:
         return self._usage() - before
+
+
+class Resources(Protocol):
+    """What a run takes of an open knowledge base (``engine.runtime.Runtime``)."""
+
+    @property
+    def config(self) -> KBConfig: ...
+    @property
+    def store(self) -> VectorStore: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def llm(self) -> LLM | None: ...
+
+    archive: DocumentArchive
+    active_runs: ActiveRuns
+
+
+async def run_ingest(
+    items: Iterable[Document | FailedDocument],
+    runtime: Resources,
+    chains: Callable[[str], SourceChains],
+    tenant: str,
+    *,
+    progress: ProgressCallback | None = None,
+    planned: int = 0,
+    work: Work | None = None,
+    concurrency: int | None = None,
+) -> IngestReport:
+    """Index ``items`` in ``tenant`` (``chains``: a source's ingest chains); ``work`` (chunk,
+    enrich and embed) runs here unless another is given (Ray workers), with
+    ``concurrency`` documents in flight (else ``ingest.document_concurrency``)."""
+    config = runtime.config
+    report = IngestReport(planned=planned)
+    store, embedder = runtime.store, runtime.embedder
+    concurrency = concurrency or config.ingest.document_concurrency
+    if work is None:
+        batcher = EmbeddingBatcher(embedder, config.models.embedding_batch_size)
+        work = LocalWork(store, tenant, embedder, config.ingest, report, batcher)
+    indexer = Indexer(
+        store,
+        tenant,
+        config.ingest,
+        report,
+        work,
+        archive=runtime.archive,
+        concurrency=concurrency,
+    )
+    run = IngestRun(
+        report=report,
+        index=lambda document: indexer.index(document, chains(document.source)),
+        registry=DocumentRegistry(store),
+        llm=runtime.llm,
+        concurrency=concurrency,
+        tenant=tenant,
+        active=runtime.active_runs,
+        index_min_points=config.store.index_min_points,
+    )
+    # off the event loop: creating a store takes ~0.2 s
+    await asyncio.to_thread(store.prepare, embedder.name, embedder.dimension)
+    return await run.run(items, progress=progress)
