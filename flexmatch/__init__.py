@@ -84,6 +84,8 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SourceConfig": ("flexmatch.config", "SourceConfig"),
     "SourceStats": ("flexmatch.models", "SourceStats"),
     "Stats": ("flexmatch.models", "Stats"),
+    "SourceSync": ("flexmatch.models", "SourceSync"),
+    "SyncReport": ("flexmatch.models", "SyncReport"),
     "StoreError": ("flexmatch.errors", "StoreError"),
     "ToolCallError": ("flexmatch.errors", "ToolCallError"),
     "ToolResult": ("flexmatch.results", "ToolResult"),
@@ -196,7 +198,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Signals,
         SkippedDocument,
         SourceStats,
+        SourceSync,
         Stats,
+        SyncReport,
         Usage,
     )
     from flexmatch.previews import bounded_previews

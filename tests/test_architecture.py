@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "facade",
         (
+            "flexmatch.sync",
             "flexmatch.knowledge_base",
             "flexmatch.previews",
             "flexmatch.state_db",
@@ -327,8 +328,10 @@ def test_public_api_is_pinned() -> None:
         "SourceChoiceError",
         "SourceConfig",
         "SourceStats",
+        "SourceSync",
         "Stats",
         "StoreError",
+        "SyncReport",
         "ToolCallError",
         "ToolResult",
         "UnsupportedFormatError",

@@ -146,7 +146,13 @@ class SourceReader:
 
     @property
     def prunable(self) -> bool:
-        return self.source_type.prunable
+        """A run without inputs lists the whole source (``prune`` may follow it)."""
+        return self.source_type.lists_whole_source()
+
+    @property
+    def unlisted(self) -> str | None:
+        """Why a run without inputs would find nothing (None: it lists the source)."""
+        return self.source_type.unlisted()
 
     def plan(self, inputs: Iterable[str | Path]) -> Plan:
         """The items ``inputs`` name (none: the source's own, e.g. a web source's urls)."""
