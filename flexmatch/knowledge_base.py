@@ -484,7 +484,9 @@ class KnowledgeBase:
         after a run that did not see the whole source."""
         log = reader.log
         if log.incomplete or log.documents == 0:
-            why = "; ".join(log.incomplete) or "nothing could be read"
+            reasons = list(dict.fromkeys(log.incomplete))  # the first three, and a count
+            more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+            why = "; ".join(reasons[:3]) + more or "nothing could be read"
             report.warnings.append(f"not pruned: {why}")
             return
         keep = log.reached - log.gone

@@ -553,6 +553,7 @@ class SyncReport(BaseModel):
     tenant: str
     sources: list[SourceSync] = Field(default_factory=list)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
         """No source failed and no document failed (the CLI exits 0)."""

@@ -20,7 +20,7 @@ from flexmatch.adapters.cli import agent_demo as agent_demo_command
 from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
 from flexmatch.adapters.cli import prompts as prompts_command
-from flexmatch.adapters.cli import service_commands
+from flexmatch.adapters.cli import service_commands, sync_command
 from flexmatch.adapters.cli.interrupts import RunWatch, stopped_cleanly
 from flexmatch.adapters.cli.options import (
     DEFAULT_TENANT,
@@ -158,8 +158,9 @@ def ingest(
         bool,
         typer.Option(
             "--prune",
-            help="Then remove the source's documents this run no longer found (pages gone "
-            "from a crawled site); a web source, run without inputs.",
+            help="Then remove the source's documents this run no longer found (files "
+            "deleted, pages gone); run without inputs, for a source with paths (files, "
+            "records) or a web source.",
         ),
     ] = False,
 ) -> None:
@@ -761,6 +762,7 @@ doctor_command.register(app)
 demo_command.register(app)
 prompts_command.register(app)
 agent_demo_command.register(app)
+sync_command.register(app)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ a web source's paths are read as files, as they always were.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -86,7 +87,8 @@ def _split(inputs: list[str]) -> tuple[list[str], list[Path]]:
 def configured_paths(context: SourceContext) -> list[Path]:
     """The source's ``paths``: ``~`` expanded, relative ones under the knowledge base."""
     folder = context.kb_dir or Path.cwd()
-    return [folder / path for path in (Path(p).expanduser() for p in context.config.paths)]
+    paths = (folder / Path(p).expanduser() for p in context.config.paths)
+    return [Path(os.path.normpath(path)) for path in paths]  # no symlink followed
 
 
 def _paths_unset(context: SourceContext) -> str | None:

@@ -231,7 +231,16 @@ class SourceReader:
         for item in items:
             if isinstance(item, Document):
                 self.log.reach(item.id, read=True)
+            elif item.skipped is None and not isinstance(ref.data, WebPage):
+                self._failed(ref)
             yield item
+
+    def _failed(self, ref: ItemRef) -> None:
+        """An item that failed to read may hold documents stored under ids of their own
+        (the records of a JSON file, the lines of a corpus): unless the item is itself a
+        stored document (kept, as reached), nothing is pruned after this run."""
+        if self.context.stored.metadata(ref.id) is None:
+            self.context.incomplete(f"{ref.uri} could not be read")
 
     def _unchanged(self, ref: ItemRef) -> Document | None:
         if ref.version is None:
