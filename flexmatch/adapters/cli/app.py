@@ -33,6 +33,7 @@ from flexmatch.adapters.cli.options import (
     reader,
 )
 from flexmatch.adapters.cli.output import shown
+from flexmatch.adapters.cli.replicas import forget_cached_answers
 
 if TYPE_CHECKING:
     from flexmatch import CostEstimate, IngestReport, ResultItem, Scores
@@ -204,19 +205,22 @@ def ingest(
 
             # Ray prints its notices (a worker died, …) on standard output, which is this
             # command's result (--json): they go to standard error with the progress
-            with (
-                contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext(),
-                stopped_cleanly(watch, errors, as_json),
-            ):
-                report = base.ingest(
-                    inputs or [],
-                    source=source,
-                    tenant=tenant,
-                    progress=progress,
-                    ray=on_ray,
-                    workers=workers,
-                    prune=prune,
-                )
+            try:
+                with (
+                    contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext(),
+                    stopped_cleanly(watch, errors, as_json),
+                ):
+                    report = base.ingest(
+                        inputs or [],
+                        source=source,
+                        tenant=tenant,
+                        progress=progress,
+                        ray=on_ray,
+                        workers=workers,
+                        prune=prune,
+                    )
+            finally:
+                forget_cached_answers(base, tenant, errors)
         if report.planned == 0:
             raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
         if not as_json:
@@ -632,6 +636,7 @@ def docs_remove(
     with _open(kb) as base:
         document_id = _document_id(base, document_id, tenant)
         base.remove_document(document_id, tenant=tenant)
+        forget_cached_answers(base, tenant, errors)
     console.print(f"Removed {shown(document_id)}")
 
 

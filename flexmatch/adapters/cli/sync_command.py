@@ -27,6 +27,7 @@ from flexmatch.adapters.cli.options import (
     knowledge_base,
 )
 from flexmatch.adapters.cli.output import shown
+from flexmatch.adapters.cli.replicas import forget_cached_answers
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, SyncReport
@@ -85,8 +86,11 @@ def run(base: fm.KnowledgeBase, source: list[str] | None, tenant: str, as_json: 
                 detail=detail,
             )
 
-        with stopped_cleanly(watch, errors, as_json):
-            return base.sync(source=source, tenant=tenant, progress=progress)
+        try:
+            with stopped_cleanly(watch, errors, as_json):
+                return base.sync(source=source, tenant=tenant, progress=progress)
+        finally:
+            forget_cached_answers(base, tenant, errors)
 
 
 def print_report(report: SyncReport) -> None:

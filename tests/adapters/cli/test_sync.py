@@ -199,3 +199,21 @@ def test_ctrl_c_during_sync_says_what_was_stored_pending_and_spent(
     again = run("sync", "--kb", str(kb), "--json")  # the next run finishes the rest
     assert again.returncode == 0, again.stderr
     assert len(_uris(kb)) == len(TOPICS)
+
+
+def test_a_sync_to_a_shared_store_drops_the_replicas_cached_answers(tmp_path: Path) -> None:
+    """With a store server (``store.url``), the replicas of a running service cache answers
+    per tenant generation: a sync from the command line bumps it, as a write through the
+    service does, so what it removed leaves their caches at once."""
+    from flexmatch import SharedState
+
+    _folder(tmp_path, NOTES)
+    kb = tmp_path / "kb"
+    state = tmp_path / "state.sqlite"
+    shared = f"store:\n  url: ':memory:'\nservice:\n  state_url: sqlite:///{state}\n"
+    write_config(kb, shared + SOURCES.format(paths="../notes"))
+    generations = SharedState.for_kb(kb).generations
+    assert generations.current("acme") == 0
+    result = run("sync", "--kb", str(kb), "--tenant", "acme", "--source", "docs")
+    assert result.returncode == 0, result.stderr
+    assert generations.current("acme") == 1 and generations.current("default") == 0
