@@ -41,7 +41,7 @@ def sync(
     kb: KbOption = Path("."),
     source: Annotated[
         list[str] | None,
-        typer.Option(help="Only this source (from flexmatch.yaml; repeatable)."),
+        typer.Option(metavar="NAME", help="Only this source (from flexmatch.yaml; repeatable)."),
     ] = None,
     tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
