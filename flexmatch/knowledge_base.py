@@ -74,8 +74,10 @@ from flexmatch.models import (
     ReindexPlan,
     SearchResult,
     Stats,
+    SyncReport,
 )
 from flexmatch.results import Answer, ResultItem, tool_result
+from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.yamlio import load_yaml_text
 
 DEFAULT_TENANT = "default"
@@ -429,7 +431,9 @@ class KnowledgeBase:
         after a run that did not see the whole source."""
         log = reader.log
         if log.incomplete or log.documents == 0:
-            why = "; ".join(log.incomplete) or "nothing could be read"
+            reasons = list(dict.fromkeys(log.incomplete))  # the first three, and a count
+            more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+            why = "; ".join(reasons[:3]) + more or "nothing could be read"
             report.warnings.append(f"not pruned: {why}")
             return
         keep = log.reached - log.gone
@@ -503,9 +507,10 @@ class KnowledgeBase:
         that died is tried again before its documents are reported failed.
 
         ``prune``: afterwards, remove the source's documents this run did not reach (a
-        page no longer linked, or answering 404/410); only for a whole-source run (no
-        ``inputs``) of a type whose listing is the whole source (``web``), never after a
-        run that could not see all of it (the report's ``warnings`` say so)."""
+        file deleted, a page no longer linked or answering 404/410); only for a
+        whole-source run (no ``inputs``) of a source that lists itself whole (files and
+        records with ``paths``, web), never after a run that could not see all of it (the
+        report's ``warnings`` say so)."""
         inputs = list(inputs)
         if ray is False:
             return await self._ingest(inputs, source, tenant, progress, prune)
@@ -536,11 +541,13 @@ class KnowledgeBase:
         """One ingest; with ``fanout``, parsing, fetching, enrichment and embedding run on
         its Ray workers, while reading, the checks and the writes stay here, as they are."""
         reader = self._reader(source, tenant, fanout)
-        if prune and (inputs or not reader.prunable):
+        if prune and inputs:
+            raise ConfigError("prune follows a whole-source run only: name no inputs with it")
+        if prune and not reader.prunable:
             raise ConfigError(
-                f"prune removes what a whole-source run no longer finds: it needs a source "
-                f"whose type lists the whole source (web) and no inputs (source "
-                f"'{reader.name}' is of type '{reader.config.type}')"
+                f"source '{reader.name}' (type '{reader.config.type}') cannot be pruned: its "
+                f"runs do not list the whole source; set sources.{reader.name}.paths (files "
+                "and records) or urls (web) in flexmatch.yaml"
             )
         plan = await asyncio.to_thread(reader.plan, inputs)
         total = await asyncio.to_thread(lambda: plan.total)
@@ -688,6 +695,38 @@ class KnowledgeBase:
             filename, data, source=source, document_id=document_id, metadata=metadata
         )
         return await self._run(items, tenant, None, len(items))
+
+    async def async_sync(
+        self,
+        *,
+        source: str | list[str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: SyncProgress | None = None,
+    ) -> SyncReport:
+        """Bring every source (or those named) up to date: each lists its own items,
+        ingests what is new or changed and, when its listing is whole, removes what is
+        gone; one that cannot list itself is skipped, one that fails does not stop the
+        others. ``progress`` gets each source's name and its report so far."""
+        names = chosen_sources(self.config, source, str(self.path))
+
+        def ingest(
+            name: str, prune: bool, tick: ProgressCallback
+        ) -> Coroutine[Any, Any, IngestReport]:
+            return self.aingest(source=name, tenant=tenant, progress=tick, prune=prune)
+
+        return await sync_sources(
+            self.config, names, tenant, reader=self._reader, ingest=ingest, progress=progress
+        )
+
+    def sync(
+        self,
+        *,
+        source: str | list[str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: SyncProgress | None = None,
+    ) -> SyncReport:
+        """``async_sync`` from synchronous code."""
+        return run_sync(self.async_sync(source=source, tenant=tenant, progress=progress))
 
     def ingest(self, inputs: Iterable[str | Path] = (), **kwargs: Any) -> IngestReport:
         return run_sync(self.aingest(inputs, **kwargs))

@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "facade",
         (
+            "flexmatch.sync",
             "flexmatch.knowledge_base",
             "flexmatch.evaluation",
             "flexmatch.chains",
@@ -360,8 +361,10 @@ def test_public_api_is_pinned() -> None:
         "SourceChoiceError",
         "SourceConfig",
         "SourceStats",
+        "SourceSync",
         "Stats",
         "StoreError",
+        "SyncReport",
         "ToolCallError",
         "ToolResult",
         "UnsupportedFormatError",
