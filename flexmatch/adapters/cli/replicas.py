@@ -12,6 +12,7 @@ from __future__ import annotations
 from rich.console import Console
 
 import flexmatch as fm  # names load on first use
+import flexmatch.service as fm_service
 from flexmatch.adapters.cli.output import shown
 
 
@@ -21,7 +22,7 @@ def forget_cached_answers(base: fm.KnowledgeBase, tenant: str, errors: Console) 
     if base.config.store.url is None:
         return
     try:
-        shared = fm.SharedState.for_kb(base.path, base.config)
+        shared = fm_service.SharedState.for_kb(base.path, base.config)
         try:
             shared.generations.bump(tenant)
         finally:
