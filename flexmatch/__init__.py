@@ -86,6 +86,8 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SourceConfig": ("flexmatch.config", "SourceConfig"),
     "SourceStats": ("flexmatch.models", "SourceStats"),
     "Stats": ("flexmatch.models", "Stats"),
+    "SourceSync": ("flexmatch.models", "SourceSync"),
+    "SyncReport": ("flexmatch.models", "SyncReport"),
     "StoreError": ("flexmatch.errors", "StoreError"),
     "ToolCallError": ("flexmatch.errors", "ToolCallError"),
     "ToolResult": ("flexmatch.results", "ToolResult"),
@@ -219,7 +221,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Signals,
         SkippedDocument,
         SourceStats,
+        SourceSync,
         Stats,
+        SyncReport,
         Usage,
     )
     from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result

@@ -199,12 +199,16 @@ class SourceConfig(_Strict):
     with ``crawl``, whole sites.
     ``records``: JSON objects, JSON Lines, or a JSON key/value file, each rendered to text
     by the ``template`` prompt file.
+    ``paths`` (files and records): the files and folders a run without inputs reads
+    (relative to the knowledge-base folder, or absolute); with them the source lists
+    itself whole, so ``sync`` and ``ingest --prune`` can remove what is gone.
     """
 
     type: str = Field("files", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
     options: dict[str, Any] = Field(default_factory=dict)
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list)
     urls: list[str] = Field(default_factory=list)
     crawl: CrawlConfig | None = None
     allow_hosts: list[str] = Field(default_factory=list)
@@ -241,6 +245,8 @@ class SourceConfig(_Strict):
     def _crawl_is_for_web(self) -> SourceConfig:
         if self.crawl is not None and self.type != "web":
             raise ValueError(f"crawl applies to sources of type 'web', not '{self.type}'")
+        if self.paths and self.type == "web":
+            raise ValueError("paths applies to files and records sources; a web source has urls")
         return self
 
 

@@ -61,8 +61,10 @@ from flexmatch.models import (
     ReindexPlan,
     SearchResult,
     Stats,
+    SyncReport,
 )
 from flexmatch.results import Answer, tool_result
+from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 
 DEFAULT_TENANT = "default"
 __all__ = ["DEFAULT_TENANT", "LLM_CACHE_FILE", "STATE_DIR", "KnowledgeBase", "evaluate_setups"]
@@ -280,9 +282,10 @@ class KnowledgeBase:
         that died is tried again before its documents are reported failed.
 
         ``prune``: afterwards, remove the source's documents this run did not reach (a
-        page no longer linked, or answering 404/410); only for a whole-source run (no
-        ``inputs``) of a type whose listing is the whole source (``web``), never after a
-        run that could not see all of it (the report's ``warnings`` say so)."""
+        file deleted, a page no longer linked or answering 404/410); only for a
+        whole-source run (no ``inputs``) of a source that lists itself whole (files and
+        records with ``paths``, web), never after a run that could not see all of it (the
+        report's ``warnings`` say so)."""
         inputs = list(inputs)
         if ray is False:
             return await self._ingest(inputs, source, tenant, progress, prune)
@@ -352,6 +355,29 @@ class KnowledgeBase:
             planned=planned,
             work=work,
             concurrency=concurrency,
+        )
+
+    async def async_sync(
+        self,
+        *,
+        source: str | list[str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: SyncProgress | None = None,
+    ) -> SyncReport:
+        """Bring every source (or those named) up to date: each lists its own items,
+        ingests what is new or changed and, when its listing is whole, removes what is
+        gone; one that cannot list itself is skipped, one that fails does not stop the
+        others. ``progress`` gets each source's name and its report so far."""
+        names = chosen_sources(self.config, source, str(self.path))
+
+        def ingest(
+            name: str, prune: bool, tick: ProgressCallback
+        ) -> Coroutine[Any, Any, IngestReport]:
+            return self.aingest(source=name, tenant=tenant, progress=tick, prune=prune)
+
+        reader = self._loader.reader
+        return await sync_sources(
+            self.config, names, tenant, reader=reader, ingest=ingest, progress=progress
         )
 
     async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
@@ -699,6 +725,16 @@ class KnowledgeBase:
                 prune=prune,
             )
         )
+
+    def sync(
+        self,
+        *,
+        source: str | list[str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: SyncProgress | None = None,
+    ) -> SyncReport:
+        """``async_sync``, from synchronous code."""
+        return run_sync(self.async_sync(source=source, tenant=tenant, progress=progress))
 
     def fetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
         """``afetch_pages``, from synchronous code."""

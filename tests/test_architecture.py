@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "facade",
         (
+            "flexmatch.sync",
             "flexmatch.knowledge_base",
             "flexmatch.evaluation",
             "flexmatch.chains",
@@ -362,8 +363,10 @@ def test_public_api_is_pinned() -> None:
         "SourceChoiceError",
         "SourceConfig",
         "SourceStats",
+        "SourceSync",
         "Stats",
         "StoreError",
+        "SyncReport",
         "ToolCallError",
         "ToolResult",
         "UnsupportedFormatError",

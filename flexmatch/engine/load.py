@@ -105,11 +105,13 @@ class Loader:
 
 def check_prunable(reader: SourceReader, inputs: list[str | Path]) -> None:
     """Refuse ``prune`` where a run cannot see the whole source."""
-    if inputs or not reader.prunable:
+    if inputs:
+        raise ConfigError("prune follows a whole-source run only: name no inputs with it")
+    if not reader.prunable:
         raise ConfigError(
-            f"prune removes what a whole-source run no longer finds: it needs a source "
-            f"whose type lists the whole source (web) and no inputs (source "
-            f"'{reader.name}' is of type '{reader.config.type}')"
+            f"source '{reader.name}' (type '{reader.config.type}') cannot be pruned: its "
+            f"runs do not list the whole source; set sources.{reader.name}.paths (files "
+            "and records) or urls (web) in flexmatch.yaml"
         )
 
 
@@ -118,7 +120,9 @@ def prune(reader: SourceReader, report: IngestReport, runtime: Runtime, tenant: 
     run that did not see the whole source."""
     log = reader.log
     if log.incomplete or log.documents == 0:
-        why = "; ".join(log.incomplete) or "nothing could be read"
+        reasons = list(dict.fromkeys(log.incomplete))  # the first three, and a count
+        more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+        why = "; ".join(reasons[:3]) + more or "nothing could be read"
         report.warnings.append(f"not pruned: {why}")
         return
     keep = log.reached - log.gone

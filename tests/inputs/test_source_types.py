@@ -362,7 +362,11 @@ def test_a_plug_in_s_wrong_entries_fail_alone(tmp_path: Path, embedder: OnnxEmbe
     assert report.unchanged == 1 and report.removed == []
     assert stored == [("g-first", "junk", "complete"), ("g-ok", "junk", "complete")]
     what = "source 'junk' (type 'test_garbage')"
-    assert report.warnings == [f"not pruned: {what} listed something that is not an item"]
+    # the first reasons, then how many more (items that failed and were never stored)
+    assert report.warnings == [
+        f"not pruned: {what} listed something that is not an item; garbage:nowhere could "
+        "not be read; garbage:default could not be read; and 1 more"
+    ]
     wrong = "(id and uri are non-empty strings, version a string or None, count a whole number)"
     assert [f.error for f in report.failed[:2]] == [
         f"{what} listed int, not an ItemRef or a document",

@@ -21,7 +21,7 @@ from flexmatch.adapters.cli import agent_demo as agent_demo_command
 from flexmatch.adapters.cli import demo as demo_command
 from flexmatch.adapters.cli import doctor as doctor_command
 from flexmatch.adapters.cli import prompts as prompts_command
-from flexmatch.adapters.cli import service_commands
+from flexmatch.adapters.cli import service_commands, sync_command
 from flexmatch.adapters.cli.interrupts import RunWatch, stopped_cleanly
 from flexmatch.adapters.cli.options import (
     DEFAULT_TENANT,
@@ -34,6 +34,7 @@ from flexmatch.adapters.cli.options import (
     reader,
 )
 from flexmatch.adapters.cli.output import shown
+from flexmatch.adapters.cli.replicas import forget_cached_answers
 
 if TYPE_CHECKING:
     from flexmatch import CostEstimate, IngestReport, ResultItem, Scores
@@ -159,8 +160,9 @@ def ingest(
         bool,
         typer.Option(
             "--prune",
-            help="Then remove the source's documents this run no longer found (pages gone "
-            "from a crawled site); a web source, run without inputs.",
+            help="Then remove the source's documents this run no longer found (files "
+            "deleted, pages gone); run without inputs, for a source with paths (files, "
+            "records) or a web source.",
         ),
     ] = False,
 ) -> None:
@@ -204,19 +206,22 @@ def ingest(
 
             # Ray prints its notices (a worker died, …) on standard output, which is this
             # command's result (--json): they go to standard error with the progress
-            with (
-                contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext(),
-                stopped_cleanly(watch, errors, as_json),
-            ):
-                report = base.ingest(
-                    inputs or [],
-                    source=source,
-                    tenant=tenant,
-                    progress=progress,
-                    ray=on_ray,
-                    workers=workers,
-                    prune=prune,
-                )
+            try:
+                with (
+                    contextlib.redirect_stdout(sys.stderr) if on_ray else contextlib.nullcontext(),
+                    stopped_cleanly(watch, errors, as_json),
+                ):
+                    report = base.ingest(
+                        inputs or [],
+                        source=source,
+                        tenant=tenant,
+                        progress=progress,
+                        ray=on_ray,
+                        workers=workers,
+                        prune=prune,
+                    )
+            finally:
+                forget_cached_answers(base, tenant, errors)
         if report.planned == 0:
             raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
         if not as_json:
@@ -632,6 +637,7 @@ def docs_remove(
     with _open(kb) as base:
         document_id = _document_id(base, document_id, tenant)
         base.remove_document(document_id, tenant=tenant)
+        forget_cached_answers(base, tenant, errors)
     console.print(f"Removed {shown(document_id)}")
 
 
@@ -761,6 +767,7 @@ doctor_command.register(app)
 demo_command.register(app)
 prompts_command.register(app)
 agent_demo_command.register(app)
+sync_command.register(app)
 
 
 def main() -> None:

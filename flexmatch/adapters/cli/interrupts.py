@@ -1,4 +1,4 @@
-"""Ctrl-C or SIGTERM during a long run (``ingest``, ``reindex``): the run stops where it
+"""Ctrl-C or SIGTERM during a long run (``ingest``, ``reindex``, ``sync``): the run stops where it
 is and says what it stored, what the next run finishes, and what it spent, then exits
 130. Without this a stopped run printed nothing, not even the LLM calls already paid.
 
@@ -50,17 +50,24 @@ class RunWatch:
         self.base = base
         self.tenant = tenant
         self.report: IngestReport | None = None
+        self.finished: list[IngestReport] = []  # runs of the same command done before it
         self._usage_before = self._usage()
 
     def seen(self, report: IngestReport) -> None:
         self.report = report
+
+    def finish(self, report: IngestReport) -> None:
+        """One run of several (a sync's sources) is done; the next one is followed."""
+        self.finished.append(report)
+        self.report = None
 
     def _usage(self) -> fm.Usage:
         llm = self.base.llm
         return llm.usage.model_copy() if llm is not None else fm.Usage()
 
     def summary(self) -> Interrupted:
-        report = self.report or fm.IngestReport()
+        current = [self.report] if self.report is not None else []
+        report = fm.IngestReport.combined([*self.finished, *current])
         pending = [
             record.uri or record.id
             for record in self.base.list_documents(tenant=self.tenant)

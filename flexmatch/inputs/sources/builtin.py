@@ -7,6 +7,7 @@ a web source's paths are read as files, as they always were.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -83,11 +84,27 @@ def _split(inputs: list[str]) -> tuple[list[str], list[Path]]:
     return [i for i in inputs if is_url(i)], [Path(i).expanduser() for i in inputs if not is_url(i)]
 
 
+def configured_paths(context: SourceContext) -> list[Path]:
+    """The source's ``paths``: ``~`` expanded, relative ones under the knowledge base."""
+    folder = context.kb_dir or Path.cwd()
+    paths = (folder / Path(p).expanduser() for p in context.config.paths)
+    return [Path(os.path.normpath(path)) for path in paths]  # no symlink followed
+
+
+def _paths_unset(context: SourceContext) -> str | None:
+    if context.config.paths:
+        return None
+    return f"nothing to list: set sources.{context.name}.paths"
+
+
 def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> Iterator[Any]:
     """Files found under ``paths`` (missing ones as failures); a JSON Lines corpus is one
-    item of many documents."""
+    item of many documents. A path or folder that could not be listed leaves the run
+    incomplete: a file under it may still exist, so nothing is pruned."""
     tasks, missing = discover(paths, context.config.include, context.config.exclude)
-    yield from missing
+    for failure in missing:
+        context.incomplete(f"not listed: {failure.error}")
+        yield failure
     for task in tasks:
         if task.is_corpus or not versions:
             yield ItemRef(id=str(task.path), uri=str(task.path), data=task, count=task.count())
@@ -105,8 +122,14 @@ class FilesSource(SourceType):
     """Files and folders (``include``/``exclude`` globs on folder walks), JSON Lines
     corpora, and http(s) URLs given as inputs."""
 
+    def lists_whole_source(self) -> bool:
+        return bool(self.context.config.paths)
+
+    def unlisted(self) -> str | None:
+        return _paths_unset(self.context)
+
     def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
-        urls, paths = _split(inputs)
+        urls, paths = _split(inputs) if inputs else ([], configured_paths(self.context))
         yield from (page_ref(self.context, url) for url in urls)
         yield from _file_refs(self.context, paths, versions=True)
 
@@ -124,9 +147,15 @@ class RecordsSource(SourceType):
 
     def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
         self.template  # noqa: B018  (a missing or broken template is a config error: now)
-        urls, paths = _split(inputs)
+        urls, paths = _split(inputs) if inputs else ([], configured_paths(self.context))
         yield from (page_ref(self.context, url) for url in urls)
         yield from _file_refs(self.context, paths, versions=False)
+
+    def lists_whole_source(self) -> bool:
+        return bool(self.context.config.paths)
+
+    def unlisted(self) -> str | None:
+        return _paths_unset(self.context)
 
     def fetch(self, ref: ItemRef) -> Iterable[Item]:
         entries = entries_in_file(ref.data.path)
@@ -152,6 +181,11 @@ class WebSource(SourceType):
     def expected(self) -> int:
         crawl = self.context.config.crawl
         return crawl.max_pages if crawl is not None else 0
+
+    def unlisted(self) -> str | None:
+        if self.context.config.urls:
+            return None
+        return f"nothing to list: set sources.{self.context.name}.urls"
 
     def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
         urls, paths = _split(inputs or list(self.context.config.urls))

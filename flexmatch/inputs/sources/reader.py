@@ -102,6 +102,11 @@ class Plan:
         return [ref.data.url for ref in self.pages]
 
 
+# an item's ``data`` that is one page, or what its listing already read (a crawl's page):
+# one document under the item's id, so a failure of it puts nothing else at risk
+READ_AHEAD_DATA = (WebPage, Document, FailedDocument)
+
+
 class SourceReader:
     """Reads the inputs of one named source into documents, through its source type."""
 
@@ -146,7 +151,13 @@ class SourceReader:
 
     @property
     def prunable(self) -> bool:
-        return self.source_type.prunable
+        """A run without inputs lists the whole source (``prune`` may follow it)."""
+        return self.source_type.lists_whole_source()
+
+    @property
+    def unlisted(self) -> str | None:
+        """Why a run without inputs would find nothing (None: it lists the source)."""
+        return self.source_type.unlisted()
 
     def plan(self, inputs: Iterable[str | Path]) -> Plan:
         """The items ``inputs`` name (none: the source's own, e.g. a web source's urls)."""
@@ -225,7 +236,17 @@ class SourceReader:
         for item in items:
             if isinstance(item, Document):
                 self.log.reach(item.id, read=True)
+            elif item.skipped is None and not isinstance(ref.data, READ_AHEAD_DATA):
+                self._failed(ref)
             yield item
+
+    def _failed(self, ref: ItemRef) -> None:
+        """An item that failed to read may hold documents stored under ids of their own
+        (the records of a JSON file, the lines of a corpus): unless the item is itself a
+        stored document (kept, as reached), nothing is pruned after this run. (A web
+        page is one document under its own id; a crawl says itself when it is cut short.)"""
+        if self.context.stored.metadata(ref.id) is None:
+            self.context.incomplete(f"{ref.uri} could not be read")
 
     def _unchanged(self, ref: ItemRef) -> Document | None:
         if ref.version is None:

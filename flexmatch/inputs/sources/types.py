@@ -262,6 +262,16 @@ class SourceType:
     def streams(self) -> bool:
         return False
 
+    def lists_whole_source(self) -> bool:
+        """Whether a run without inputs lists every item the source holds (what
+        ``prune`` needs): the class's ``prunable``, or what the source's config says."""
+        return self.prunable
+
+    def unlisted(self) -> str | None:
+        """Why a run without inputs would find nothing to read (``sync`` skips the
+        source, saying so); None when the source lists its own items."""
+        return None
+
     def expected(self) -> int:
         return 0
 
