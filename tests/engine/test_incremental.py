@@ -30,7 +30,7 @@ def sections(count: int = 20, edited: int | None = None) -> str:
 
 
 def _vectors_by_text(kb: KnowledgeBase) -> dict[str, list[float]]:
-    found = kb._store.scroll_vectors("default", {"record": "match"})
+    found = kb.store.scroll_vectors("default", {"record": "match"})
     return {str(hit.payload["matched_text"]): vector for hit, vector in found}
 
 
