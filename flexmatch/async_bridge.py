@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import threading
-from collections.abc import Coroutine
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _runners = threading.local()
 
@@ -67,3 +69,19 @@ def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
     # inside a running loop: a thread of its own, with a fresh loop that ends with the call
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, awaitable).result()
+
+
+def sync_twin(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous twin of an async method (``aingest`` → ``ingest``): the very same
+    parameters, for type checkers (``ParamSpec``) and ``inspect.signature`` alike, so a
+    twin never drifts from its method; it runs the method to its end with ``run_sync``."""
+
+    @functools.wraps(method)
+    def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(method(*args, **kwargs))
+
+    name = method.__name__.removeprefix("async_").removeprefix("a")
+    twin.__name__ = name
+    twin.__qualname__ = method.__qualname__.rsplit(".", 1)[0] + "." + name
+    twin.__doc__ = f"``{method.__name__}``, from synchronous code."
+    return twin

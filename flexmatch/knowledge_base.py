@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from flexmatch import config_templates
 from flexmatch.access import ACCESS_FIELD, Access, Principal, access_filter
-from flexmatch.async_bridge import run_sync
+from flexmatch.async_bridge import run_sync, sync_twin
 from flexmatch.config import (
     CONFIG_FILE,
     QUERY_SIDE,
@@ -694,211 +694,48 @@ class KnowledgeBase:
             warnings=answer.warnings,
         )
 
-    # -- sync twins: each async method above, run to its end ------------------------------
+    # -- sync twins: each async method above, run to its end (the same parameters) --------
     @staticmethod
     def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
         """Run one of the async methods from synchronous code."""
         return run_sync(awaitable)
 
-    def ingest(
-        self,
-        inputs: Iterable[str | Path] = (),
-        *,
-        source: str | None = None,
-        tenant: str = DEFAULT_TENANT,
-        progress: ProgressCallback | None = None,
-        ray: bool | str = False,
-        workers: int = 2,
-        retries: int = 2,
-        prune: bool = False,
-    ) -> IngestReport:
-        """``aingest``, from synchronous code."""
-        return run_sync(
-            self.aingest(
-                inputs,
-                source=source,
-                tenant=tenant,
-                progress=progress,
-                ray=ray,
-                workers=workers,
-                retries=retries,
-                prune=prune,
-            )
-        )
-
-    def sync(
-        self,
-        *,
-        source: str | list[str] | None = None,
-        tenant: str = DEFAULT_TENANT,
-        progress: SyncProgress | None = None,
-    ) -> SyncReport:
-        """``async_sync``, from synchronous code."""
-        return run_sync(self.async_sync(source=source, tenant=tenant, progress=progress))
-
-    def fetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
-        """``afetch_pages``, from synchronous code."""
-        return run_sync(self.afetch_pages(urls, source=source))
-
-    def ingest_documents(
-        self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
-    ) -> IngestReport:
-        """``aingest_documents``, from synchronous code."""
-        return run_sync(self.aingest_documents(documents, tenant=tenant))
-
-    def estimate(
-        self, inputs: Iterable[str | Path] = (), *, source: str | None = None
-    ) -> CostEstimate:
-        """``aestimate``, from synchronous code."""
-        return run_sync(self.aestimate(inputs, source=source))
-
-    def add_records(
-        self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT
-    ) -> IngestReport:
-        """``aadd_records``, from synchronous code."""
-        return run_sync(self.aadd_records(records, source=source, tenant=tenant))
-
-    def ingest_urls(
-        self,
-        urls: Iterable[str],
-        *,
-        source: str | None = None,
-        tenant: str = DEFAULT_TENANT,
-        progress: ProgressCallback | None = None,
-    ) -> IngestReport:
-        """``aingest_urls``, from synchronous code."""
-        return run_sync(self.aingest_urls(urls, source=source, tenant=tenant, progress=progress))
-
-    def read_upload(
-        self,
-        filename: str,
-        data: bytes,
-        *,
-        source: str | None = None,
-        document_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> list[Item]:
-        """``aread_upload``, from synchronous code."""
-        return run_sync(
-            self.aread_upload(
-                filename, data, source=source, document_id=document_id, metadata=metadata
-            )
-        )
-
-    def read_records(
-        self, records: Iterable[Any], *, source: str | None = None, first: int = 0
-    ) -> list[Item]:
-        """``aread_records``, from synchronous code."""
-        return run_sync(self.aread_records(records, source=source, first=first))
-
-    def ingest_upload(
-        self,
-        filename: str,
-        data: bytes,
-        *,
-        source: str | None = None,
-        tenant: str = DEFAULT_TENANT,
-        document_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> IngestReport:
-        """``aingest_upload``, from synchronous code."""
-        upload = self.aingest_upload(
-            filename, data, source=source, tenant=tenant, document_id=document_id, metadata=metadata
-        )
-        return run_sync(upload)
-
-    def update_metadata(
-        self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
-    ) -> IngestReport:
-        """``aupdate_metadata``, from synchronous code."""
-        return run_sync(self.aupdate_metadata(document_id, metadata, tenant=tenant))
-
-    def reindex_plan(
-        self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
-    ) -> ReindexPlan:
-        """``areindex_plan``, from synchronous code."""
-        return run_sync(self.areindex_plan(source=source, tenant=tenant))
-
-    def reindex(
-        self,
-        *,
-        source: str | None = None,
-        tenant: str = DEFAULT_TENANT,
-        progress: ProgressCallback | None = None,
-    ) -> IngestReport:
-        """``areindex``, from synchronous code."""
-        return run_sync(self.areindex(source=source, tenant=tenant, progress=progress))
-
-    def search(
-        self,
-        text: str,
-        *,
-        top_n: int | None = None,
-        top_k: int | None = None,
-        filters: dict[str, Any] | None = None,
-        tenant: str = DEFAULT_TENANT,
-        principal: Principal | None = None,
-    ) -> Answer:
-        """``asearch``, from synchronous code."""
-        return run_sync(
-            self.asearch(
-                text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
-            )
-        )
-
-    def query(
-        self,
-        text: str,
-        *,
-        top_n: int | None = None,
-        top_k: int | None = None,
-        filters: dict[str, Any] | None = None,
-        tenant: str = DEFAULT_TENANT,
-        principal: Principal | None = None,
-    ) -> list[SearchResult]:
-        """``aquery``, from synchronous code."""
-        return run_sync(
-            self.aquery(
-                text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
-            )
-        )
-
-    def similar(
-        self,
-        text: str,
-        *,
-        top_n: int = 5,
-        filters: dict[str, Any] | None = None,
-        tenant: str = DEFAULT_TENANT,
-        principal: Principal | None = None,
-    ) -> list[SearchResult]:
-        """``asimilar``, from synchronous code."""
-        return run_sync(
-            self.asimilar(text, top_n=top_n, filters=filters, tenant=tenant, principal=principal)
-        )
-
-    def format(
-        self,
-        text: str,
-        results: list[SearchResult],
-        formatter: str | None = None,
-        *,
-        explain: bool = False,
-        variants: list[str] | None = None,
-        warnings: list[str] | None = None,
-    ) -> str:
-        """``aformat``, from synchronous code."""
-        return run_sync(
-            self.aformat(
-                text, results, formatter, explain=explain, variants=variants, warnings=warnings
-            )
-        )
-
-    def format_answer(
-        self, answer: Answer, formatter: str | None = None, *, explain: bool = False
-    ) -> str:
-        """``aformat_answer``, from synchronous code."""
-        return run_sync(self.aformat_answer(answer, formatter, explain=explain))
+    ingest = sync_twin(aingest)
+    """``aingest``, from synchronous code (the same parameters)."""
+    fetch_pages = sync_twin(afetch_pages)
+    """``afetch_pages``, from synchronous code (the same parameters)."""
+    ingest_documents = sync_twin(aingest_documents)
+    """``aingest_documents``, from synchronous code (the same parameters)."""
+    estimate = sync_twin(aestimate)
+    """``aestimate``, from synchronous code (the same parameters)."""
+    add_records = sync_twin(aadd_records)
+    """``aadd_records``, from synchronous code (the same parameters)."""
+    ingest_urls = sync_twin(aingest_urls)
+    """``aingest_urls``, from synchronous code (the same parameters)."""
+    read_upload = sync_twin(aread_upload)
+    """``aread_upload``, from synchronous code (the same parameters)."""
+    read_records = sync_twin(aread_records)
+    """``aread_records``, from synchronous code (the same parameters)."""
+    ingest_upload = sync_twin(aingest_upload)
+    """``aingest_upload``, from synchronous code (the same parameters)."""
+    update_metadata = sync_twin(aupdate_metadata)
+    """``aupdate_metadata``, from synchronous code (the same parameters)."""
+    sync = sync_twin(async_sync)
+    """``async_sync``, from synchronous code (the same parameters)."""
+    reindex_plan = sync_twin(areindex_plan)
+    """``areindex_plan``, from synchronous code (the same parameters)."""
+    reindex = sync_twin(areindex)
+    """``areindex``, from synchronous code (the same parameters)."""
+    search = sync_twin(asearch)
+    """``asearch``, from synchronous code (the same parameters)."""
+    query = sync_twin(aquery)
+    """``aquery``, from synchronous code (the same parameters)."""
+    similar = sync_twin(asimilar)
+    """``asimilar``, from synchronous code (the same parameters)."""
+    format = sync_twin(aformat)
+    """``aformat``, from synchronous code (the same parameters)."""
+    format_answer = sync_twin(aformat_answer)
+    """``aformat_answer``, from synchronous code (the same parameters)."""
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:

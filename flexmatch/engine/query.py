@@ -1,4 +1,5 @@
-"""The query path: transform → embed → first stage (``retrieval``) → rerank → top-N.
+"""The query path: transform → embed → search → complete (``retrieval``: candidates with
+every signal) → rerank → top-N read; ``formatting`` makes the text an agent reads.
 
 Each source may put queries in its own form (``sources.NAME.query_transform``): a source
 indexed by questions is searched with questions, one indexed by key phrases with key
@@ -14,7 +15,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flexmatch.config import ChainRef, KBConfig, QueryConfig
 from flexmatch.engine.chains import (
@@ -27,7 +28,7 @@ from flexmatch.engine.chains import (
 from flexmatch.engine.chains.base import collecting_warnings, for_sources
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import Filters
-from flexmatch.engine.retrieval import Retriever
+from flexmatch.engine.retrieval import Candidate, Retriever
 from flexmatch.engine.stores import Hit, VectorStore
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer
@@ -136,75 +137,80 @@ async def search(
     top_n: int,
     filters: Filters | None = None,
 ) -> Answer:
-    """The query path, start to end; ``filters`` are payload conditions (checked).
+    """The query path, start to end: transform → embed → search → complete → rerank →
+    top-N read; ``filters`` are payload conditions (checked).
 
-    Several groups: each group's transform puts the query in its sources' form, each
-    group is searched and fused on its own, and the candidates are merged: with one
-    reranker for all, it re-scores the union (the fusion reranker normalises every
-    signal over all candidates, so sources compete on one scale); with different
-    rerankers, see ``_rerank``."""
+    One group of sources (the usual case) is searched as one. Several: each group's
+    transform puts the query in its sources' form, each group is searched and fused on
+    its own, and the candidates are merged: with one reranker for all, it re-scores the
+    union (the fusion reranker normalises every signal over all candidates, so sources
+    compete on one scale); with different rerankers, see ``_rerank``."""
     started = time.perf_counter()
     stages = StageTimer()
     scopes = _group_scopes(plan.groups, plan.default_source, filters)
-    groups = [(g, f) for g, f, _ in scopes]
+    groups = [group for group, _, _ in scopes]
+    retrievers = [Retriever(store, tenant, settings, exclude) for _, _, exclude in scopes]
+    scoped = [group_filters for _, group_filters, _ in scopes]
     group_k = _group_k(top_k, top_n, len(groups))
     with collecting_warnings() as warnings:
         with stages("transform"):
             variant_lists = await asyncio.gather(
-                *(for_sources(g.sources, g.transform.run(text)) for g, _ in groups)
+                *(for_sources(g.sources, g.transform.run(text)) for g in groups)
             )
-        retrievers = [Retriever(store, tenant, settings, exclude) for _, _, exclude in scopes]
         texts = list(dict.fromkeys(v for variants in variant_lists for v in variants))
 
-        def embed_all() -> list[list[float]]:
+        def embed() -> list[list[float]]:
             with stages("embed"):
                 return embedder.embed(texts)
 
-        def lexical_all() -> list[list[Hit]]:
+        def lexical_search() -> list[list[Hit]]:
             with stages("search"):
                 return [
                     r.lexical_search(variants, group_k, f)
-                    for r, variants, (_, f) in zip(retrievers, variant_lists, groups, strict=True)
+                    for r, variants, f in zip(retrievers, variant_lists, scoped, strict=True)
                 ]
 
         vectors, lexical = await asyncio.gather(  # BM25 needs no vectors: meanwhile
-            asyncio.to_thread(embed_all) if texts else _none(),
-            asyncio.to_thread(lexical_all),
+            asyncio.to_thread(embed) if texts else _none(),
+            asyncio.to_thread(lexical_search),
         )
         vector_of = dict(zip(texts, vectors, strict=True))
-        rerankers = [g.reranker for g, _ in groups]
-        if len({g.reranker_ref for g, _ in groups}) > 1:
-            rerankers.append(plan.arbiter)
-        read_first = any(r.reads_content for r in rerankers)
-        with stages("search"):
+        with stages("search"):  # and complete: every candidate gets every signal
             found = await asyncio.gather(  # the groups' searches overlap in the engine
                 *(
                     asyncio.to_thread(
-                        retriever.retrieve,
+                        retriever.search,
                         variants,
                         [vector_of[v] for v in variants],
                         group_k,
                         group_filters,
                         hits,
-                        read_first,
                     )
-                    for retriever, variants, (_, group_filters), hits in zip(
-                        retrievers, variant_lists, groups, lexical, strict=True
+                    for retriever, variants, group_filters, hits in zip(
+                        retrievers, variant_lists, scoped, lexical, strict=True
                     )
                 )
             )
-        with stages("rerank"):
-            reranked = await _rerank(text, [g for g, _ in groups], found, plan.arbiter)
-        if read_first:
-            results = reranked[:top_n]
-        else:
-            owner = {r.chunk_id: i for i, group in enumerate(found) for r in group}
+        rerankers = [g.reranker for g in groups]
+        if len({g.reranker_ref for g in groups}) > 1:
+            rerankers.append(plan.arbiter)
+        if any(r.reads_content for r in rerankers):
+            with stages("search"):  # a reranker that reads the text: every candidate read
+                read = await asyncio.to_thread(
+                    lambda: [r.read(c) for r, c in zip(retrievers, found, strict=True)]
+                )
+            with stages("rerank"):
+                results = (await _rerank(text, groups, read, plan.arbiter))[:top_n]
+        else:  # ranked on signals: only the top-N are read
+            unread = [[c.unread() for c in candidates] for candidates in found]
+            with stages("rerank"):
+                ranked = await _rerank(text, groups, unread, plan.arbiter)
             with stages("search"):
-                results = await asyncio.to_thread(_read_kept, reranked, top_n, retrievers, owner)
+                results = await asyncio.to_thread(_read_kept, ranked, top_n, retrievers, found)
     took = round((time.perf_counter() - started) * 1000, 1)
     return Answer(
         query=text,
-        variants=list(dict.fromkeys(v for variants in variant_lists for v in variants)),
+        variants=texts,
         results=results,
         warnings=warnings,
         took_ms=took,
@@ -233,21 +239,30 @@ class StageTimer:
 
 
 def _read_kept(
-    ranked: list[SearchResult], top_n: int, retrievers: list[Retriever], owner: dict[str, int]
+    ranked: list[SearchResult],
+    top_n: int,
+    retrievers: list[Retriever],
+    found: list[list[Candidate]],
 ) -> list[SearchResult]:
-    """The first ``top_n`` of ``ranked`` with their chunks read, each by the retriever
-    that found it; a chunk deleted since the search gives its place to the next."""
+    """The first ``top_n`` of ``ranked`` (candidates a reranker scored on their signals)
+    read, each by the retriever that found it, with its reranked score and signals; a chunk
+    deleted since the search gives its place to the next."""
+    found_by = {c.chunk_id: (i, c) for i, group in enumerate(found) for c in group}
     kept: list[SearchResult] = []
     start = 0
     while len(kept) < top_n and start < len(ranked):
         batch = ranked[start : start + top_n - len(kept)]
         start += len(batch)
-        filled: dict[str, SearchResult] = {}
+        read: dict[str, SearchResult] = {}
         for index, retriever in enumerate(retrievers):
-            mine = [r for r in batch if owner[r.chunk_id] == index]
+            mine = [
+                replace(found_by[r.chunk_id][1], score=r.score, signals=r.signals)
+                for r in batch
+                if found_by[r.chunk_id][0] == index
+            ]
             if mine:
-                filled.update((r.chunk_id, r) for r in retriever.read(mine))
-        kept += [filled[r.chunk_id] for r in batch if r.chunk_id in filled]
+                read.update((r.chunk_id, r) for r in retriever.read(mine))
+        kept += [read[r.chunk_id] for r in batch if r.chunk_id in read]
     return kept
 
 

@@ -1,9 +1,10 @@
 """First-stage retrieval: dense and lexical search over matching texts, collapsed to chunks,
-fused, and completed with every signal the reranker and ``--explain`` use."""
+fused, and completed with every signal the reranker and ``--explain`` use (a
+``Candidate``); ``Retriever.read`` makes the candidates kept ``SearchResult``s."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flexmatch.config import QueryConfig
@@ -22,6 +23,51 @@ from flexmatch.models import SearchResult, Signals
 
 KINDS = {CONTENT: [CONTENT], "question": QUESTION_KINDS}  # the two halves of a dense signal
 VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk the first stage found, with every signal: what ranking needs. ``carrier``
+    and ``best_match`` are the point ids its text and best matching text are read from
+    (``Retriever.read``), so it can be read whenever a caller keeps it."""
+
+    chunk_id: str
+    document_id: str
+    score: float
+    signals: Signals
+    carrier: str
+    best_match: str | None
+
+    def unread(self) -> SearchResult:
+        """The candidate as a reranker that ranks on signals alone sees it
+        (``Reranker.reads_content`` false): ids, score and signals, no text yet."""
+        return SearchResult(
+            chunk_id=self.chunk_id,
+            document_id=self.document_id,
+            uri="",
+            source="",
+            title="",
+            heading_path=[],
+            content="",
+            qualifying_text="",
+            matched_text="",
+            score=self.score,
+            signals=self.signals,
+        )
+
+
+@dataclass
+class _FirstStage:
+    """What the first stage found, for ``Retriever._complete``: the chunks chosen (best
+    first), their best hits, fused scores, and the dense and BM25 hits per chunk."""
+
+    chosen: list[str]
+    best: dict[str, Hit]
+    fused: fusion.Scores
+    dense: dict[str, Hit]
+    lexical: dict[str, Hit]
+    lexical_request: Search
+    scoped: Filters
 
 
 def _best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
@@ -54,7 +100,6 @@ class Retriever:
         self.settings = settings
         self.exclude = exclude
         self.registry = DocumentRegistry(store)
-        self._sources: dict[str, tuple[str, str | None]] = {}  # chunk → carrier, best match
 
     def _visible_batch(self, searches: list[Search], found: list[list[Hit]]) -> list[list[Hit]]:
         """Each search's hits (``found``) of committed versions only. While a write is in
@@ -99,12 +144,21 @@ class Retriever:
         top_k: int,
         filters: Filters | None,
         lexical_hits: list[Hit] | None = None,
-        read: bool = True,
     ) -> list[SearchResult]:
-        """``lexical_hits``: what ``lexical_search`` found, when it ran meanwhile.
-        ``read=False``: the results carry ids, scores and signals but not their chunks
-        yet; ``read`` fills those a caller keeps (a reranker that ranks on signals alone
-        then reads 5 chunks, not 50)."""
+        """``search`` and ``read`` in one: every candidate read."""
+        return self.read(self.search(texts, vectors, top_k, filters, lexical_hits))
+
+    def search(
+        self,
+        texts: list[str],
+        vectors: list[list[float]],
+        top_k: int,
+        filters: Filters | None,
+        lexical_hits: list[Hit] | None = None,
+    ) -> list[Candidate]:
+        """The first stage's candidates, best first, each with every signal (nothing read
+        yet: a reranker that ranks on signals alone then has 5 chunks read, not 50).
+        ``lexical_hits``: what ``lexical_search`` found, when it ran meanwhile."""
         # no ``record`` condition: only match points have vectors, so only they are found
         scoped = dict(filters or {})
         mode = self.settings.retrieval
@@ -131,20 +185,12 @@ class Retriever:
         )
         chosen = fusion.ranking(fused)[:top_k]
         best = {key: dense.get(key) or lexical[key] for key in chosen}
-        results = self._complete(
-            chosen,
-            best,
-            fused,
-            vectors,
-            lexical_request,
-            scoped,
-            dense,
-            lexical,
-        )
+        stage = _FirstStage(chosen, best, fused, dense, lexical, lexical_request, scoped)
+        candidates = self._complete(stage, vectors)
         if self.settings.min_score is not None:
             floor = self.settings.min_score
-            results = [r for r in results if (r.signals.dense or -1.0) >= floor]
-        return self.read(results) if read else results
+            candidates = [c for c in candidates if (c.signals.dense or -1.0) >= floor]
+        return candidates
 
     def _fuse(self, dense: fusion.Scores, lexical: fusion.Scores) -> fusion.Scores:
         s = self.settings
@@ -157,13 +203,13 @@ class Retriever:
             return fusion.dbsf(lists)
         return fusion.weighted(lists, [s.dense_weight, s.lexical_weight])
 
-    def read(self, results: list[SearchResult]) -> list[SearchResult]:
-        """``results`` of this retriever with their chunks, matched texts and document
-        metadata (stored once, on the document's record) filled in, in one look-up; a chunk
-        whose carrier is gone (deleted since the search) is left out."""
-        carriers = {self._sources[r.chunk_id][0]: r.chunk_id for r in results}
-        wanted = {match: r.chunk_id for r in results if (match := self._sources[r.chunk_id][1])}
-        records = {record_id(self.tenant, r.document_id): r.document_id for r in results}
+    def read(self, candidates: list[Candidate]) -> list[SearchResult]:
+        """The candidates as results: their chunks, matched texts and document metadata
+        (stored once, on the document's record) read in one look-up; a chunk whose carrier
+        is gone (deleted since the search) is left out."""
+        carriers = {c.carrier: c.chunk_id for c in candidates}
+        wanted = {c.best_match: c.chunk_id for c in candidates if c.best_match}
+        records = {record_id(self.tenant, c.document_id): c.document_id for c in candidates}
         chunks: dict[str, MatchPayload] = {}
         texts: dict[str, str] = {}
         metadata: dict[str, dict[str, Any]] = {}
@@ -174,16 +220,16 @@ class Retriever:
                 texts[wanted[hit.id]] = str(hit.payload.get("matched_text", ""))
             if hit.id in records and isinstance(hit.payload.get("metadata"), dict):
                 metadata[records[hit.id]] = hit.payload["metadata"]
-        filled = []
-        for r in results:
-            if r.chunk_id not in chunks:
+        results = []
+        for c in candidates:
+            if c.chunk_id not in chunks:
                 continue
-            whole = chunks[r.chunk_id].result(r.score)
-            whole.matched_text = texts.get(r.chunk_id, whole.matched_text)
-            whole.metadata = metadata.get(r.document_id, whole.metadata)
-            whole.signals = r.signals
-            filled.append(whole)
-        return filled
+            result = chunks[c.chunk_id].result(c.score)
+            result.matched_text = texts.get(c.chunk_id, result.matched_text)
+            result.metadata = metadata.get(c.document_id, result.metadata)
+            result.signals = c.signals
+            results.append(result)
+        return results
 
     def _contents_one_by_one(
         self, vector: list[float], keys: list[str], found_with: dict[str, str], scope: Filters
@@ -201,17 +247,7 @@ class Retriever:
         ]
         return [hit for hits in self.store.search_batch(self.tenant, searches) for hit in hits]
 
-    def _complete(
-        self,
-        chosen: list[str],
-        best: dict[str, Hit],
-        fused: fusion.Scores,
-        vectors: list[list[float]],
-        lexical_request: Search,
-        scoped: Filters,
-        dense: dict[str, Hit],
-        lexical: dict[str, Hit],
-    ) -> list[SearchResult]:
+    def _complete(self, stage: _FirstStage, vectors: list[list[float]]) -> list[Candidate]:
         """Every candidate gets every signal, not just those of the lists it came from.
 
         One batch. A chunk has one content point per version, so per variant *one*
@@ -220,6 +256,14 @@ class Retriever:
         question match is the best of several points, so each candidate missing it gets
         a one-hit search without payload (the search's position says whose it is), its
         version in the filter."""
+        chosen, best, fused, dense, lexical = (
+            stage.chosen,
+            stage.best,
+            stage.fused,
+            stage.dense,
+            stage.lexical,
+        )
+        scoped, lexical_request = stage.scoped, stage.lexical_request
         if not chosen:
             return []
         # a candidate's best dense match over every variant is already known from the
@@ -286,37 +330,25 @@ class Retriever:
         }
         dense_ranks = _ranks(dense)
         lexical_ranks = _ranks(lexical)
-        results = []
-        for key in chosen:
-            version = str(best[key].payload["version"])
-            self._sources[key] = (
-                match_point_id(self.tenant, key, version, 0),
-                top[key].id if key in top else None,
+        return [
+            Candidate(
+                chunk_id=key,
+                document_id=str(best[key].payload["document_id"]),
+                score=fused[key],
+                signals=Signals(
+                    dense=top[key].score if key in top else None,
+                    dense_rank=dense_ranks.get(key),
+                    question=question[key].score if key in question else None,
+                    content=content[key].score if key in content else None,
+                    lexical=bm25[key].score if key in bm25 else 0.0,
+                    lexical_rank=lexical_ranks.get(key),
+                    first_stage=fused[key],
+                ),
+                carrier=match_point_id(self.tenant, key, str(best[key].payload["version"]), 0),
+                best_match=top[key].id if key in top else None,
             )
-            results.append(
-                SearchResult(
-                    chunk_id=key,
-                    document_id=str(best[key].payload["document_id"]),
-                    uri="",
-                    source="",
-                    title="",
-                    heading_path=[],
-                    content="",
-                    qualifying_text="",
-                    matched_text="",
-                    score=fused[key],
-                    signals=Signals(
-                        dense=top[key].score if key in top else None,
-                        dense_rank=dense_ranks.get(key),
-                        question=question[key].score if key in question else None,
-                        content=content[key].score if key in content else None,
-                        lexical=bm25[key].score if key in bm25 else 0.0,
-                        lexical_rank=lexical_ranks.get(key),
-                        first_stage=fused[key],
-                    ),
-                )
-            )
-        return results
+            for key in chosen
+        ]
 
 
 def content_room(chunks: int) -> int:

@@ -188,21 +188,21 @@ def test_a_query_costs_five_round_trips_whatever_its_variants(
 def test_ranking_on_signals_reads_only_the_chunks_kept(
     kb: KnowledgeBase, embedder: OnnxEmbedder
 ) -> None:
-    """``read=False``: candidates come with ids, scores and signals; ``read`` then reads
-    the chunks (and best matches) of only those kept, and they equal a full read."""
-    from flexmatch.engine.retrieval import Retriever
+    """``search``: candidates come with ids, scores and signals; ``read`` then reads the
+    chunks (and best matches) of only those kept, and they equal a full read."""
+    from flexmatch.engine.retrieval import Candidate, Retriever
 
     counting = _CountingStore(kb.store)
     retriever = Retriever(counting, "default", QueryConfig(retrieval="hybrid"))  # type: ignore[arg-type]
     texts = ["what does mooring cost?"]
     vectors = embedder.embed(texts)
     full = Retriever(kb.store, "default", QueryConfig()).retrieve(texts, vectors, 10, None)
-    light = retriever.retrieve(texts, vectors, 10, None)  # read=True: the same
+    light = retriever.retrieve(texts, vectors, 10, None)  # search and read: the same
     assert [r.model_dump() for r in light] == [r.model_dump() for r in full]
     counting.calls.clear()
-    bare = retriever.retrieve(texts, vectors, 10, None, read=False)
+    bare = retriever.search(texts, vectors, 10, None)
     assert "retrieve" not in counting.calls
-    assert len(bare) == len(full) and not any(r.content or r.uri for r in bare)
+    assert len(bare) == len(full) and all(isinstance(c, Candidate) for c in bare)
     asked: list[list[str]] = []
     real_retrieve = kb.store.retrieve
     kb.store.retrieve = lambda tenant, ids: asked.append(ids) or real_retrieve(tenant, ids)  # type: ignore[method-assign]
