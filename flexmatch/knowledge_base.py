@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from flexmatch import config_templates
-from flexmatch.access import ACCESS_FIELD, Access, Principal, access_filter
+from flexmatch.access import Access, Principal, access_filter
 from flexmatch.async_bridge import run_sync, sync_twin
 from flexmatch.config import (
     CONFIG_FILE,
@@ -320,18 +320,11 @@ class KnowledgeBase:
         if prune_after:
             check_prunable(reader, inputs)
         loaded = await self._loader.load(reader, inputs)
-        report = await self._run(
-            loaded.items,
-            tenant,
-            progress,
-            loaded.total,
-            work=fanout.work if fanout else None,
-            concurrency=fanout.concurrency if fanout else None,
+        work, concurrency = (fanout.work, fanout.concurrency) if fanout else (None, None)
+        run = self._run(
+            loaded.items, tenant, progress, loaded.total, work=work, concurrency=concurrency
         )
-        report.not_modified = reader.log.not_modified
-        report.warnings.extend(reader.log.warnings)  # limits applied while reading
-        if loaded.plan.stream is not None:  # a crawl's plan was its page limit; now known
-            report.planned = report.processed
+        report = loaded.finish(await run)
         if prune_after:
             await asyncio.to_thread(prune, reader, report, self.runtime, tenant)
         return report
@@ -578,14 +571,8 @@ class KnowledgeBase:
         record = self.registry.get(tenant, document_id)
         if record is None:
             raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
-        tokens = access.tokens() if access is not None else None
-        archived = self.archive.get(tenant, document_id)
-        if archived is not None:
-            metadata = {k: v for k, v in archived.metadata.items() if k != ACCESS_FIELD}
-            if access is not None:
-                metadata[ACCESS_FIELD] = access.model_dump()
-            self.archive.put(tenant, archived.model_copy(update={"metadata": metadata}))
-        return self.registry.set_access(tenant, record, tokens)
+        self.archive.set_access(tenant, document_id, access)
+        return self.registry.set_access(tenant, record, access.tokens() if access else None)
 
     def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
         """Counts of what ``principal`` may read (``None``: everything)."""

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from flexmatch.access import ACCESS_FIELD, Access
 from flexmatch.engine.folders import narrow_folder, private_folder
 from flexmatch.models import Document, Element
 
@@ -113,6 +114,17 @@ class DocumentArchive:
     def original(self, tenant: str, document_id: str) -> Original | None:
         raw = self._read(self._path(tenant, document_id, "originals"))
         return None if raw is None else Original.model_validate_json(raw)
+
+    def set_access(self, tenant: str, document_id: str, access: Access | None) -> None:
+        """The stored copy's ``access`` metadata changed (``None``: the whole tenant's), so
+        a re-index from it keeps the access an admin gave; no copy, nothing to do."""
+        archived = self.get(tenant, document_id)
+        if archived is None:
+            return
+        metadata = {k: v for k, v in archived.metadata.items() if k != ACCESS_FIELD}
+        if access is not None:
+            metadata[ACCESS_FIELD] = access.model_dump()
+        self.put(tenant, archived.model_copy(update={"metadata": metadata}))
 
     def remove(self, tenant: str, document_id: str) -> None:
         for kind in ("documents", "originals"):

@@ -35,6 +35,15 @@ class Loaded:
     total: int
     items: Iterator[Item]
 
+    def finish(self, report: IngestReport) -> IngestReport:
+        """The run's report with what reading learnt: pages not modified, limits applied
+        and, for a crawl (whose plan was its page limit), how many it really found."""
+        report.not_modified = self.reader.log.not_modified
+        report.warnings.extend(self.reader.log.warnings)
+        if self.plan.stream is not None:
+            report.planned = report.processed
+        return report
+
 
 class Loader:
     """The reading side of one knowledge base's ingests (``chains``: a source's ingest
