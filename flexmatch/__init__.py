@@ -100,6 +100,10 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "evaluate": ("flexmatch.evaluation", "evaluate"),
     "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
     "load_config": ("flexmatch.config", "load_config"),
+    "source_chain_refs": ("flexmatch.config", "source_chain_refs"),
+    "ChainChoice": ("flexmatch.config", "ChainChoice"),
+    "SOURCE_SIDE": ("flexmatch.config", "SOURCE_SIDE"),
+    "QUERY_SIDE": ("flexmatch.config", "QUERY_SIDE"),
     "load_setup": ("flexmatch.evaluation", "load_setup"),
     "prepare_local_model": ("flexmatch.engine.embeddings", "prepare_local_model"),
     "readable_suffixes": ("flexmatch.inputs.parsing", "readable_suffixes"),
@@ -131,7 +135,17 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.client import Client
-    from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
+    from flexmatch.config import (
+        CONFIG_FILE,
+        QUERY_SIDE,
+        SOURCE_SIDE,
+        ChainChoice,
+        KBConfig,
+        QueryConfig,
+        SourceConfig,
+        load_config,
+        source_chain_refs,
+    )
     from flexmatch.engine.archive import Original
     from flexmatch.engine.chains.registry import broken as broken_chain_plugins
     from flexmatch.engine.chains.registry import registered as registered_chains

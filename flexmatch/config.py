@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flexmatch.access import Access
-from flexmatch.errors import SourceChoiceError
+from flexmatch.errors import ConfigError, SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
@@ -246,7 +247,18 @@ class SourceConfig(_Strict):
 class QueryConfig(_Strict):
     """The query path: transform → embed → top_k → collapse → rerank → top_n → format."""
 
-    transform: ChainRef = ChainRef(chain="rewrite")
+    @model_validator(mode="before")
+    @classmethod
+    def _old_transform_key(cls, value: Any) -> Any:
+        """``transform:`` is the old spelling of ``query_transform:``, still loaded."""
+        if isinstance(value, dict) and "transform" in value:
+            if "query_transform" in value:
+                raise ValueError("give query_transform, not also its old spelling transform")
+            value = {**value, "query_transform": value["transform"]}
+            del value["transform"]
+        return value
+
+    query_transform: ChainRef = ChainRef(chain="rewrite")
     retrieval: Literal["hybrid", "dense", "lexical"] = "hybrid"
     fusion: Literal["rrf", "dbsf", "weighted"] = "dbsf"
     dense_weight: float = Field(0.7, ge=0)  # the weighted sum's weights
@@ -434,6 +446,37 @@ def choose_source(config: KBConfig, name: object, *, records: bool = False) -> s
     if records and config.sources[name].type != "records":
         raise SourceChoiceError("not_a_records_source", f"source '{name}' is not of type 'records'")
     return name
+
+
+SOURCE_SIDE = ("chunker", "matching_text", "qualifying_text")  # set on each source
+QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's own, else query.*
+CHAIN_KEYS = SOURCE_SIDE + QUERY_SIDE  # the six chain kinds, as config keys
+
+
+@dataclass(frozen=True)
+class ChainChoice:
+    """The chain one kind of a source resolves to, and whether the source sets it
+    (``own``) or takes the knowledge base's ``query.*`` one."""
+
+    kind: str
+    ref: ChainRef
+    own: bool
+
+
+def source_chain_refs(
+    config: KBConfig, source: str, where: str = CONFIG_FILE
+) -> dict[str, ChainChoice]:
+    """The six chains ``source`` uses (kind → choice), its own or the defaults: the one
+    place a source's chains are resolved. An unknown source is a ConfigError at ``where``."""
+    own = config.sources.get(source)
+    if own is None:
+        known = ", ".join(sorted(config.sources))
+        raise ConfigError(f"{where}: no source named '{source}' (sources: {known})")
+    choices = {kind: ChainChoice(kind, getattr(own, kind), True) for kind in SOURCE_SIDE}
+    for kind in QUERY_SIDE:
+        ref: ChainRef | None = getattr(own, kind)
+        choices[kind] = ChainChoice(kind, ref or getattr(config.query, kind), ref is not None)
+    return choices
 
 
 def load_config(kb_dir: Path, env: dict[str, str] | None = None) -> KBConfig:

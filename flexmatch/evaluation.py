@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from flexmatch.config import KBConfig
+from flexmatch.config import QUERY_SIDE, KBConfig
 from flexmatch.errors import ConfigError
 from flexmatch.models import SearchResult
 from flexmatch.resources import builtin_dir
@@ -138,9 +138,6 @@ def evaluate_sync(kb: Searchable, dataset: BeirDataset, limit: int | None = None
 
 # -- setups ------------------------------------------------------------------------------
 BASELINES = ("bm25", "dense-passages", "rrf-passages")
-
-
-QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's query-side chains
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from flexmatch.access import ACCESS_FIELD, Access, Principal, access_filter
 from flexmatch.config import (
     CONFIG_FILE,
     LOCAL_EMBEDDING_MODELS,
+    QUERY_SIDE,
     ChainRef,
     KBConfig,
     ModelsConfig,
@@ -30,9 +31,10 @@ from flexmatch.config import (
     SourceConfig,
     choose_source,
     load_config,
+    source_chain_refs,
 )
 from flexmatch.engine.archive import DocumentArchive, Original
-from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
+from flexmatch.engine.chains import ChainContext, Formatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embeddings import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
@@ -58,7 +60,7 @@ from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
 from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError, StoreError
-from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, deep_merge, evaluate
+from flexmatch.evaluation import BeirDataset, Scores, Setup, deep_merge, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader, spooled
@@ -176,7 +178,7 @@ class KnowledgeBase:
         self._store: VectorStore | None = None
         self._source_chains: dict[str, SourceChains] = {}
         self._query_plan: QueryPlan | None = None
-        self._formatters: dict[str, ResultFormatter] = {}
+        self._formatters: dict[str, Formatter] = {}
         self._active_runs = ActiveRuns()
         self._store_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
@@ -346,11 +348,7 @@ class KnowledgeBase:
 
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
-        if source not in self.config.sources:
-            known = ", ".join(sorted(self.config.sources))
-            raise ConfigError(
-                f"{self.path / CONFIG_FILE}: no source named '{source}' (sources: {known})"
-            )
+        source_chain_refs(self.config, source, str(self.path / CONFIG_FILE))  # names it
         if source not in self._source_chains:
             self._source_chains[source] = SourceChains.build(
                 self.config.sources[source], self.context
@@ -367,11 +365,7 @@ class KnowledgeBase:
         """The query transform, reranker and formatter ``source`` resolves to (its own,
         else ``query.*``); no source: those of the default source."""
         name = self.config.default_source if source is None else source
-        if name not in self.config.sources:
-            known = ", ".join(sorted(self.config.sources))
-            raise ConfigError(
-                f"{self.path / CONFIG_FILE}: no source named '{name}' (sources: {known})"
-            )
+        source_chain_refs(self.config, name, str(self.path / CONFIG_FILE))  # names it
         return self.query_plan().by_source[name]
 
     def reload_chains(self) -> None:
@@ -381,14 +375,14 @@ class KnowledgeBase:
         self._query_plan = None
         self._formatters.clear()
 
-    def formatter(self, name: str | None = None, *, source: str | None = None) -> ResultFormatter:
+    def formatter(self, name: str | None = None, *, source: str | None = None) -> Formatter:
         """The result formatter named, else the one ``source`` resolves to (its own, else
         ``query.formatter``; no source: the default source's)."""
         if name is None:
             return self.query_chains(source).formatter
         if name not in self._formatters:
             ref = ChainRef(chain=name)
-            self._formatters[name] = build_chain(ref, ResultFormatter, self.context)
+            self._formatters[name] = build_chain(ref, Formatter, self.context)
         return self._formatters[name]
 
     def use_query_config(
@@ -417,13 +411,10 @@ class KnowledgeBase:
             for chain in self.source_chains(name).all()
         ]
         for name, chains in self.query_plan().by_source.items():
-            own = self.config.sources[name]
-            for chain, set_here in (
-                (chains.transform, own.query_transform),
-                (chains.reranker, own.reranker),
-                (chains.formatter, own.formatter),
-            ):
-                placed.append((f"source {name}" if set_here else "query", chain))
+            refs = source_chain_refs(self.config, name)
+            for kind in QUERY_SIDE:
+                where = f"source {name}" if refs[kind].own else "query"
+                placed.append((where, getattr(chains, kind)))
         placed = list(dict.fromkeys(placed))  # a query.* chain once, not once per source
         return [
             ChainUse(where=at, kind=c.kind, chain=c.spec.name, type=c.spec.type, file=c.spec.path)
@@ -980,7 +971,7 @@ class KnowledgeBase:
         result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
         if formatter is not None:
             return await self.formatter(formatter).run(result)
-        runs: list[tuple[ResultFormatter, list[ResultItem]]] = []  # in rank order
+        runs: list[tuple[Formatter, list[ResultItem]]] = []  # in rank order
         for item in result.results:
             chosen = self.formatter(source=self._known_source(item.source))
             if runs and runs[-1][0] is chosen:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch import resources
 from flexmatch.errors import ConfigError
@@ -18,9 +18,10 @@ ChainKind = Literal[
     "qualifying_text",
     "query_transform",
     "reranker",
-    "result_formatter",
+    "formatter",
 ]
 CHAIN_KINDS: tuple[ChainKind, ...] = get_args(ChainKind)
+OLD_KINDS = {"result_formatter": "formatter"}  # a kind's old spelling, still loaded
 
 
 class OutputRules(BaseModel):
@@ -49,6 +50,13 @@ class ChainSpec(BaseModel):
     output: OutputRules = OutputRules()
     name: str = ""  # filled from the file name
     path: str = ""  # filled from where it was found
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") in OLD_KINDS:
+            data = {**data, "kind": OLD_KINDS[data["kind"]]}
+        return data
 
     def dump(self) -> str:
         """The chain file's YAML: loading it again gives this spec (``name`` and ``path``

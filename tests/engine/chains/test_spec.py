@@ -57,7 +57,7 @@ def test_registered_types_cover_the_issue() -> None:
     assert {"llm_context", "headings"} <= set(types["qualifying_text"])
     assert {"llm_question", "identity"} <= set(types["query_transform"])
     assert {"cohere", "llm", "none"} <= set(types["reranker"])
-    assert {"json", "markdown"} <= set(types["result_formatter"])
+    assert {"json", "markdown"} <= set(types["formatter"])
 
 
 def test_llm_chain_falls_back_without_llm_and_says_so() -> None:
@@ -212,7 +212,7 @@ def test_a_broken_chain_plug_in_is_named_only_when_its_type_is_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flexmatch.engine.chains import registry
-    from flexmatch.engine.chains.chunkers.structure import StructureChunker
+    from flexmatch.engine.chains.chunker.structure import StructureChunker
 
     _chain_plugins(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -242,7 +242,7 @@ def test_a_broken_chain_plug_in_is_named_only_when_its_type_is_used(
 
 
 def test_a_registration_never_replaces_another() -> None:
-    from flexmatch.engine.chains.chunkers.structure import StructureChunker
+    from flexmatch.engine.chains.chunker.structure import StructureChunker
     from flexmatch.engine.chains.registry import implementation
 
     with pytest.raises(ValueError, match=r"'structure' is already registered by .*StructureChunk"):

@@ -33,6 +33,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from flexmatch import (
+    QUERY_SIDE,
+    SOURCE_SIDE,
     ChainError,
     ChunkView,
     ConfigError,
@@ -43,6 +45,7 @@ from flexmatch import (
     Section,
     ToolResult,
     bounded_previews,
+    source_chain_refs,
 )
 
 PLACEHOLDER_MODEL = "console-preview/no-llm"  # never called: previews only render
@@ -52,18 +55,18 @@ DRAFT_PREFIX = "flexmatch-console-"
 _PART = r"[^\s/'\"(),;:]+"
 _SERVER_PATH = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*?((?:{_PART}/)?{_PART})(?=$|[\s'\"(),;:])")
 _DRAFT_FOLDER = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*{re.escape(DRAFT_PREFIX)}{_PART}/?")
-SOURCE_KINDS = ("chunker", "matching_text", "qualifying_text")
-QUERY_KINDS = ("query_transform", "reranker", "result_formatter")
+SOURCE_KINDS = SOURCE_SIDE
+QUERY_KINDS = QUERY_SIDE
 KINDS = SOURCE_KINDS + QUERY_KINDS
 CHUNK_PROMPTS = ("matching_text", "qualifying_text")  # previewed on a chosen chunk
-QUERY_PROMPTS = ("query_transform", "result_formatter")  # previewed on a sample query
+QUERY_PROMPTS = ("query_transform", "formatter")  # previewed on a sample query
 KIND_LABELS = {
     "chunker": "chunker",
     "matching_text": "matching text",
     "qualifying_text": "qualifying text",
     "query_transform": "query transform",
     "reranker": "reranker",
-    "result_formatter": "result formatter",
+    "formatter": "result formatter",
 }
 
 
@@ -138,26 +141,13 @@ def chain_of(kb: KnowledgeBase, source: str | None, kind: str) -> Any:
         if source is None:
             raise ConfigError(f"the {KIND_LABELS[kind]} chain belongs to a source; name one")
         return getattr(kb.source_chains(source), kind)
-    if kind == "query_transform":
-        return kb.query_chains(source).transform
-    if kind == "reranker":
-        return kb.query_chains(source).reranker
-    if kind == "result_formatter":
-        return kb.formatter(source=source)
+    if kind in QUERY_KINDS:
+        return getattr(kb.query_chains(source), kind)
     raise ConfigError(f"unknown chain kind '{kind}' (kinds: {', '.join(KINDS)})")
 
 
 def configured_name(kb: KnowledgeBase, source: str, kind: str) -> str:
-    if kind in SOURCE_KINDS:
-        return str(getattr(kb.config.sources[source], kind).chain)
-    own = kb.config.sources[source]
-    query = kb.config.query
-    refs = {
-        "query_transform": own.query_transform or query.transform,
-        "reranker": own.reranker or query.reranker,
-        "result_formatter": own.formatter or query.formatter,
-    }
-    return str(refs[kind].chain)
+    return str(source_chain_refs(kb.config, source)[kind].ref.chain)
 
 
 def _read(path: str) -> str:

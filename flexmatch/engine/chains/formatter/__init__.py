@@ -1,0 +1,1 @@
+"""Result formatters: the tool result → what the agent sees."""
