@@ -109,7 +109,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "readable_suffixes": ("flexmatch.inputs.parsing", "readable_suffixes"),
     "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
-    "broken_chain_plugins": ("flexmatch.engine.chains.registry", "broken"),
+    "broken_plugins": ("flexmatch.engine.plugin_failures", "broken_plugins"),
     "require_extra": ("flexmatch.extras", "require"),
     "run_sync": ("flexmatch.knowledge_base", "run_sync"),
     "safe_filename": ("flexmatch.inputs.sources", "safe_filename"),
@@ -147,9 +147,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         source_chain_refs,
     )
     from flexmatch.engine.archive import Original
-    from flexmatch.engine.chains.registry import broken as broken_chain_plugins
     from flexmatch.engine.chains.registry import registered as registered_chains
     from flexmatch.engine.embeddings import prepare_local_model
+    from flexmatch.engine.plugin_failures import broken_plugins
     from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters
     from flexmatch.engine.stores.repair import DoctorReport, doctor_store
     from flexmatch.errors import (

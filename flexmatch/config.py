@@ -244,19 +244,24 @@ class SourceConfig(_Strict):
         return self
 
 
+def current_query_keys(query: Any) -> Any:
+    """``query:`` settings with ``transform:``, the old spelling of ``query_transform:``,
+    renamed (a file giving both is refused)."""
+    if isinstance(query, dict) and "transform" in query:
+        if "query_transform" in query:
+            raise ValueError("give query_transform, not also its old spelling transform")
+        query = {**query, "query_transform": query["transform"]}
+        del query["transform"]
+    return query
+
+
 class QueryConfig(_Strict):
     """The query path: transform → embed → top_k → collapse → rerank → top_n → format."""
 
     @model_validator(mode="before")
     @classmethod
     def _old_transform_key(cls, value: Any) -> Any:
-        """``transform:`` is the old spelling of ``query_transform:``, still loaded."""
-        if isinstance(value, dict) and "transform" in value:
-            if "query_transform" in value:
-                raise ValueError("give query_transform, not also its old spelling transform")
-            value = {**value, "query_transform": value["transform"]}
-            del value["transform"]
-        return value
+        return current_query_keys(value)
 
     query_transform: ChainRef = ChainRef(chain="rewrite")
     retrieval: Literal["hybrid", "dense", "lexical"] = "hybrid"

@@ -71,6 +71,11 @@ class Registry(Generic[K, T]):
     items: dict[K, T] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)  # plug-in name → why it is not used
     loaded: bool = False
+    in_process: list[tuple[str, Any, str]] = field(default_factory=list)  # ``register``
+    importing: bool = False  # loading an entry point now
+
+    def __post_init__(self) -> None:
+        _REGISTRIES.append(self)
 
     def add(self, name: str, obj: Any, origin: str) -> None:
         """The one registration path: built-ins, entry points and in-process ``register``.
@@ -84,6 +89,14 @@ class Registry(Generic[K, T]):
                     f"another name)"
                 )
             self.items[key] = value
+
+    def register(self, name: str, obj: Any, origin: str) -> None:
+        """Register ``obj`` from code in this process (a decorator), after the built-ins
+        and plug-ins, and again whenever they load again."""
+        self.load()
+        self.add(name, obj, origin)
+        if not self.importing:  # a plug-in module registering as it is imported is its own
+            self.in_process.append((name, obj, origin))
 
     def load(self) -> None:
         """Register the built-ins, then every installed plug-in, once."""
@@ -106,10 +119,20 @@ class Registry(Generic[K, T]):
                 self._broken(name, f"two plug-ins declare it ({values})")
             else:
                 self._take(name, candidates[0], plugin=True)
+        for name, obj, origin in self.in_process:
+            try:
+                self.add(name, obj, origin)
+            except (TypeError, ValueError) as exc:  # a plug-in on the path took it since
+                self._broken(name, f"'{origin}' was refused: {exc}")
 
     def _take(self, name: str, entry_point: EntryPoint, *, plugin: bool) -> None:
         try:
-            self.add(name, entry_point.load(), entry_point.value)
+            self.importing = True
+            try:
+                loaded = entry_point.load()
+            finally:
+                self.importing = False
+            self.add(name, loaded, entry_point.value)
         except Exception as exc:  # any error in a plug-in's import or shape is the plug-in's
             if not plugin:
                 raise
@@ -160,6 +183,16 @@ class Registry(Generic[K, T]):
         self.items.clear()
         self.broken.clear()
         self.loaded = False
+
+
+_REGISTRIES: list[Registry[Any, Any]] = []
+
+
+def reset() -> None:
+    """Forget every hook's registrations, to load them again on next use (for tests that
+    put plug-ins on the path)."""
+    for registry in _REGISTRIES:
+        registry.reset()
 
 
 def _key_text(key: Any) -> str:

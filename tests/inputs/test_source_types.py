@@ -119,6 +119,7 @@ def test_a_plug_in_ingests_and_its_version_hint_skips_unchanged_items(
     assert records["topic-ferries"].metadata == {"source_version": "ferries"}
 
 
+@pytest.mark.usefixtures("fresh_plugins")
 def test_a_broken_plug_in_is_named_and_the_others_still_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,8 +132,6 @@ def test_a_broken_plug_in_is_named_and_the_others_still_work(
         "[flexmatch.sources]\nfeeds = fm_broken_source:Feeds\nfiles = fm_broken_source:Files\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(types, "_plugins_loaded", False)
-    monkeypatch.setattr(types, "_BROKEN", {})
     with pytest.raises(ConfigError, match="plug-in 'feeds': 'fm_broken_source:Feeds' failed"):
         types.source_type("feeds", "flexmatch.yaml: sources.news")
     # a plug-in cannot take a built-in's name: files is still the built-in

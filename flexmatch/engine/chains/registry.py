@@ -103,8 +103,7 @@ def register(kind: str, name: str) -> Callable[[ChainT], ChainT]:
     def decorate(cls: ChainT) -> ChainT:
         if not issubclass(cls, base):
             raise TypeError(f"{cls.__name__} must subclass {base.__name__} to be a {kind} chain")
-        CHAIN_TYPES.load()
-        CHAIN_TYPES.add(name, cls, f"{cls.__module__}:{cls.__qualname__}")
+        CHAIN_TYPES.register(name, cls, f"{cls.__module__}:{cls.__qualname__}")
         return cls
 
     return decorate

@@ -128,25 +128,30 @@ SUPPORTED_SUFFIXES: frozenset[str] = frozenset(PARSERS)
 
 # -- the registry ----------------------------------------------------------------------
 
-_CLAIMED: dict[str, str] = {}  # suffixes plug-ins claim (never a built-in's)
-
 
 def _accept(name: str, parser: Any, where: str) -> list[tuple[str, Parse]]:
-    """A callable; a plug-in's ``suffixes`` attribute claims the suffixes it reads, unless
-    a built-in parser reads them already."""
     if not callable(parser):
         raise TypeError(f"{type(parser).__name__} is not callable")
-    if name not in BUILTIN:
-        for suffix in getattr(parser, "suffixes", ()) or ():
-            suffix = str(suffix).lower()
-            if suffix.startswith(".") and suffix not in SUFFIXES:
-                _CLAIMED.setdefault(suffix, name)
     return [(name, parser)]
 
 
 PARSER_REGISTRY: plugins.Registry[str, Parse] = plugins.Registry(
     plugins.PARSERS, tuple(BUILTIN.items()), _accept
 )
+
+
+def _claimed() -> dict[str, str]:
+    """Suffixes plug-ins claim (a ``suffixes`` attribute on the parser), each by the first
+    plug-in in name order; never one a built-in parser reads."""
+    claimed: dict[str, str] = {}
+    for name in PARSER_REGISTRY.names():
+        if name in BUILTIN:
+            continue
+        for suffix in getattr(PARSER_REGISTRY.items[name], "suffixes", ()) or ():
+            suffix = str(suffix).lower()
+            if suffix.startswith(".") and suffix not in SUFFIXES:
+                claimed.setdefault(suffix, name)
+    return claimed
 
 
 def parser_names() -> list[str]:
@@ -175,12 +180,12 @@ def readable_suffixes() -> list[str]:
     """Every suffix a parser reads (built-in, plug-ins', compressed), sorted; any other
     file is read when its content is text."""
     PARSER_REGISTRY.load()
-    return sorted({*SUFFIXES, *_CLAIMED, *COMPRESSED})
+    return sorted({*SUFFIXES, *_claimed(), *COMPRESSED})
 
 
 def _suffix_parser(suffix: str) -> str | None:
     PARSER_REGISTRY.load()
-    return SUFFIXES.get(suffix) or _CLAIMED.get(suffix)
+    return SUFFIXES.get(suffix) or _claimed().get(suffix)
 
 
 # -- what one parse may read: its byte cap and the parsers setting ----------------------

@@ -295,8 +295,7 @@ def register(name: str) -> Callable[[SourceT], SourceT]:
     in-process; an installed package uses the ``flexmatch.sources`` entry points)."""
 
     def decorate(cls: SourceT) -> SourceT:
-        SOURCE_TYPES.load()
-        SOURCE_TYPES.add(name, cls, f"{cls.__module__}:{cls.__qualname__}")
+        SOURCE_TYPES.register(name, cls, f"{cls.__module__}:{cls.__qualname__}")
         return cls
 
     return decorate

@@ -1,9 +1,9 @@
 """Matching texts for code: the questions a piece of code answers, or its signatures.
 
-``llm_code_questions``: an LLM writes the questions a developer would ask that the code
-answers (grouped and cached per chunk as ``llm_questions`` does); the chunk's signatures
+``code-questions``: an LLM writes the questions a developer would ask that the code
+answers (grouped and cached per chunk as ``questions`` does); the chunk's signatures
 are indexed with them, and stand in for them when the answer for a chunk is unusable.
-``code_signatures`` (no LLM): for each definition in the chunk, its name in words
+``code-signatures`` (no LLM): for each definition in the chunk, its name in words
 (``parse_file`` → "parse file"), its signature and the first sentences of its
 docstring or doc comment, read again from the chunk with the file's grammar.
 """

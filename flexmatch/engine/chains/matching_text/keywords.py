@@ -1,4 +1,4 @@
-"""``llm_keywords`` and ``keyphrases``: a source indexed by the search keywords a chunk is
+"""``keywords`` and ``keyphrases``: a source indexed by the search keywords a chunk is
 found by, not the questions it answers (a catalogue, logs, code-ish text). Searched with
 the ``keywords`` query transform, which puts a query in the same form."""
 
@@ -17,7 +17,7 @@ from flexmatch.models import Document, MatchingText, Section
 
 class LLMKeywords(LLMQuestions):
     """An LLM writes the keyword phrases a user would search to find the chunk; grouped,
-    cached and failure-isolated per chunk exactly like ``llm_questions``."""
+    cached and failure-isolated per chunk exactly like ``questions``."""
 
     def parse_group(self, raw: str, count: int) -> list[list[str] | None]:
         if not self.grouped:

@@ -1,4 +1,4 @@
-"""``llm_questions``: an LLM writes the questions a section answers ("Jeopardy style").
+"""``questions``: an LLM writes the questions a section answers ("Jeopardy style").
 
 Chunks are asked about in groups (``chunks_per_call``, from every document being indexed
 at the moment), one call per group; a prompt written for one chunk at a time (it uses

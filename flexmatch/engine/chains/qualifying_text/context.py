@@ -1,4 +1,4 @@
-"""``llm_context``: an LLM says how each chunk fits in its document (contextual retrieval).
+"""``context``: an LLM says how each chunk fits in its document (contextual retrieval).
 
 The LLM sees each document's title, outline (its headings, in order) and opening, then the
 chunk with its heading path: what the chunk is part of and which sections surround it,

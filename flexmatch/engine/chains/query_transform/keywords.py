@@ -1,4 +1,4 @@
-"""``llm_keywords`` and ``keyphrases``: a query put in the form of a keywords source's
+"""``keywords`` and ``keyphrases``: a query put in the form of a keywords source's
 matching texts (key phrases), so it is compared like with like."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``llm_question``: an LLM rewrites the query as the question(s) it asks."""
+"""``rewrite``: an LLM rewrites the query as the question(s) it asks."""
 
 from __future__ import annotations
 
