@@ -188,12 +188,23 @@ class CrawlConfig(_Strict):
         return patterns
 
 
+_WEB_RULES = ("allow_hosts", "timeout", "max_redirects")  # any built-in may fetch a URL
+BUILTIN_SOURCE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "files": ("include", "exclude", *_WEB_RULES),
+    "web": ("urls", "crawl", "include", "exclude", *_WEB_RULES),
+    "records": ("template", "id_field", "title_field", "include", "exclude", *_WEB_RULES),
+}
+"""The ``options`` each built-in source type takes; each may also be written as a field
+of the source itself (``include:`` for ``options: {include: ...}``), the shorthand."""
+
+
 class SourceConfig(_Strict):
     """One data source: what kind of input it reads, and the chains it is ingested with.
 
     ``type`` names a registered source type (built in: files, web, records; plug-ins add
-    theirs through the ``flexmatch.sources`` entry-point group); a plug-in's own settings
-    go under ``options``, checked by the plug-in.
+    theirs through the ``flexmatch.sources`` entry-point group); the type's own settings
+    go under ``options``, checked by the type. A built-in type's options may also be
+    written as fields of the source (``BUILTIN_SOURCE_OPTIONS``), the shorthand below.
     ``files``: files and folders (``include``/``exclude`` globs on folder walks).
     ``web``: pages by URL (``urls``, safety rules, ``allow_hosts`` to exempt named hosts);
     with ``crawl``, whole sites.
@@ -228,6 +239,27 @@ class SourceConfig(_Strict):
     access_rules: dict[str, Access] = Field(default_factory=dict)
     # what the source holds, in a sentence: agents read it in the MCP tools' descriptions
     description: str = Field("", max_length=1000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_options(cls, value: Any) -> Any:
+        """A built-in type's ``options`` become its fields (where the type reads them)."""
+        if not isinstance(value, dict):
+            return value
+        kind = value.get("type", "files")
+        options = value.get("options")
+        if kind not in BUILTIN_SOURCE_OPTIONS or not isinstance(options, dict) or not options:
+            return value
+        takes = BUILTIN_SOURCE_OPTIONS[kind]
+        unknown = sorted(set(options) - set(takes))
+        if unknown:
+            raise ValueError(
+                f"source type '{kind}' has no option '{unknown[0]}' (options: {', '.join(takes)})"
+            )
+        twice = sorted(set(options) & set(value))
+        if twice:
+            raise ValueError(f"'{twice[0]}' is given twice: as a field and under options")
+        return {**{k: v for k, v in value.items() if k != "options"}, **options}
 
     @field_validator("crawl", mode="before")
     @classmethod

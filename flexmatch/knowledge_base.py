@@ -376,7 +376,7 @@ class KnowledgeBase:
         self._formatters.clear()
 
     def formatter(self, name: str | None = None, *, source: str | None = None) -> Formatter:
-        """The result formatter named, else the one ``source`` resolves to (its own, else
+        """The formatter named, else the one ``source`` resolves to (its own, else
         ``query.formatter``; no source: the default source's)."""
         if name is None:
             return self.query_chains(source).formatter

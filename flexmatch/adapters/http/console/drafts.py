@@ -66,7 +66,7 @@ KIND_LABELS = {
     "qualifying_text": "qualifying text",
     "query_transform": "query transform",
     "reranker": "reranker",
-    "formatter": "result formatter",
+    "formatter": "formatter",
 }
 
 
