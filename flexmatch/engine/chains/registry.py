@@ -47,19 +47,6 @@ BUILTIN: tuple[tuple[str, str], ...] = (
     ("json", f"{_PACKAGE}.formatter.json:JsonFormatter"),
     ("markdown", f"{_PACKAGE}.formatter.markdown:MarkdownFormatter"),
 )
-# (kind, old type name) → the type's name now: chain files that name the old one load
-OLD_TYPES: dict[tuple[str, str], str] = {
-    ("matching_text", "llm_code_questions"): "code-questions",
-    ("matching_text", "code_signatures"): "code-signatures",
-    ("matching_text", "llm_keywords"): "keywords",
-    ("matching_text", "llm_questions"): "questions",
-    ("qualifying_text", "llm_context"): "context",
-    ("query_transform", "llm_keywords"): "keywords",
-    ("query_transform", "llm_question"): "rewrite",
-    ("reranker", "fusion"): "fusion-rerank",
-    ("reranker", "llm"): "llm-rerank",
-}
-
 ChainT = TypeVar("ChainT", bound=type[Chain])
 KindT = TypeVar("KindT", bound=Chain)
 
@@ -123,7 +110,6 @@ def registered() -> dict[str, list[str]]:
 
 
 def implementation(kind: str, name: str, where: str) -> type[Chain]:
-    name = OLD_TYPES.get((kind, name), name)
     return CHAIN_TYPES.get((kind, name), f"{where}: field 'type'", registered()[kind])
 
 

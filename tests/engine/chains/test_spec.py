@@ -271,3 +271,25 @@ def test_the_cli_works_beside_a_broken_chain_plug_in(tmp_path: Path) -> None:
     done = run("ingest", "--kb", str(kb_dir), str(tmp_path / "ferry.md"), env=env)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_old_kind_and_type_names_still_load(tmp_path: Path) -> None:
+    _write_chain(
+        tmp_path, "old-rewrite", "kind: query_transform\ntype: llm_question\nprompt: rewrite.j2\n"
+    )
+    _write_chain(tmp_path, "old-facts", "kind: result_formatter\ntype: markdown\n")
+    _write_chain(tmp_path, "old-fusion", "kind: reranker\ntype: fusion\n")
+    context = ChainContext(kb_dir=tmp_path, llm=_dummy_llm())
+    from flexmatch.engine.chains import Formatter, Reranker
+    from flexmatch.engine.chains.query_transform.rewrite import Rewrite
+    from flexmatch.engine.chains.reranker.fusion import FusionRerank
+
+    assert type(build_chain(ChainRef(chain="old-rewrite"), QueryTransform, context)) is Rewrite
+    assert build_chain(ChainRef(chain="old-facts"), Formatter, context).kind == "formatter"
+    assert type(build_chain(ChainRef(chain="old-fusion"), Reranker, context)) is FusionRerank
+
+
+def test_every_builtin_chain_file_is_named_like_its_type() -> None:
+    for path in sorted(builtin_dir("chains").glob("*.yaml")):
+        spec = load_spec(path.name, None)
+        assert spec.type == path.name.split(".")[0], path.name
