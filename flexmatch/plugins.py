@@ -72,7 +72,10 @@ class Registry(Generic[K, T]):
     broken: dict[str, str] = field(default_factory=dict)  # plug-in name → why it is not used
     loaded: bool = False
     in_process: list[tuple[str, Any, str]] = field(default_factory=list)  # ``register``
-    importing: bool = False  # loading an entry point now
+    importing: str | None = None  # the entry point being loaded now
+    # what a plug-in module registered with ``register`` as it was imported (a module is
+    # imported once: on a second load, its registrations are taken from here)
+    by_module: dict[str, list[tuple[str, Any, str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _REGISTRIES.append(self)
@@ -95,8 +98,10 @@ class Registry(Generic[K, T]):
         and plug-ins, and again whenever they load again."""
         self.load()
         self.add(name, obj, origin)
-        if not self.importing:  # a plug-in module registering as it is imported is its own
+        if self.importing is None:
             self.in_process.append((name, obj, origin))
+        else:  # a plug-in module registering as it is imported: the plug-in's
+            self.by_module.setdefault(self.importing, []).append((name, obj, origin))
 
     def load(self) -> None:
         """Register the built-ins, then every installed plug-in, once."""
@@ -127,12 +132,15 @@ class Registry(Generic[K, T]):
 
     def _take(self, name: str, entry_point: EntryPoint, *, plugin: bool) -> None:
         try:
-            self.importing = True
+            known = self.by_module.get(entry_point.value)
+            self.importing = entry_point.value
             try:
                 loaded = entry_point.load()
             finally:
-                self.importing = False
+                self.importing = None
             self.add(name, loaded, entry_point.value)
+            for registered in known or ():  # imported before: its registrations again
+                self.add(*registered)
         except Exception as exc:  # any error in a plug-in's import or shape is the plug-in's
             if not plugin:
                 raise
@@ -179,7 +187,8 @@ class Registry(Generic[K, T]):
         return dict(self.broken)
 
     def reset(self) -> None:
-        """Forget everything, to load again on next use (tests that add plug-ins)."""
+        """Forget the registrations, to load them again on next use (tests that add
+        plug-ins); in-process ones are registered again then."""
         self.items.clear()
         self.broken.clear()
         self.loaded = False

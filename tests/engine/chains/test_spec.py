@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from flexmatch import plugins
 from flexmatch.chains import (
     CHAIN_KINDS,
     Chain,
@@ -171,6 +172,8 @@ def test_entry_point_plugins_register_like_builtins(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fm-plugin-demo\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[flexmatch.chains]\necho = fm_plugin_demo\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    assert "plugin_echo" in registered()["query_transform"]
+    plugins.reset()  # loaded again: the module is imported already
     assert "plugin_echo" in registered()["query_transform"]
 
 
