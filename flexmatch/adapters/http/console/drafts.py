@@ -55,9 +55,7 @@ DRAFT_PREFIX = "flexmatch-console-"
 _PART = r"[^\s/'\"(),;:]+"
 _SERVER_PATH = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*?((?:{_PART}/)?{_PART})(?=$|[\s'\"(),;:])")
 _DRAFT_FOLDER = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*{re.escape(DRAFT_PREFIX)}{_PART}/?")
-SOURCE_KINDS = SOURCE_SIDE
-QUERY_KINDS = QUERY_SIDE
-KINDS = SOURCE_KINDS + QUERY_KINDS
+KINDS = SOURCE_SIDE + QUERY_SIDE  # the six, in pipeline order
 CHUNK_PROMPTS = ("matching_text", "qualifying_text")  # previewed on a chosen chunk
 QUERY_PROMPTS = ("query_transform", "formatter")  # previewed on a sample query
 KIND_LABELS = {
@@ -137,11 +135,11 @@ def client_message(text: str) -> str:
 
 def chain_of(kb: KnowledgeBase, source: str | None, kind: str) -> Any:
     """The chain object of ``kind``: the source's for ingest kinds, the query path's else."""
-    if kind in SOURCE_KINDS:
+    if kind in SOURCE_SIDE:
         if source is None:
             raise ConfigError(f"the {KIND_LABELS[kind]} chain belongs to a source; name one")
         return getattr(kb.source_chains(source), kind)
-    if kind in QUERY_KINDS:
+    if kind in QUERY_SIDE:
         return getattr(kb.query_chains(source), kind)
     raise ConfigError(f"unknown chain kind '{kind}' (kinds: {', '.join(KINDS)})")
 
@@ -186,11 +184,11 @@ class Catalog:
         used: list[str] = []
         for source, views in self.views.items():
             for view in views:
-                if view.prompt_name == name and view.kind in SOURCE_KINDS:
+                if view.prompt_name == name and view.kind in SOURCE_SIDE:
                     used.append(f"source {source}: {view.label}")
         first = next(iter(self.views.values()), [])
         used += [
-            f"query: {v.label}" for v in first if v.kind in QUERY_KINDS and v.prompt_name == name
+            f"query: {v.label}" for v in first if v.kind in QUERY_SIDE and v.prompt_name == name
         ]
         return used
 
