@@ -1,1 +1,1 @@
-"""Result formatters: the tool result → what the agent sees."""
+"""Formatters: the tool result → what the agent sees."""
