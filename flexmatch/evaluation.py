@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from flexmatch.async_bridge import run_sync
-from flexmatch.config import KBConfig
+from flexmatch.config import QUERY_SIDE, KBConfig, current_query_keys
 from flexmatch.errors import ConfigError
 from flexmatch.models import SearchResult
 from flexmatch.resources import builtin_dir
@@ -140,9 +140,6 @@ def evaluate_sync(kb: Searchable, dataset: BeirDataset, limit: int | None = None
 BASELINES = ("bm25", "dense-passages", "rrf-passages")
 
 
-QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's query-side chains
-
-
 @dataclass(frozen=True)
 class Setup:
     """A named knowledge-base config fragment (chains and query settings) to evaluate.
@@ -199,6 +196,11 @@ def load_setup(name_or_path: str, base: KBConfig) -> Setup:
             raise ConfigError(f"no setup '{name_or_path}' (a file, or one of: {', '.join(known)})")
     fragment = read_yaml(path)
     dealt = fragment.pop("corpus_sources", None)
+    if "query" in fragment:
+        try:
+            fragment["query"] = current_query_keys(fragment["query"])
+        except ValueError as exc:
+            raise ConfigError(f"{path}: field 'query': {exc}") from None
     config = validate(KBConfig, deep_merge(base.model_dump(mode="json"), fragment), str(path))
     if dealt is not None:
         if not isinstance(dealt, list) or not dealt or any(s not in config.sources for s in dealt):

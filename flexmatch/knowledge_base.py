@@ -22,6 +22,7 @@ from flexmatch.async_bridge import run_sync
 from flexmatch.config import (
     CONFIG_FILE,
     LOCAL_EMBEDDING_MODELS,
+    QUERY_SIDE,
     ChainRef,
     KBConfig,
     ModelsConfig,
@@ -29,9 +30,10 @@ from flexmatch.config import (
     SourceConfig,
     choose_source,
     load_config,
+    source_chain_refs,
 )
 from flexmatch.engine.archive import DocumentArchive, Original
-from flexmatch.engine.chains import ChainContext, ResultFormatter, build_chain
+from flexmatch.engine.chains import ChainContext, Formatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder, EmbeddingBatcher, make_embedder
 from flexmatch.engine.estimate import estimate
@@ -58,7 +60,7 @@ from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.stores import VectorStore, open_store
 from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError, StoreError
-from flexmatch.evaluation import QUERY_SIDE, BeirDataset, Scores, Setup, deep_merge, evaluate
+from flexmatch.evaluation import BeirDataset, Scores, Setup, deep_merge, evaluate
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import SourceReader, spooled
@@ -128,7 +130,7 @@ class KnowledgeBase:
             lambda: self.config.sources, self.context, str(path / CONFIG_FILE)
         )
         self._query_plan: QueryPlan | None = None
-        self._formatters: dict[str, ResultFormatter] = {}
+        self._formatters: dict[str, Formatter] = {}
         self._active_runs = ActiveRuns()
         self._store_lock = threading.Lock()
         self._embedder_lock = threading.Lock()
@@ -316,11 +318,7 @@ class KnowledgeBase:
         """The query transform, reranker and formatter ``source`` resolves to (its own,
         else ``query.*``); no source: those of the default source."""
         name = self.config.default_source if source is None else source
-        if name not in self.config.sources:
-            known = ", ".join(sorted(self.config.sources))
-            raise ConfigError(
-                f"{self.path / CONFIG_FILE}: no source named '{name}' (sources: {known})"
-            )
+        source_chain_refs(self.config, name, str(self.path / CONFIG_FILE))  # names it
         return self.query_plan().by_source[name]
 
     def reload_chains(self) -> None:
@@ -330,14 +328,14 @@ class KnowledgeBase:
         self._query_plan = None
         self._formatters.clear()
 
-    def formatter(self, name: str | None = None, *, source: str | None = None) -> ResultFormatter:
-        """The result formatter named, else the one ``source`` resolves to (its own, else
+    def formatter(self, name: str | None = None, *, source: str | None = None) -> Formatter:
+        """The formatter named, else the one ``source`` resolves to (its own, else
         ``query.formatter``; no source: the default source's)."""
         if name is None:
             return self.query_chains(source).formatter
         if name not in self._formatters:
             ref = ChainRef(chain=name)
-            self._formatters[name] = build_chain(ref, ResultFormatter, self.context)
+            self._formatters[name] = build_chain(ref, Formatter, self.context)
         return self._formatters[name]
 
     def use_query_config(
@@ -366,13 +364,10 @@ class KnowledgeBase:
             for chain in self.source_chains(name).all()
         ]
         for name, chains in self.query_plan().by_source.items():
-            own = self.config.sources[name]
-            for chain, set_here in (
-                (chains.transform, own.query_transform),
-                (chains.reranker, own.reranker),
-                (chains.formatter, own.formatter),
-            ):
-                placed.append((f"source {name}" if set_here else "query", chain))
+            refs = source_chain_refs(self.config, name)
+            for kind in QUERY_SIDE:
+                where = f"source {name}" if refs[kind].own else "query"
+                placed.append((where, getattr(chains, kind)))
         placed = list(dict.fromkeys(placed))  # a query.* chain once, not once per source
         return [
             ChainUse(where=at, kind=c.kind, chain=c.spec.name, type=c.spec.type, file=c.spec.path)
@@ -971,7 +966,7 @@ class KnowledgeBase:
         result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
         if formatter is not None:
             return await self.formatter(formatter).run(result)
-        runs: list[tuple[ResultFormatter, list[ResultItem]]] = []  # in rank order
+        runs: list[tuple[Formatter, list[ResultItem]]] = []  # in rank order
         for item in result.results:
             chosen = self.formatter(source=self._known_source(item.source))
             if runs and runs[-1][0] is chosen:

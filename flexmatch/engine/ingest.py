@@ -22,7 +22,7 @@ import numpy as np
 from flexmatch import deadlines
 from flexmatch.access import ACCESS_FIELD, PUBLIC, Access, resolve_access
 from flexmatch.async_bridge import run_sync
-from flexmatch.config import IngestConfig, SourceConfig
+from flexmatch.config import IngestConfig, SourceConfig, require_source
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains import (
     Chain,
@@ -125,13 +125,10 @@ class SourceChainCache:
         self._built: dict[str, SourceChains] = {}
 
     def get(self, source: str) -> SourceChains:
-        sources = self._sources()
-        if source not in sources:
-            known = ", ".join(sorted(sources))
-            raise ConfigError(f"{self._where}: no source named '{source}' (sources: {known})")
+        config = require_source(self._sources(), source, self._where)
         chains = self._built.get(source)
         if chains is None:
-            chains = self._built[source] = SourceChains.build(sources[source], self._context)
+            chains = self._built[source] = SourceChains.build(config, self._context)
         return chains
 
     def clear(self) -> None:

@@ -486,8 +486,10 @@ def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     for kind, names in fm.registered_chains().items():
         table.add_row(shown(kind), shown(", ".join(names)))
     console.print(table)
-    for plugin, reason in fm.broken_chain_plugins().items():
-        errors.print(f"[yellow]note:[/] chain plug-in '{shown(plugin)}' is broken: {shown(reason)}")
+    for what, broken in fm.broken_plugins().items():
+        for plugin, reason in broken.items():
+            note = f"{what} plug-in '{shown(plugin)}' is not used: {shown(reason)}"
+            errors.print(f"[yellow]note:[/] {note}")
     with _open(kb) as base:
         used = Table(title="Chains in use")
         for column in ("where", "kind", "chain", "file"):
