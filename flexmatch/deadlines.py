@@ -135,7 +135,7 @@ class Bounded(Generic[T]):
             raise StopIteration from None
         self._left -= time.monotonic() - started
         if kind == "item":
-            return value  # type: ignore[no-any-return]
+            return value
         self.close()
         if kind == "error":
             raise value

@@ -346,7 +346,7 @@ class JobRegistry:
     def _job(self, record: JobRecord, *, recheck: bool = True) -> TenantJob:
         job = TenantJob(
             id=record.id,
-            status=record.status,  # type: ignore[arg-type]
+            status=record.status,
             documents=[DocumentOutcome.model_validate(d) for d in record.documents],
             updated_at=_iso(record.heartbeat_ns),
             tenant=record.tenant,
