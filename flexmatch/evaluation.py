@@ -168,7 +168,7 @@ class Setup:
         folder.mkdir(parents=True, exist_ok=True)
         lines = [line for line in corpus.read_text(encoding="utf-8-sig").splitlines() if line]
         count = len(self.corpus_sources)
-        parts = []
+        parts: list[tuple[Path, str | None]] = []
         for index, source in enumerate(self.corpus_sources):
             part = folder / f"corpus-{source}.jsonl"
             part.write_text("\n".join(lines[index::count]) + "\n", encoding="utf-8")
@@ -204,9 +204,9 @@ def load_setup(name_or_path: str, base: KBConfig) -> Setup:
     config = validate(KBConfig, deep_merge(base.model_dump(mode="json"), fragment), str(path))
     if dealt is not None:
         if not isinstance(dealt, list) or not dealt or any(s not in config.sources for s in dealt):
-            known = ", ".join(sorted(config.sources))
+            sources = ", ".join(sorted(config.sources))
             raise ConfigError(
-                f"{path}: field 'corpus_sources': a list of the setup's sources ({known}), "
+                f"{path}: field 'corpus_sources': a list of the setup's sources ({sources}), "
                 f"got {dealt!r}"
             )
         return Setup(name=path.stem, config=config, corpus_sources=tuple(dealt))
