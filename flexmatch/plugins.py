@@ -54,7 +54,7 @@ Accept = Callable[[str, Any, str], Iterable[tuple[Any, Any]]]
 
 def where(obj: Any) -> str:
     """``module:qualname`` of a registered object, marked when it is a built-in."""
-    module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "?")
+    module = str(getattr(obj, "__module__", None) or getattr(obj, "__name__", "?"))
     name = getattr(obj, "__qualname__", type(obj).__name__)
     built_in = " (built-in)" if module.split(".")[0] == "flexmatch" else ""
     return f"{module}:{name}{built_in}"

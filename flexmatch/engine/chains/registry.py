@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from flexmatch import plugins
 from flexmatch.config import ChainRef
@@ -66,9 +66,10 @@ def _accept(name: str, obj: Any, origin: str) -> Iterable[tuple[tuple[str, str],
         return []
     if not isinstance(obj, type):
         raise TypeError(f"{type(obj).__name__} is not a chain class")
-    kind = _kind_of(obj)
-    obj.type_name = name
-    return [((kind, name), obj)]
+    kind = _kind_of(obj)  # refuses a class that is no chain
+    chain = cast("type[Chain]", obj)
+    chain.type_name = name
+    return [((kind, name), chain)]
 
 
 CHAIN_TYPES: plugins.Registry[tuple[str, str], type[Chain]] = plugins.Registry(

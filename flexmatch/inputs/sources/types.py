@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -190,7 +190,7 @@ class SourceContext:
             error=WebImportError,
         )
 
-    def reuse(self, document_id: str, expected: dict[str, Any] | None = None) -> Document | None:
+    def reuse(self, document_id: str, expected: Mapping[str, Any] | None = None) -> Document | None:
         """The stored copy of ``document_id``, counted as not modified; None when there is
         none, or when its metadata does not carry the ``expected`` values (the validators
         or version the decision was made on)."""
