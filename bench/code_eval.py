@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig
-from flexmatch.engine.chains.matching.code import doc_sentences
+from flexmatch.engine.chains.matching_text.code import doc_sentences
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.knowledge_base import KnowledgeBase
 from flexmatch.models import SearchResult

@@ -72,7 +72,7 @@ async def main() -> None:
     with KnowledgeBase.open(args.work / args.data.name, config=KBConfig(), env={}) as kb:
         kb.use_query_config(
             QueryConfig(
-                transform=ChainRef(chain="identity"),
+                query_transform=ChainRef(chain="identity"),
                 fusion="dbsf",
                 dense_weight=1,
                 lexical_weight=1,

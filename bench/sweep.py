@@ -66,7 +66,7 @@ async def main() -> None:
                 continue
             settings = {**query}
             settings["reranker"] = ChainRef(chain=settings["reranker"])
-            kb.use_query_config(QueryConfig(transform=ChainRef(chain="identity"), **settings))
+            kb.use_query_config(QueryConfig(query_transform=ChainRef(chain="identity"), **settings))
             if filters:
                 original = kb.aquery
 

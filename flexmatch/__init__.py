@@ -102,12 +102,16 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "evaluate": ("flexmatch.evaluation", "evaluate"),
     "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
     "load_config": ("flexmatch.config", "load_config"),
+    "source_chain_refs": ("flexmatch.config", "source_chain_refs"),
+    "ChainChoice": ("flexmatch.config", "ChainChoice"),
+    "SOURCE_SIDE": ("flexmatch.config", "SOURCE_SIDE"),
+    "QUERY_SIDE": ("flexmatch.config", "QUERY_SIDE"),
     "load_setup": ("flexmatch.evaluation", "load_setup"),
     "prepare_local_model": ("flexmatch.engine.embedders", "prepare_local_model"),
     "readable_suffixes": ("flexmatch.inputs.parsing", "readable_suffixes"),
     "record_id": ("flexmatch.inputs.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
-    "broken_chain_plugins": ("flexmatch.engine.chains.registry", "broken"),
+    "broken_plugins": ("flexmatch.engine.plugin_failures", "broken_plugins"),
     "search_filters": ("flexmatch.engine.points", "search_filters"),
     "tool_result": ("flexmatch.results", "tool_result"),
 }
@@ -158,11 +162,21 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.client import Client
-    from flexmatch.config import CONFIG_FILE, KBConfig, QueryConfig, SourceConfig, load_config
+    from flexmatch.config import (
+        CONFIG_FILE,
+        QUERY_SIDE,
+        SOURCE_SIDE,
+        ChainChoice,
+        KBConfig,
+        QueryConfig,
+        SourceConfig,
+        load_config,
+        source_chain_refs,
+    )
     from flexmatch.engine.archive import Original
-    from flexmatch.engine.chains.registry import broken as broken_chain_plugins
     from flexmatch.engine.chains.registry import registered as registered_chains
     from flexmatch.engine.embedders import prepare_local_model
+    from flexmatch.engine.plugin_failures import broken_plugins
     from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters
     from flexmatch.engine.stores.repair import DoctorReport, doctor_store
     from flexmatch.errors import (

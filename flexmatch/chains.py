@@ -7,8 +7,10 @@
         async def run(self, query: str) -> list[str]:
             return [query.upper()]
 
-A package makes its chains available to every knowledge base through the
-``flexmatch.chains`` entry-point group, the same way the built-ins register.
+A package makes its chain types available to every knowledge base by declaring the
+classes in the ``flexmatch.chains`` entry-point group (``shout = "pkg:Shout"``: the
+entry point's name is the type, the class's base its kind), the hook the built-ins
+register through too (``flexmatch.plugins``).
 """
 
 from flexmatch.engine.chains import *  # noqa: F403  (the names of its __all__)

@@ -486,25 +486,25 @@ class Client:
             done = IngestReport.combined(reports)
         batches = list(_file_batches(paths))
         while batches:
-            batch, failed = batches.pop(0)
+            uploads, failed = batches.pop(0)
             for failure in failed:
                 local.record_failed(failure)
-            if not batch:
+            if not uploads:
                 continue
-            files = [(name, path.read_bytes()) for name, path in batch]
+            files = [(name, path.read_bytes()) for name, path in uploads]
             try:
                 job = yield from self._submit_files(files, source, None)
             except ServiceError as exc:
                 if exc.status != 413:
                     raise
-                if len(batch) > 1:  # over the server's body cap together: one at a time
-                    batches[:0] = [([one], []) for one in batch]
+                if len(uploads) > 1:  # over the server's body cap together: one at a time
+                    batches[:0] = [([one], []) for one in uploads]
                     continue
-                path = str(batch[0][1])
-                local.record_failed(FailedDocument(uri=path, error=f"{path}: {exc}"))
+                uri = str(uploads[0][1])
+                local.record_failed(FailedDocument(uri=uri, error=f"{uri}: {exc}"))
                 continue
             report = (yield from self._wait(job, tracked if progress else None)).report()
-            reports.append(_relabelled(report, {n: str(p.resolve()) for n, p in batch}))
+            reports.append(_relabelled(report, {n: str(p.resolve()) for n, p in uploads}))
             done = IngestReport.combined(reports)
         combined = IngestReport.combined([*reports, local])
         combined.planned = combined.processed

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flexmatch.access import Access
-from flexmatch.errors import SourceChoiceError
+from flexmatch.errors import ConfigError, SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
-QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's query-side chains
 # the packaged all-MiniLM-L6-v2, as trained, and with int8 matrix products
 LOCAL_EMBEDDING_MODEL_FP32 = "local/all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_MODEL_INT8 = "local/all-MiniLM-L6-v2-int8"
@@ -188,12 +189,23 @@ class CrawlConfig(_Strict):
         return patterns
 
 
+_WEB_RULES = ("allow_hosts", "timeout", "max_redirects")  # any built-in may fetch a URL
+BUILTIN_SOURCE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "files": ("include", "exclude", *_WEB_RULES),
+    "web": ("urls", "crawl", "include", "exclude", *_WEB_RULES),
+    "records": ("template", "id_field", "title_field", "include", "exclude", *_WEB_RULES),
+}
+"""The ``options`` each built-in source type takes; each may also be written as a field
+of the source itself (``include:`` for ``options: {include: ...}``), the shorthand."""
+
+
 class SourceConfig(_Strict):
     """One data source: what kind of input it reads, and the chains it is ingested with.
 
     ``type`` names a registered source type (built in: files, web, records; plug-ins add
-    theirs through the ``flexmatch.sources`` entry-point group); a plug-in's own settings
-    go under ``options``, checked by the plug-in.
+    theirs through the ``flexmatch.sources`` entry-point group); the type's own settings
+    go under ``options``, checked by the type. A built-in type's options may also be
+    written as fields of the source (``BUILTIN_SOURCE_OPTIONS``), the shorthand below.
     ``files``: files and folders (``include``/``exclude`` globs on folder walks).
     ``web``: pages by URL (``urls``, safety rules, ``allow_hosts`` to exempt named hosts);
     with ``crawl``, whole sites.
@@ -233,6 +245,27 @@ class SourceConfig(_Strict):
     # what the source holds, in a sentence: agents read it in the MCP tools' descriptions
     description: str = Field("", max_length=1000)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _builtin_options(cls, value: Any) -> Any:
+        """A built-in type's ``options`` become its fields (where the type reads them)."""
+        if not isinstance(value, dict):
+            return value
+        kind = value.get("type", "files")
+        options = value.get("options")
+        if kind not in BUILTIN_SOURCE_OPTIONS or not isinstance(options, dict) or not options:
+            return value
+        takes = BUILTIN_SOURCE_OPTIONS[kind]
+        unknown = sorted(set(options) - set(takes))
+        if unknown:
+            raise ValueError(
+                f"source type '{kind}' has no option '{unknown[0]}' (options: {', '.join(takes)})"
+            )
+        twice = sorted(set(options) & set(value))
+        if twice:
+            raise ValueError(f"'{twice[0]}' is given twice: as a field and under options")
+        return {**{k: v for k, v in value.items() if k != "options"}, **options}
+
     @field_validator("crawl", mode="before")
     @classmethod
     def _crawl_shorthand(cls, value: Any) -> Any:
@@ -250,10 +283,26 @@ class SourceConfig(_Strict):
         return self
 
 
+def current_query_keys(query: Any) -> Any:
+    """``query:`` settings with ``transform:``, the old spelling of ``query_transform:``,
+    renamed (a file giving both is refused)."""
+    if isinstance(query, dict) and "transform" in query:
+        if "query_transform" in query:
+            raise ValueError("give query_transform, not also its old spelling transform")
+        query = {**query, "query_transform": query["transform"]}
+        del query["transform"]
+    return query
+
+
 class QueryConfig(_Strict):
     """The query path: transform → embed → top_k → collapse → rerank → top_n → format."""
 
-    transform: ChainRef = ChainRef(chain="rewrite")
+    @model_validator(mode="before")
+    @classmethod
+    def _old_transform_key(cls, value: Any) -> Any:
+        return current_query_keys(value)
+
+    query_transform: ChainRef = ChainRef(chain="rewrite")
     retrieval: Literal["hybrid", "dense", "lexical"] = "hybrid"
     fusion: Literal["rrf", "dbsf", "weighted"] = "dbsf"
     dense_weight: float = Field(0.7, ge=0)  # the weighted sum's weights
@@ -441,6 +490,44 @@ def choose_source(config: KBConfig, name: object, *, records: bool = False) -> s
     if records and config.sources[name].type != "records":
         raise SourceChoiceError("not_a_records_source", f"source '{name}' is not of type 'records'")
     return name
+
+
+SOURCE_SIDE = ("chunker", "matching_text", "qualifying_text")  # set on each source
+QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's own, else query.*
+CHAIN_KEYS = SOURCE_SIDE + QUERY_SIDE  # the six chain kinds, as config keys
+
+
+@dataclass(frozen=True)
+class ChainChoice:
+    """The chain one kind of a source resolves to, and whether the source sets it
+    (``own``) or takes the knowledge base's ``query.*`` one."""
+
+    kind: str
+    ref: ChainRef
+    own: bool
+
+
+def require_source(sources: Mapping[str, SourceConfig], name: str, where: str) -> SourceConfig:
+    """The source called ``name``; an unknown one is a ConfigError at ``where`` that lists
+    the sources there are (the one wording of that error)."""
+    own = sources.get(name)
+    if own is None:
+        known = ", ".join(sorted(sources))
+        raise ConfigError(f"{where}: no source named '{name}' (sources: {known})")
+    return own
+
+
+def source_chain_refs(
+    config: KBConfig, source: str, where: str = CONFIG_FILE
+) -> dict[str, ChainChoice]:
+    """The six chains ``source`` uses (kind → choice), its own or the defaults: the one
+    place a source's chains are resolved. An unknown source is a ConfigError at ``where``."""
+    own = require_source(config.sources, source, where)
+    choices = {kind: ChainChoice(kind, getattr(own, kind), True) for kind in SOURCE_SIDE}
+    for kind in QUERY_SIDE:
+        ref: ChainRef | None = getattr(own, kind)
+        choices[kind] = ChainChoice(kind, ref or getattr(config.query, kind), ref is not None)
+    return choices
 
 
 def load_config(kb_dir: Path, env: dict[str, str] | None = None) -> KBConfig:

@@ -69,7 +69,8 @@ async def run_coroutine(
                 done.set_result(result)
 
     _daemon(target, name)
-    finished, result = await within(asyncio.wrap_future(done), timeout)
+    waited: asyncio.Future[T] = asyncio.wrap_future(done)
+    finished, result = await within(waited, timeout)
     if not finished:
         loop, task = box.get("loop"), box.get("task")
         if loop is not None and task is not None:
@@ -136,7 +137,7 @@ class Bounded(Generic[T]):
             raise StopIteration from None
         self._left -= time.monotonic() - started
         if kind == "item":
-            return value  # type: ignore[no-any-return]
+            return value
         self.close()
         if kind == "error":
             raise value

@@ -21,7 +21,7 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from flexmatch.async_bridge import run_sync
-from flexmatch.config import QUERY_SIDE, KBConfig
+from flexmatch.config import QUERY_SIDE, KBConfig, current_query_keys
 from flexmatch.config_templates import deep_merge
 from flexmatch.errors import ConfigError
 from flexmatch.models import SearchResult
@@ -169,7 +169,7 @@ class Setup:
         folder.mkdir(parents=True, exist_ok=True)
         lines = [line for line in corpus.read_text(encoding="utf-8-sig").splitlines() if line]
         count = len(self.corpus_sources)
-        parts = []
+        parts: list[tuple[Path, str | None]] = []
         for index, source in enumerate(self.corpus_sources):
             part = folder / f"corpus-{source}.jsonl"
             part.write_text("\n".join(lines[index::count]) + "\n", encoding="utf-8")
@@ -187,12 +187,17 @@ def load_setup(name_or_path: str, base: KBConfig) -> Setup:
             raise ConfigError(f"no setup '{name_or_path}' (a file, or one of: {', '.join(known)})")
     fragment = read_yaml(path)
     dealt = fragment.pop("corpus_sources", None)
+    if "query" in fragment:
+        try:
+            fragment["query"] = current_query_keys(fragment["query"])
+        except ValueError as exc:
+            raise ConfigError(f"{path}: field 'query': {exc}") from None
     config = validate(KBConfig, deep_merge(base.model_dump(mode="json"), fragment), str(path))
     if dealt is not None:
         if not isinstance(dealt, list) or not dealt or any(s not in config.sources for s in dealt):
-            known = ", ".join(sorted(config.sources))
+            sources = ", ".join(sorted(config.sources))
             raise ConfigError(
-                f"{path}: field 'corpus_sources': a list of the setup's sources ({known}), "
+                f"{path}: field 'corpus_sources': a list of the setup's sources ({sources}), "
                 f"got {dealt!r}"
             )
         return Setup(name=path.stem, config=config, corpus_sources=tuple(dealt))

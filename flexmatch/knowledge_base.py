@@ -26,9 +26,10 @@ from flexmatch.config import (
     SourceConfig,
     choose_source,
     load_config,
+    source_chain_refs,
 )
 from flexmatch.engine.archive import Original
-from flexmatch.engine.chains import ResultFormatter, build_chain
+from flexmatch.engine.chains import Formatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.estimate import estimate_reading, plan_reindex
@@ -92,7 +93,7 @@ class KnowledgeBase:
         )
         self._loader = Loader(self.runtime, self.source_chains)
         self._query_plan: QueryPlan | None = None
-        self._formatters: dict[str, ResultFormatter] = {}
+        self._formatters: dict[str, Formatter] = {}
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -188,11 +189,7 @@ class KnowledgeBase:
         """The query transform, reranker and formatter ``source`` resolves to (its own,
         else ``query.*``); no source: those of the default source."""
         name = self.config.default_source if source is None else source
-        if name not in self.config.sources:
-            known = ", ".join(sorted(self.config.sources))
-            raise ConfigError(
-                f"{self.path / CONFIG_FILE}: no source named '{name}' (sources: {known})"
-            )
+        source_chain_refs(self.config, name, str(self.path / CONFIG_FILE))  # names it
         return self.query_plan().by_source[name]
 
     def reload_chains(self) -> None:
@@ -202,14 +199,14 @@ class KnowledgeBase:
         self._query_plan = None
         self._formatters.clear()
 
-    def formatter(self, name: str | None = None, *, source: str | None = None) -> ResultFormatter:
-        """The result formatter named, else the one ``source`` resolves to (its own, else
+    def formatter(self, name: str | None = None, *, source: str | None = None) -> Formatter:
+        """The formatter named, else the one ``source`` resolves to (its own, else
         ``query.formatter``; no source: the default source's)."""
         if name is None:
             return self.query_chains(source).formatter
         if name not in self._formatters:
             ref = ChainRef(chain=name)
-            self._formatters[name] = build_chain(ref, ResultFormatter, self.context)
+            self._formatters[name] = build_chain(ref, Formatter, self.context)
         return self._formatters[name]
 
     def use_query_config(
@@ -238,13 +235,10 @@ class KnowledgeBase:
             for chain in self.source_chains(name).all()
         ]
         for name, chains in self.query_plan().by_source.items():
-            own = self.config.sources[name]
-            for chain, set_here in (
-                (chains.transform, own.query_transform),
-                (chains.reranker, own.reranker),
-                (chains.formatter, own.formatter),
-            ):
-                placed.append((f"source {name}" if set_here else "query", chain))
+            refs = source_chain_refs(self.config, name)
+            for kind in QUERY_SIDE:
+                where = f"source {name}" if refs[kind].own else "query"
+                placed.append((where, getattr(chains, kind)))
         placed = list(dict.fromkeys(placed))  # a query.* chain once, not once per source
         return [
             ChainUse(where=at, kind=c.kind, chain=c.spec.name, type=c.spec.type, file=c.spec.path)

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from flexmatch.config import CONFIG_FILE, KBConfig
-from flexmatch.errors import ConfigError, FlexMatchError
+from flexmatch.config import CONFIG_FILE, KBConfig, require_source
+from flexmatch.errors import FlexMatchError
 from flexmatch.models import IngestReport, SourceSync, SyncReport
 
 # what sync reports as it goes: the source being ingested, and its report so far
@@ -40,12 +40,8 @@ def chosen_sources(config: KBConfig, source: str | list[str] | None, where: str)
     if source is None:
         return list(config.sources)
     names = [source] if isinstance(source, str) else list(source)
-    unknown = [name for name in names if name not in config.sources]
-    if unknown:
-        known = ", ".join(config.sources) or "none"
-        raise ConfigError(
-            f"{where}/{CONFIG_FILE}: no source named '{unknown[0]}' (sources: {known})"
-        )
+    for name in names:
+        require_source(config.sources, name, f"{where}/{CONFIG_FILE}")
     return [name for name in config.sources if name in names]
 
 

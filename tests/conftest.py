@@ -103,6 +103,17 @@ def llm_server(_llm_server: FakeLLMServer) -> FakeLLMServer:
 
 
 @pytest.fixture
+def fresh_plugins() -> Iterator[None]:
+    """Every plug-in hook loads again (after the test has put plug-ins on the path), and
+    again after it, so no test's plug-ins leak into the next."""
+    from flexmatch import plugins
+
+    plugins.reset()
+    yield
+    plugins.reset()
+
+
+@pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty database (its SQLAlchemy URL) on the PostgreSQL server
     ``scripts/postgres`` runs, dropped afterwards; the test skips without that server."""

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch.config import KBConfig, load_config
+from flexmatch.config import QUERY_SIDE, SOURCE_SIDE, KBConfig, load_config, source_chain_refs
 from flexmatch.errors import ConfigError
 from tests.conftest import write_config
 
@@ -80,3 +80,53 @@ def test_builtin_config_template_validates(tmp_path: Path) -> None:
     assert config.models.llm is None and config.store.url is None
     with pytest.raises(ConfigError, match="already exists"):
         KnowledgeBase.init(tmp_path / "kb")
+
+
+def test_a_sources_six_chains_resolve_in_one_place(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        "sources:\n  faq: {}\n  catalog:\n    matching_text: keywords\n"
+        "    query_transform: keywords\ndefault_source: faq\n"
+        "query:\n  reranker: none\n",
+    )
+    config = load_config(tmp_path)
+    faq, catalog = (source_chain_refs(config, name) for name in ("faq", "catalog"))
+    assert list(faq) == [*SOURCE_SIDE, *QUERY_SIDE]
+    assert (faq["query_transform"].ref.chain, faq["query_transform"].own) == ("rewrite", False)
+    assert (catalog["query_transform"].ref.chain, catalog["query_transform"].own) == (
+        "keywords",
+        True,
+    )
+    assert faq["reranker"].ref.chain == "none" and faq["formatter"].ref.chain == "markdown"
+    assert catalog["matching_text"].ref.chain == "keywords"
+    with pytest.raises(ConfigError, match=r"kb\.yaml: no source named 'nope' \(sources: catalog"):
+        source_chain_refs(config, "nope", "kb.yaml")
+
+
+def test_the_old_query_transform_key_still_loads(tmp_path: Path) -> None:
+    write_config(tmp_path, "query:\n  transform: identity\n")
+    assert load_config(tmp_path).query.query_transform.chain == "identity"
+    write_config(tmp_path, "query:\n  transform: identity\n  query_transform: rewrite\n")
+    with pytest.raises(ConfigError, match="not also its old spelling transform"):
+        load_config(tmp_path)
+
+
+def test_builtin_sources_take_options_or_the_shorthand_fields(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        "sources:\n  default:\n    options: {include: ['*.md']}\n"
+        "  site:\n    type: web\n    options: {urls: ['https://example.com/'], crawl: true}\n"
+        "  facts:\n    type: records\n    id_field: key\n",
+    )
+    sources = load_config(tmp_path).sources
+    assert sources["default"].include == ["*.md"] and sources["default"].options == {}
+    assert sources["site"].urls == ["https://example.com/"] and sources["site"].crawl
+    assert sources["facts"].id_field == "key"
+    write_config(tmp_path, "sources:\n  default:\n    options: {urls: ['https://a.example/']}\n")
+    with pytest.raises(ConfigError, match="source type 'files' has no option 'urls'"):
+        load_config(tmp_path)
+    write_config(
+        tmp_path, "sources:\n  default:\n    include: ['a']\n    options: {include: ['b']}\n"
+    )
+    with pytest.raises(ConfigError, match="'include' is given twice"):
+        load_config(tmp_path)

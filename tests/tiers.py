@@ -70,6 +70,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_upload_queue_memory.py": ("slow",),
     "tests/test_deploy.py": ("slow",),
     "tests/test_lifecycle.py": ("slow",),
+    "tests/test_plugins.py": ("slow",),  # plug-ins through real CLI ingests and queries
     # property-based: hundreds of generated requests and documents
     "tests/adapters/http/test_fuzz.py": ("slow",),
     # most of their tests take over 0.5 s on a loaded 2-core machine: command runs,

@@ -208,7 +208,7 @@ async def handle_tool_call(
             _only(arguments, {"query", "top_n", "source"})
             result = await search(
                 kb,
-                arguments.get("query"),  # type: ignore[arg-type]
+                arguments.get("query", ""),  # missing: refused as an empty query
                 top_n=arguments.get("top_n"),
                 source=arguments.get("source"),
                 tenant=tenant,
@@ -218,12 +218,12 @@ async def handle_tool_call(
             raise ToolCallError(f"'{name}' is not available: the knowledge base is read-only")
         elif name == "ingest_url":
             _only(arguments, {"url", "source"})
-            url = arguments.get("url")
-            result = await ingest_url(kb, url, source=arguments.get("source"), tenant=tenant)  # type: ignore[arg-type]
+            url = arguments.get("url", "")  # missing: refused as no URL
+            result = await ingest_url(kb, url, source=arguments.get("source"), tenant=tenant)
         elif name == "add_record":
             _only(arguments, {"record", "source"})
-            record = arguments.get("record")
-            result = await add_record(kb, record, source=arguments.get("source"), tenant=tenant)  # type: ignore[arg-type]
+            record = arguments.get("record", {})  # missing: refused as an empty record
+            result = await add_record(kb, record, source=arguments.get("source"), tenant=tenant)
         else:
             raise ToolCallError(f"unknown tool '{name}'")
     except FlexMatchError as exc:

@@ -16,6 +16,7 @@ leaves a record with ``pending_version`` set, which ``repair`` cleans up.
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from flexmatch.engine.points import (
     parse_record,
     record_payload,
 )
-from flexmatch.engine.stores.base import Hit, StoredPoint, VectorStore
+from flexmatch.engine.stores.base import Filters, Hit, StoredPoint, VectorStore
 from flexmatch.models import ChunkView, DocumentDetail, DocumentRecord, Stats
 from flexmatch.models import SourceStats as SourceCounts
 
@@ -101,13 +102,14 @@ class DocumentRegistry:
         self, tenant: str, source: str | None = None, principal: Principal | None = None
     ) -> list[DocumentRecord]:
         """The records ``principal`` may read (``None``: all), by an indexed filter."""
-        filters: dict[str, str | list[str]] = {"record": DOCUMENT, **access_filter(principal)}
+        filters: Filters = {"record": DOCUMENT, **access_filter(principal)}
         if source:
             filters["source"] = source
         records = [parse_record(h.payload) for h in self.store.scroll(tenant, filters)]
         return sorted(records, key=lambda r: (r.source, r.uri))
 
-    def with_content(self, tenant: str, content_hash: str) -> list[DocumentRecord]:
+    # below, ``list`` is the method above: annotations say ``builtins.list``
+    def with_content(self, tenant: str, content_hash: str) -> builtins.list[DocumentRecord]:
         """Complete documents holding exactly this text."""
         hits = self.store.scroll(tenant, {"record": DOCUMENT, "content_hash": content_hash})
         return [r for r in (parse_record(h.payload) for h in hits) if r.status == "complete"]
@@ -117,7 +119,7 @@ class DocumentRegistry:
         return self.put(tenant, record.model_copy(update=changes))
 
     def set_access(
-        self, tenant: str, record: DocumentRecord, access: list[str] | None
+        self, tenant: str, record: DocumentRecord, access: builtins.list[str] | None
     ) -> DocumentRecord:
         """Change who may read a document: its points' payload, then its record; nothing
         re-embedded, no new version. (Points first: a narrowing is in force for searches
@@ -136,7 +138,7 @@ class DocumentRegistry:
         record: DocumentRecord,
         chunks: int,
         matching_texts: int,
-        access: list[str] | None,
+        access: builtins.list[str] | None,
     ) -> DocumentRecord:
         """Switch readers to the pending version and its ``access`` in one record write (a
         pending version never changes who may read the document: a failed one leaves the
@@ -160,7 +162,7 @@ class DocumentRegistry:
 
     def cleanup(self, tenant: str, record: DocumentRecord) -> DocumentRecord:
         """Delete every point of the document that is not its committed version."""
-        keep = {"version": record.version} if record.version else None
+        keep: Filters | None = {"version": record.version} if record.version else None
         self.store.delete(tenant, {"record": MATCH, "document_id": record.id}, must_not=keep)
         return self.update(tenant, record, pending_version=None)
 
@@ -199,7 +201,7 @@ class DocumentRegistry:
         records = [parse_record(h.payload) for h in hits]
         return Visibility({r.id: r.version for r in records})
 
-    def visible(self, tenant: str, hits: list[Hit]) -> list[Hit]:
+    def visible(self, tenant: str, hits: builtins.list[Hit]) -> builtins.list[Hit]:
         """Only points of their document's committed version."""
         if not hits:
             return []

@@ -60,16 +60,16 @@ async def estimate(
                     (section, document) for section in sections
                 )
     priced: dict[str, tuple[float, float] | None] = {}
-    for chain, pairs in pending.values():
-        prompts, cached = chain.planned_calls(pairs)  # grouped as the ingest would group
+    for batching, pairs in pending.values():
+        prompts, cached = batching.planned_calls(pairs)  # grouped as the ingest would group
         result.cached_calls += cached
         result.llm_calls += len(prompts)
-        model = chain.model or ""
+        model = batching.model or ""
         if model not in priced:
             priced[model] = _price(model)
         for prompt in prompts:
             prompt_tokens = len(prompt) // CHARS_PER_TOKEN
-            answer_tokens = _answer_tokens(chain, prompt.count('<chunk id="') or 1)
+            answer_tokens = _answer_tokens(batching, prompt.count('<chunk id="') or 1)
             result.prompt_tokens += prompt_tokens
             result.completion_tokens += answer_tokens
             price = priced[model]

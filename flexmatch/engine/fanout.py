@@ -225,7 +225,7 @@ def _portable(exc: Exception, uri: str) -> FlexMatchError:
     it pickles), anything else named with its type, as ``Indexer.index`` names it."""
     if isinstance(exc, FlexMatchError):
         with contextlib.suppress(Exception):
-            return pickle.loads(pickle.dumps(exc))  # type: ignore[no-any-return]
+            return pickle.loads(pickle.dumps(exc))
         return FlexMatchError(str(exc))
     return FlexMatchError(f"{uri}: {type(exc).__name__}: {exc}")
 
@@ -620,7 +620,7 @@ class RayPool(IsolatedPool):
             "setting": setting,
             "error": error,
         }
-        return self.fanout.isolated(self.kind, function, args, options)  # type: ignore[no-any-return]
+        return self.fanout.isolated(self.kind, function, args, options)
 
     def close(self) -> None:
         """Nothing here to stop: the workers' processes end with the workers."""

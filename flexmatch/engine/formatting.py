@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flexmatch.engine.chains import ResultFormatter
+from flexmatch.engine.chains import Formatter
 from flexmatch.results import ResultItem, ToolResult
 
 
-async def format_result(
-    result: ToolResult, formatter_of: Callable[[str | None], ResultFormatter]
-) -> str:
+async def format_result(result: ToolResult, formatter_of: Callable[[str | None], Formatter]) -> str:
     """``result`` formatted by each result's source's formatter (``formatter_of(source)``;
     ``None``: the default's). Results whose sources format differently are formatted in
     parts, one per run of results with the same formatter, so the text keeps their rank
     order."""
-    runs: list[tuple[ResultFormatter, list[ResultItem]]] = []  # in rank order
+    runs: list[tuple[Formatter, list[ResultItem]]] = []  # in rank order
     for item in result.results:
         chosen = formatter_of(item.source)
         if runs and runs[-1][0] is chosen:

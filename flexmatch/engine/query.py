@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from flexmatch.config import ChainRef, KBConfig, QueryConfig
+from flexmatch.config import ChainRef, KBConfig, QueryConfig, source_chain_refs
 from flexmatch.engine.chains import (
     ChainContext,
+    Formatter,
     QueryTransform,
     Reranker,
-    ResultFormatter,
     build_chain,
 )
 from flexmatch.engine.chains.base import collecting_warnings, for_sources
@@ -38,9 +38,9 @@ from flexmatch.results import Answer
 class QueryChains:
     """The query-side chains one source resolves to (its own, else ``query.*``)."""
 
-    transform: QueryTransform
+    query_transform: QueryTransform
     reranker: Reranker
-    formatter: ResultFormatter
+    formatter: Formatter
 
 
 @dataclass
@@ -48,9 +48,9 @@ class SourceGroup:
     """Sources searched the same way: one transform, one reranker, one search."""
 
     sources: list[str]
-    transform: QueryTransform
+    query_transform: QueryTransform
     reranker: Reranker
-    transform_ref: str
+    query_transform_ref: str
     reranker_ref: str
 
 
@@ -73,21 +73,21 @@ class QueryPlan:
                 built[key] = build_chain(ref, kind, context)
             return built[key], key[1]
 
-        q = config.query
         by_source: dict[str, QueryChains] = {}
         groups: dict[tuple[str, str], SourceGroup] = {}
-        for name, source in config.sources.items():
-            transform, t_key = chain(source.query_transform or q.transform, QueryTransform)
-            reranker, r_key = chain(source.reranker or q.reranker, Reranker)
-            formatter, _ = chain(source.formatter or q.formatter, ResultFormatter)
+        for name in config.sources:
+            refs = source_chain_refs(config, name)
+            transform, t_key = chain(refs["query_transform"].ref, QueryTransform)
+            reranker, r_key = chain(refs["reranker"].ref, Reranker)
+            formatter, _ = chain(refs["formatter"].ref, Formatter)
             assert isinstance(transform, QueryTransform) and isinstance(reranker, Reranker)
-            assert isinstance(formatter, ResultFormatter)
+            assert isinstance(formatter, Formatter)
             by_source[name] = QueryChains(transform, reranker, formatter)
             group = groups.setdefault(
                 (t_key, r_key), SourceGroup([], transform, reranker, t_key, r_key)
             )
             group.sources.append(name)
-        arbiter, _ = chain(q.reranker, Reranker)
+        arbiter, _ = chain(config.query.reranker, Reranker)
         assert isinstance(arbiter, Reranker)
         return cls(
             by_source=by_source,
@@ -155,7 +155,7 @@ async def search(
     with collecting_warnings() as warnings:
         with stages("transform"):
             variant_lists = await asyncio.gather(
-                *(for_sources(g.sources, g.transform.run(text)) for g in groups)
+                *(for_sources(g.sources, g.query_transform.run(text)) for g in groups)
             )
         texts = list(dict.fromkeys(v for variants in variant_lists for v in variants))
 

@@ -252,7 +252,7 @@ def _load_corpus(path: Path, source: str) -> Iterator[Document | FailedDocument]
             yield entry
             continue
         record, where = entry
-        item = attempt(where, lambda r=record, w=where: _corpus_document(r, w, source))
+        item = attempt(where, functools.partial(_corpus_document, record, where, source))
         yield seen.claim(item, where)
 
 

@@ -3,6 +3,7 @@ into documents by a Jinja template named in the source config."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator
@@ -136,9 +137,7 @@ def record_documents(
         key, record, where = entry
         item = attempt(
             where,
-            lambda key=key, record=record, where=where: record_document(
-                key, record, where, source, config, template
-            ),
+            functools.partial(record_document, key, record, where, source, config, template),
         )
         given = key is not None or (
             isinstance(record, dict) and record.get(config.id_field) not in (None, "")

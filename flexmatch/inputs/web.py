@@ -80,6 +80,10 @@ class FetchedPage:
         return {key: value for key, value in found.items() if value}
 
 
+# the metadata keys a stored page keeps to be asked for again conditionally
+VALIDATORS = ("etag", "last_modified")
+
+
 def conditional_headers(metadata: dict[str, Any] | None) -> dict[str, str]:
     """``If-None-Match`` / ``If-Modified-Since`` from a stored page's validators."""
     metadata = metadata or {}

@@ -217,6 +217,7 @@ class KeyStore:
         secret = secrets.token_urlsafe(32)
         # one statement counts and inserts, so concurrent creates cannot both pass the cap
         with self.database.transaction() as db:
+            assert db is not None  # create=True: the database is made when missing
             inserted = db.execute(
                 "INSERT INTO api_keys (id, secret_sha256, tenant, permissions, name, created_at)"
                 " SELECT :id, :digest, :tenant, :permissions, :name, :created_at"

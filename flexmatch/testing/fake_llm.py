@@ -456,6 +456,10 @@ class _HTTPServer(ThreadingHTTPServer):
                 conn.shutdown(socket.SHUT_RDWR)
 
 
+class _HTTPServer6(_HTTPServer):
+    address_family = socket.AF_INET6
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -816,9 +820,7 @@ class FakeLLMServer:
     def start(self) -> FakeLLMServer:
         if self._httpd is not None:
             return self
-        server_cls = _HTTPServer
-        if ":" in self.host:
-            server_cls = type("_HTTPServer6", (_HTTPServer,), {"address_family": socket.AF_INET6})
+        server_cls = _HTTPServer6 if ":" in self.host else _HTTPServer
         self._httpd = server_cls((self.host, self.port), _Handler, self)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(

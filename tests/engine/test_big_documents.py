@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch.engine.archive import ELEMENTS_A_SLICE, DocumentArchive, document_json
-from flexmatch.engine.chains.chunkers._budget import line_locations
+from flexmatch.engine.chains.chunker._budget import line_locations
 from flexmatch.models import ELEMENTS_A_JOIN, Document, Element, Location
 
 

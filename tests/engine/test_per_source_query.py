@@ -44,8 +44,8 @@ def test_sources_with_the_same_query_chains_are_one_group(tmp_path: Path) -> Non
     plan = _plan(MIXED + "  manuals: {}\n", tmp_path)
     assert [g.sources for g in plan.groups] == [["faq", "manuals"], ["catalog"]]
     # no LLM: the keywords transform runs its offline fallback, the others the default's
-    assert plan.by_source["catalog"].transform.spec.type == "keyphrases"
-    assert plan.by_source["faq"].transform.spec.name == "identity"
+    assert plan.by_source["catalog"].query_transform.spec.type == "keyphrases"
+    assert plan.by_source["faq"].query_transform.spec.name == "identity"
     assert plan.by_source["faq"].reranker is plan.by_source["catalog"].reranker
 
 

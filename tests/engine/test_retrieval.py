@@ -237,15 +237,15 @@ def test_a_query_ranked_on_signals_equals_one_that_reads_every_chunk(
 ) -> None:
     """The fusion reranker ranks on signals, so the query path reads only the top-N
     chunks; the answer equals that of a read of every candidate first."""
-    from flexmatch.engine.chains.rerankers.fusion import SignalFusion
+    from flexmatch.engine.chains.reranker.fusion import FusionRerank
 
     question = "what does mooring cost?"
     lazy = kb.query(question, top_n=3)
-    SignalFusion.reads_content = True  # the same reranker, made to read every chunk first
+    FusionRerank.reads_content = True  # the same reranker, made to read every chunk first
     try:
         eager = kb.query(question, top_n=3)
     finally:
-        SignalFusion.reads_content = False
+        FusionRerank.reads_content = False
     assert lazy and [r.model_dump() for r in lazy] == [r.model_dump() for r in eager]
 
 

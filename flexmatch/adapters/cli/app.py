@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
@@ -486,8 +493,10 @@ def chains(kb: KbOption = Path("."), as_json: JsonOption = False) -> None:
     for kind, names in fm.registered_chains().items():
         table.add_row(shown(kind), shown(", ".join(names)))
     console.print(table)
-    for plugin, reason in fm.broken_chain_plugins().items():
-        errors.print(f"[yellow]note:[/] chain plug-in '{shown(plugin)}' is broken: {shown(reason)}")
+    for what, broken in fm.broken_plugins().items():
+        for plugin, reason in broken.items():
+            note = f"{what} plug-in '{shown(plugin)}' is not used: {shown(reason)}"
+            errors.print(f"[yellow]note:[/] {note}")
     with _open(kb) as base:
         used = Table(title="Chains in use")
         for column in ("where", "kind", "chain", "file"):
@@ -710,12 +719,12 @@ def evaluate(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
-        tasks: dict[str, object] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(name: str, done: int, total: int) -> None:
             if name not in tasks:
                 tasks[name] = bar.add_task(name, total=total)
-            bar.update(tasks[name], completed=done, total=total)  # type: ignore[arg-type]
+            bar.update(tasks[name], completed=done, total=total)
 
         with tempfile.TemporaryDirectory(prefix="flexmatch-eval-") as work:
             results = fm_service.run_sync(

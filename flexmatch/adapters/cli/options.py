@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:  # flexmatch's names load on first use, not with the command line
+    from flexmatch import Principal
 
 KbOption = Annotated[
     Path,
@@ -53,7 +56,7 @@ GroupOption = Annotated[
 ]
 
 
-def reader(user: str | None, groups: list[str] | None) -> object | None:
+def reader(user: str | None, groups: list[str] | None) -> Principal | None:
     """The ``flexmatch.Principal`` that ``--as``/``--group`` name (None: neither, the
     operator's view of everything); a ``ConfigError`` when malformed."""
     import flexmatch as fm

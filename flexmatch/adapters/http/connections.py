@@ -185,6 +185,7 @@ class GuardedH11Protocol(H11Protocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_started = False  # bytes of the awaited request head have arrived
 
+    # [override]: as uvicorn's own H11Protocol, typed for the Transport asyncio gives it
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = get_remote_addr(transport)
         address = peer[0] if peer else "unknown"

@@ -8,6 +8,7 @@ unexpected crashes alike; a traceback never reaches the client.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -82,7 +83,7 @@ def error_response(
     code: str,
     message: str,
     *,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
     details: list[dict[str, Any]] | None = None,
 ) -> JSONResponse:
     return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)

@@ -27,6 +27,7 @@ one being written, so queued jobs hold no parsed documents either.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import secrets
 import tempfile
@@ -339,10 +340,12 @@ class JobRegistry:
         """The tenant's jobs, newest first."""
         return [self._job(record) for record in self.records.list(tenant, self.keep)]
 
+    # below, ``list`` is the method above: annotations say ``builtins.list``
+
     def _job(self, record: JobRecord, *, recheck: bool = True) -> TenantJob:
         job = TenantJob(
             id=record.id,
-            status=record.status,  # type: ignore[arg-type]
+            status=record.status,
             documents=[DocumentOutcome.model_validate(d) for d in record.documents],
             updated_at=_iso(record.heartbeat_ns),
             tenant=record.tenant,
@@ -399,8 +402,8 @@ class JobRegistry:
     async def _run(
         self,
         running: _Running,
-        items: list[WorkItem],
-        tickets: list[Ticket],
+        items: builtins.list[WorkItem],
+        tickets: builtins.list[Ticket],
         reservation: Reservation,
     ) -> None:
         job = running.job
@@ -469,8 +472,8 @@ class JobRegistry:
             self._running.pop(job.id, None)
 
     def _overwritable(
-        self, documents: list[Document | FailedDocument], tenant: str, writer: Principal
-    ) -> list[Document | FailedDocument]:
+        self, documents: builtins.list[Document | FailedDocument], tenant: str, writer: Principal
+    ) -> builtins.list[Document | FailedDocument]:
         """``documents``, each one that would overwrite a stored document ``writer`` may
         not read failed with the not-found answer (nothing about it is revealed)."""
         ids = [d.id for d in documents if isinstance(d, Document)]
@@ -479,7 +482,7 @@ class JobRegistry:
         for document in documents:
             record = stored.get(document.id) if isinstance(document, Document) else None
             if record is not None and not writer.may_read(record.access):
-                error = f"no document '{document.id}' in tenant '{tenant}' this key may write"
+                error = f"no document '{record.id}' in tenant '{tenant}' this key may write"
                 kept.append(FailedDocument(uri=document.uri, error=error))
             else:
                 kept.append(document)
@@ -488,10 +491,10 @@ class JobRegistry:
     async def _write(
         self,
         item: WorkItem,
-        documents: list[Document | FailedDocument],
+        documents: builtins.list[Document | FailedDocument],
         job: TenantJob,
         writer: Principal | None = None,
-    ) -> list[DocumentOutcome]:
+    ) -> builtins.list[DocumentOutcome]:
         def progress(report: IngestReport) -> None:
             job.total = max(job.total, report.planned)
             job.processed = report.processed

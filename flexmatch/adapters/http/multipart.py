@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import codecs
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +111,7 @@ def long_header_request(request: Request) -> Request:
 class UploadRoute(APIRoute):
     """A route whose forms may carry long part headers (see the module's docstring)."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:

@@ -167,7 +167,7 @@ def serve(
         app.state.service.probe_store()  # a store held by another process fails here, clearly
         if app.state.service.readiness.store_error:
             raise StoreError(app.state.service.readiness.store_error)
-        config = uvicorn.Config(
+        server_config = uvicorn.Config(
             app,
             host=host,
             port=port,
@@ -178,7 +178,7 @@ def serve(
             backlog=connections.backlog,
         )
         install_repeat_filter(connections.log_interval)  # after uvicorn set up its loggers
-        uvicorn.Server(config).run()
+        uvicorn.Server(server_config).run()
 
 
 def worker_app() -> Any:

@@ -1,7 +1,8 @@
 """What every smart chain shares: its spec, validated params, prompt and LLM access.
 
 A chain implementation subclasses the base of its kind (``flexmatch.engine.chains.kinds``)
-and registers under (kind, type) with ``@register``; the YAML file names the type, never
+and registers under (kind, type) through the plug-in spine (``registry.BUILTIN``, entry
+points, ``@register``); the YAML file names the type, never
 an import path.
 """
 

@@ -68,10 +68,10 @@ class Reranker(Chain, ABC):
     async def run(self, query: str, candidates: list[SearchResult]) -> list[SearchResult]: ...
 
 
-class ResultFormatter(Chain, ABC):
+class Formatter(Chain, ABC):
     """the tool result → the text an agent sees."""
 
-    kind: ClassVar[ChainKind] = "result_formatter"
+    kind: ClassVar[ChainKind] = "formatter"
 
     @abstractmethod
     async def run(self, result: ToolResult) -> str: ...
@@ -85,6 +85,6 @@ KIND_BASES: dict[str, type[Chain]] = {
         QualifyingTextChain,
         QueryTransform,
         Reranker,
-        ResultFormatter,
+        Formatter,
     )
 }

@@ -1,48 +1,89 @@
 """Chain types registered under (kind, type), and building a chain from its YAML.
 
-Built-ins and plug-ins (entry point group ``flexmatch.chains``) register the same way,
-with ``@register``; a YAML file names a registered type, never an import path. A
-registration never replaces another: the built-ins register first, so no plug-in can
-swap one out. A plug-in that fails to load is remembered and named when a chain asks
-for a type nobody registered (and by ``flexmatch chains``), so it never stops a
-knowledge base that does not use it.
+Chain types are the ``flexmatch.chains`` hook of the plug-in spine (``flexmatch.plugins``):
+the built-ins (``BUILTIN``: type → class, each class's base giving its kind) and the
+plug-ins' entry points register through the same path, and so does ``@register`` for
+code that registers in-process. A YAML file names a registered type, never an import
+path; a type's old name (``OLD_TYPES``) still loads.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from importlib.metadata import entry_points
-from typing import TypeVar
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
 
+from flexmatch import plugins
 from flexmatch.config import ChainRef
 from flexmatch.engine.chains.base import Chain, ChainContext
 from flexmatch.engine.chains.kinds import KIND_BASES
-from flexmatch.engine.chains.spec import CHAIN_KINDS, load_spec
+from flexmatch.engine.chains.spec import CHAIN_KINDS, OLD_KINDS, load_spec
 from flexmatch.errors import ConfigError
 
-ENTRY_POINT_GROUP = "flexmatch.chains"
-
+ENTRY_POINT_GROUP = plugins.CHAIN_TYPES.group
+_PACKAGE = "flexmatch.engine.chains"
+# the built-in chain types: each named like the chain file in chains/ that uses it
+BUILTIN: tuple[tuple[str, str], ...] = (
+    ("code", f"{_PACKAGE}.chunker.code:CodeChunker"),
+    ("structure", f"{_PACKAGE}.chunker.structure:StructureChunker"),
+    ("window", f"{_PACKAGE}.chunker.window:WindowChunker"),
+    ("code-questions", f"{_PACKAGE}.matching_text.code:LLMCodeQuestions"),
+    ("code-signatures", f"{_PACKAGE}.matching_text.code:CodeSignatures"),
+    ("content", f"{_PACKAGE}.matching_text.content:Content"),
+    ("keyphrases", f"{_PACKAGE}.matching_text.keywords:Keyphrases"),
+    ("keywords", f"{_PACKAGE}.matching_text.keywords:LLMKeywords"),
+    ("questions", f"{_PACKAGE}.matching_text.questions:LLMQuestions"),
+    ("sentences", f"{_PACKAGE}.matching_text.sentences:Sentences"),
+    ("context", f"{_PACKAGE}.qualifying_text.context:LLMContext"),
+    ("headings", f"{_PACKAGE}.qualifying_text.headings:Headings"),
+    ("identity", f"{_PACKAGE}.query_transform.identity:Identity"),
+    ("keyphrases", f"{_PACKAGE}.query_transform.keywords:KeyphraseQuery"),
+    ("keywords", f"{_PACKAGE}.query_transform.keywords:LLMKeywordQuery"),
+    ("rewrite", f"{_PACKAGE}.query_transform.rewrite:Rewrite"),
+    ("cohere", f"{_PACKAGE}.reranker.cohere:CohereReranker"),
+    ("fusion-rerank", f"{_PACKAGE}.reranker.fusion:FusionRerank"),
+    ("llm-rerank", f"{_PACKAGE}.reranker.llm:LLMRerank"),
+    ("none", f"{_PACKAGE}.reranker.none:NoReranker"),
+    ("json", f"{_PACKAGE}.formatter.json:JsonFormatter"),
+    ("markdown", f"{_PACKAGE}.formatter.markdown:MarkdownFormatter"),
+)
 ChainT = TypeVar("ChainT", bound=type[Chain])
 KindT = TypeVar("KindT", bound=Chain)
-_REGISTRY: dict[tuple[str, str], type[Chain]] = {}
-_BROKEN: dict[str, str] = {}  # chain plug-ins (entry point names) that failed to load, and why
-_plugins_loaded = False
-_log = logging.getLogger("flexmatch.chains")
 
 
-def _where(cls: type) -> str:
-    built_in = " (built-in)" if cls.__module__.split(".")[0] == "flexmatch" else ""
-    return f"{cls.__module__}:{cls.__qualname__}{built_in}"
+def _kind_of(cls: type) -> str:
+    for kind, base in KIND_BASES.items():
+        if issubclass(cls, base):
+            return kind
+    bases = ", ".join(base.__name__ for base in KIND_BASES.values())
+    raise TypeError(f"{cls.__name__} must subclass one chain kind's base ({bases})")
+
+
+def _accept(name: str, obj: Any, origin: str) -> Iterable[tuple[tuple[str, str], type[Chain]]]:
+    """A chain type class (its kind from its base), keyed by (kind, type). A module is
+    one whose import registered its types with ``@register``: nothing more to add."""
+    if inspect.ismodule(obj):
+        return []
+    if not isinstance(obj, type):
+        raise TypeError(f"{type(obj).__name__} is not a chain class")
+    kind = _kind_of(obj)  # refuses a class that is no chain
+    chain = cast("type[Chain]", obj)
+    chain.type_name = name
+    return [((kind, name), chain)]
+
+
+CHAIN_TYPES: plugins.Registry[tuple[str, str], type[Chain]] = plugins.Registry(
+    plugins.CHAIN_TYPES, BUILTIN, _accept
+)
 
 
 def register(kind: str, name: str) -> Callable[[ChainT], ChainT]:
-    """Class decorator: make ``cls`` the implementation of chain ``type: name`` of ``kind``.
-
-    ``cls`` must subclass the base of its kind (``Chunker``, ``Reranker``, …). A
-    ``(kind, name)`` another class holds is refused (``ValueError`` naming both): a
-    plug-in cannot replace a built-in, nor another plug-in's type.
-    """
+    """Class decorator: make ``cls`` the implementation of chain ``type: name`` of ``kind``,
+    for code that registers in-process (an installed package declares its classes in the
+    ``flexmatch.chains`` entry points). ``cls`` must subclass the base of its kind
+    (``Chunker``, ``Reranker``, …). A ``(kind, name)`` another class holds is refused
+    (``ValueError`` naming both): nothing replaces a built-in, nor another's type."""
+    kind = OLD_KINDS.get(kind, kind)
     if kind not in CHAIN_KINDS:
         raise ValueError(f"unknown chain kind '{kind}' (kinds: {', '.join(CHAIN_KINDS)})")
     base = KIND_BASES[kind]
@@ -50,67 +91,27 @@ def register(kind: str, name: str) -> Callable[[ChainT], ChainT]:
     def decorate(cls: ChainT) -> ChainT:
         if not issubclass(cls, base):
             raise TypeError(f"{cls.__name__} must subclass {base.__name__} to be a {kind} chain")
-        holder = _REGISTRY.get((kind, name))
-        if holder is not None and _where(holder) != _where(cls):  # same class again: a reload
-            raise ValueError(
-                f"{kind} chain type '{name}' is already registered by {_where(holder)}; "
-                f"{_where(cls)} cannot replace it (register it under another name)"
-            )
-        cls.type_name = name
-        _REGISTRY[(kind, name)] = cls
+        CHAIN_TYPES.register(name, cls, f"{cls.__module__}:{cls.__qualname__}")
         return cls
 
     return decorate
 
 
-def _load_plugins() -> None:
-    """Load every plug-in once, after the built-ins (so none can take a built-in's name).
-    One that fails to load is remembered and logged, never raised: it would otherwise
-    stop every knowledge base in the environment, even those that do not use it."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    # the built-ins are registered already: this module is only reached through its
-    # package, whose import registers them (its __init__ imports every built-in type)
-
-    for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            entry_point.load()
-        except Exception as exc:  # any error in a plug-in's import is the plug-in's
-            reason = f"'{entry_point.value}' failed to load: {type(exc).__name__}: {exc}"
-            _BROKEN[entry_point.name] = reason
-            _log.warning("chain plug-in '%s': %s", entry_point.name, reason)
-
-
 def broken() -> dict[str, str]:
-    """The chain plug-ins that failed to load (entry point name: why)."""
-    _load_plugins()
-    return dict(_BROKEN)
+    """The chain plug-ins that are not used (entry point name: why)."""
+    return CHAIN_TYPES.failures()
 
 
 def registered() -> dict[str, list[str]]:
     """Available chain types per kind."""
-    _load_plugins()
     result: dict[str, list[str]] = {kind: [] for kind in CHAIN_KINDS}
-    for kind, name in sorted(_REGISTRY):
+    for kind, name in CHAIN_TYPES.names():
         result[kind].append(name)
     return result
 
 
 def implementation(kind: str, name: str, where: str) -> type[Chain]:
-    _load_plugins()
-    try:
-        return _REGISTRY[(kind, name)]
-    except KeyError:
-        known = ", ".join(registered()[kind]) or "none"
-        failed = "".join(
-            f"; chain plug-in '{plugin}' may provide it, but {reason}"
-            for plugin, reason in sorted(_BROKEN.items())
-        )
-        raise ConfigError(
-            f"{where}: field 'type': no {kind} chain type '{name}' (available: {known}){failed}"
-        ) from None
+    return CHAIN_TYPES.get((kind, name), f"{where}: field 'type'", registered()[kind])
 
 
 def build_chain(ref: ChainRef, kind: type[KindT], context: ChainContext) -> KindT:

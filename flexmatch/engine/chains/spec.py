@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch import resources
 from flexmatch.errors import ConfigError
@@ -18,9 +18,23 @@ ChainKind = Literal[
     "qualifying_text",
     "query_transform",
     "reranker",
-    "result_formatter",
+    "formatter",
 ]
 CHAIN_KINDS: tuple[ChainKind, ...] = get_args(ChainKind)
+OLD_KINDS = {"result_formatter": "formatter"}  # a kind's old spelling, still loaded
+# (kind, old type name) → the type's name now (each named like its chain file): chain
+# files that name the old one load
+OLD_TYPES: dict[tuple[str, str], str] = {
+    ("matching_text", "llm_code_questions"): "code-questions",
+    ("matching_text", "code_signatures"): "code-signatures",
+    ("matching_text", "llm_keywords"): "keywords",
+    ("matching_text", "llm_questions"): "questions",
+    ("qualifying_text", "llm_context"): "context",
+    ("query_transform", "llm_keywords"): "keywords",
+    ("query_transform", "llm_question"): "rewrite",
+    ("reranker", "fusion"): "fusion-rerank",
+    ("reranker", "llm"): "llm-rerank",
+}
 
 
 class OutputRules(BaseModel):
@@ -49,6 +63,19 @@ class ChainSpec(BaseModel):
     output: OutputRules = OutputRules()
     name: str = ""  # filled from the file name
     path: str = ""  # filled from where it was found
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """A kind's or a built-in type's old spelling, as it is called now."""
+        if not isinstance(data, dict) or "kind" not in data:
+            return data
+        kind = data["kind"]
+        kind = OLD_KINDS.get(kind, kind) if isinstance(kind, str) else kind
+        old = (kind, data.get("type"))
+        if isinstance(old[1], str) and old in OLD_TYPES:
+            return {**data, "kind": kind, "type": OLD_TYPES[old]}
+        return {**data, "kind": kind}
 
     def dump(self) -> str:
         """The chain file's YAML: loading it again gives this spec (``name`` and ``path``

@@ -126,7 +126,7 @@ def _export(folder: Path, target: Path) -> None:
     model.eval()
     import warnings
 
-    class Encoder(torch.nn.Module):  # the transformer's last hidden state, by name
+    class Encoder(torch.nn.Module):  # type: ignore[name-defined]  # torch: a runtime import
         def __init__(self) -> None:
             super().__init__()
             self.model = model

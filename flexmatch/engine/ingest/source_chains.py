@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from flexmatch.access import Access, resolve_access
-from flexmatch.config import SourceConfig
+from flexmatch.config import SourceConfig, require_source
 from flexmatch.engine.chains import (
     Chain,
     ChainContext,
@@ -17,7 +17,6 @@ from flexmatch.engine.chains import (
     QualifyingTextChain,
     build_chain,
 )
-from flexmatch.errors import ConfigError
 from flexmatch.models import Document
 
 
@@ -79,13 +78,10 @@ class SourceChainCache:
         self._built: dict[str, SourceChains] = {}
 
     def get(self, source: str) -> SourceChains:
-        sources = self._sources()
-        if source not in sources:
-            known = ", ".join(sorted(sources))
-            raise ConfigError(f"{self._where}: no source named '{source}' (sources: {known})")
+        config = require_source(self._sources(), source, self._where)
         chains = self._built.get(source)
         if chains is None:
-            chains = self._built[source] = SourceChains.build(sources[source], self._context)
+            chains = self._built[source] = SourceChains.build(config, self._context)
         return chains
 
     def clear(self) -> None:

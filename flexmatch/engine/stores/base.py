@@ -163,9 +163,9 @@ class QueryMethods:
         results: list[list[Hit]] = [[] for _ in searches]
         if queries:
             answers = self._query_batch(tenant, queries)
-            for position, query, hits in zip(sent, queries, answers, strict=True):
+            for position, planned, hits in zip(sent, queries, answers, strict=True):
                 # hits without payload carry no data to check; the filter scoped them
-                results[position] = hits if query[4] == [] else in_tenant(tenant, hits)
+                results[position] = hits if planned[4] == [] else in_tenant(tenant, hits)
         return results
 
     def search(

@@ -27,8 +27,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+from flexmatch import plugins
 from flexmatch.errors import (
-    ConfigError,
     EmptyDocumentError,
     FlexMatchError,
     ParseError,
@@ -42,7 +42,6 @@ from flexmatch.inputs.parsing.markdown import markdown_to_builder
 from flexmatch.inputs.parsing.sniff import TEXT_PARSERS, is_binary, sniff
 from flexmatch.inputs.parsing.text import add_text_blocks
 from flexmatch.models import ParsedDocument
-from flexmatch.plugins import load_entry_points
 
 __all__ = [
     "BUILTIN",
@@ -60,7 +59,7 @@ __all__ = [
 ]
 
 Parse = Callable[[Path], ParsedDocument]
-ENTRY_POINT_GROUP = "flexmatch.parsers"
+ENTRY_POINT_GROUP = plugins.PARSERS.group
 _PACKAGE = "flexmatch.inputs.parsing"
 # the built-in parsers by name, as pyproject.toml declares them (a test keeps the two equal)
 BUILTIN: dict[str, str] = {
@@ -129,64 +128,50 @@ SUPPORTED_SUFFIXES: frozenset[str] = frozenset(PARSERS)
 
 # -- the registry ----------------------------------------------------------------------
 
-_REGISTRY: dict[str, Parse] = {}
-_CLAIMED: dict[str, str] = {}  # suffixes plug-ins claim (never a built-in's)
-_BROKEN: dict[str, str] = {}  # plug-ins that failed to load, and why
-_plugins_loaded = False
 
-
-def _load_plugins() -> None:
-    """Register every parser of the entry-point group once; a plug-in that fails to load
-    is remembered (and named when a setting uses it), so it never takes the others down.
-    A plug-in cannot take a built-in's name; one whose callable has a ``suffixes``
-    attribute reads those suffixes, unless a built-in parser reads them already."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    load_entry_points(ENTRY_POINT_GROUP, BUILTIN, _register, _BROKEN)
-
-
-def _register(name: str, parser: Any, where: str) -> None:
+def _accept(name: str, parser: Any, where: str) -> list[tuple[str, Parse]]:
     if not callable(parser):
         raise TypeError(f"{type(parser).__name__} is not callable")
-    _REGISTRY[name] = parser
-    if name not in BUILTIN:
-        for suffix in getattr(parser, "suffixes", ()) or ():
+    return [(name, parser)]
+
+
+PARSER_REGISTRY: plugins.Registry[str, Parse] = plugins.Registry(
+    plugins.PARSERS, tuple(BUILTIN.items()), _accept
+)
+
+
+def _claimed() -> dict[str, str]:
+    """Suffixes plug-ins claim (a ``suffixes`` attribute on the parser), each by the first
+    plug-in in name order; never one a built-in parser reads."""
+    claimed: dict[str, str] = {}
+    for name in PARSER_REGISTRY.names():
+        if name in BUILTIN:
+            continue
+        for suffix in getattr(PARSER_REGISTRY.items[name], "suffixes", ()) or ():
             suffix = str(suffix).lower()
             if suffix.startswith(".") and suffix not in SUFFIXES:
-                _CLAIMED.setdefault(suffix, name)
+                claimed.setdefault(suffix, name)
+    return claimed
 
 
 def parser_names() -> list[str]:
     """The names of the available parsers (built-in and plug-ins)."""
-    _load_plugins()
-    return sorted(_REGISTRY)
+    return PARSER_REGISTRY.names()
 
 
 def broken_parser_plugins() -> dict[str, str]:
-    """Parser plug-ins that could not be loaded, and why."""
-    _load_plugins()
-    return dict(_BROKEN)
+    """Parser plug-ins that are not used, and why."""
+    return PARSER_REGISTRY.failures()
 
 
 def _parser(name: str, where: str) -> Parse:
-    _load_plugins()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if name in _BROKEN:
-        raise ConfigError(f"{where}: parser plug-in '{name}': {_BROKEN[name]}")
-    known = ", ".join(parser_names())
-    raise ConfigError(
-        f"{where}: no parser '{name}' (known parsers: {known}; a plug-in adds one through "
-        f"the '{ENTRY_POINT_GROUP}' entry points)"
-    )
+    return PARSER_REGISTRY.get(name, where)
 
 
 def check_parsers(parsers: Mapping[str, str], where: str = "ingest.parsers") -> None:
     """Refuse a ``parsers`` setting that names a parser nobody registered. Loads the
     plug-ins (here, before parser processes fork, so they inherit them)."""
-    _load_plugins()
+    PARSER_REGISTRY.load()
     for pattern, name in parsers.items():
         _parser(name, f"{where}: '{pattern}'")
 
@@ -194,13 +179,13 @@ def check_parsers(parsers: Mapping[str, str], where: str = "ingest.parsers") -> 
 def readable_suffixes() -> list[str]:
     """Every suffix a parser reads (built-in, plug-ins', compressed), sorted; any other
     file is read when its content is text."""
-    _load_plugins()
-    return sorted({*SUFFIXES, *_CLAIMED, *COMPRESSED})
+    PARSER_REGISTRY.load()
+    return sorted({*SUFFIXES, *_claimed(), *COMPRESSED})
 
 
 def _suffix_parser(suffix: str) -> str | None:
-    _load_plugins()
-    return SUFFIXES.get(suffix) or _CLAIMED.get(suffix)
+    PARSER_REGISTRY.load()
+    return SUFFIXES.get(suffix) or _claimed().get(suffix)
 
 
 # -- what one parse may read: its byte cap and the parsers setting ----------------------

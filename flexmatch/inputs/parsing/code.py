@@ -440,8 +440,9 @@ class _Reader:
             brackets = ("[[", "]]") if kind == "table_array_element" else ("[", "]")
             return f"{brackets[0]}{self.text(key)}{brackets[1]}" if key else ""
         if kind in ("block_mapping_pair", "flow_pair", "pair"):
-            key = self.text(node.child_by_field_name("key")).strip()
-            return key[1:-1] if len(key) >= 2 and key[0] == key[-1] and key[0] in "\"'" else key
+            name = self.text(node.child_by_field_name("key")).strip()
+            quoted = len(name) >= 2 and name[0] == name[-1] and name[0] in "\"'"
+            return name[1:-1] if quoted else name
         return self.text(node.child_by_field_name("name"))
 
     def _word(self, node: Node) -> str:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
 from flexmatch.errors import DocumentTooLargeError, ParseError
 
-_Opener = Callable[[Path], BinaryIO]
+_Opener = Callable[[Path], io.BufferedIOBase]
 _OPENERS: dict[str, tuple[str, _Opener]] = {
     ".gz": ("gzip", gzip.GzipFile),
     ".bz2": ("bzip2", bz2.BZ2File),

@@ -130,8 +130,8 @@ def _attachment_parts(message: EmailMessage, bodies: list[Any]) -> list[Message]
         part = stack.pop()
         if part is not message and part.get_content_type() == "message/rfc822":
             parts.append(part)
-        elif part.is_multipart():
-            stack.extend(reversed(part.get_payload()))
+        elif isinstance(children := part.get_payload(), list):  # what is_multipart() asks
+            stack.extend(child for child in reversed(children) if isinstance(child, Message))
         elif not any(part is body for body in bodies) and (
             part.get_filename() or part.get_content_disposition() == "attachment"
         ):
@@ -144,8 +144,8 @@ def _attachment_name(part: Message, number: int) -> str:
     subject; else ``attachment-N`` with the suffix its content type implies."""
     name = part.get_filename()
     if not name and part.get_content_type() == "message/rfc822":
-        inner = part.get_payload()
-        subject = inner[0].get("subject") if isinstance(inner, list) and inner else None
+        inner = _attached_message(part)
+        subject = inner.get("subject") if inner is not None else None
         name = f"{clean_inline(str(subject or ''))[:80] or f'message-{number}'}.eml"
     if not name:
         suffix = mimetypes.guess_extension(part.get_content_type()) or ""
@@ -153,12 +153,16 @@ def _attachment_name(part: Message, number: int) -> str:
     return clean_inline(str(name))
 
 
+def _attached_message(part: Message) -> Message | None:
+    """The message a ``message/rfc822`` part holds (None when it holds none)."""
+    inner = part.get_payload()
+    return inner[0] if isinstance(inner, list) and inner and isinstance(inner[0], Message) else None
+
+
 def _attachment_bytes(part: Message) -> bytes:
     if part.get_content_type() == "message/rfc822":
-        inner = part.get_payload()
-        if isinstance(inner, list) and inner:
-            return bytes(inner[0].as_bytes())
-        return b""
+        inner = _attached_message(part)
+        return bytes(inner.as_bytes()) if inner is not None else b""
     payload = part.get_payload(decode=True)
     return payload if isinstance(payload, bytes) else b""
 

@@ -104,7 +104,6 @@ def decode_html(data: bytes) -> tuple[str, str]:
 
 
 MAX_NESTING = 200  # blocks nested deeper than this are read as plain text of their ancestor
-_END = object()
 
 
 def _is_text(node: PageElement) -> bool:
@@ -202,8 +201,8 @@ class _Walker:
 
         stack: list[Iterator[PageElement]] = [iter(root.contents)]
         while stack:
-            child = next(stack[-1], _END)
-            if child is _END:
+            child = next(stack[-1], None)
+            if child is None:
                 stack.pop()
                 if stack:
                     self._flush()  # leaving a nested block

@@ -107,7 +107,7 @@ def markdown_to_builder(text: str, lines: bool = True) -> tuple[ElementBuilder, 
                 _keep_lists(
                     builder,
                     bool(lists),
-                    lambda t=text, w=where: builder.add("table", t, location=w),
+                    functools.partial(builder.add, "table", text, location=where),
                 )
             table_rows = None
         elif kind == "tr_open" and table_rows is not None:
@@ -128,7 +128,7 @@ def markdown_to_builder(text: str, lines: bool = True) -> tuple[ElementBuilder, 
             _keep_lists(
                 builder,
                 bool(lists),
-                lambda t=token.content, w=where: builder.add("code", t, location=w),
+                functools.partial(builder.add, "code", token.content, location=where),
             )
         elif kind == "html_block":
             block = html.unescape(_TAG.sub(" ", token.content))

@@ -84,6 +84,8 @@ def _numbered(paragraph: _Paragraph) -> bool:
 def parse_pptx(path: Path) -> ParsedDocument:
     """Parse a .pptx file."""
     from pptx import Presentation
+    from pptx.shapes.autoshape import Shape
+    from pptx.shapes.graphfrm import GraphicFrame
     from pptx.shapes.picture import Picture
 
     builder = ElementBuilder()
@@ -94,16 +96,16 @@ def parse_pptx(path: Path) -> ParsedDocument:
         for number, slide in enumerate(deck.slides, start=1):
             where = Location(slide=number)
             shapes = list(_iter_shapes(slide.shapes))
-            titles = [s for s in shapes if _is_title(s) and s.has_text_frame]
-            for shape in titles:
-                builder.add("heading", shape.text_frame.text, level=1, location=where)
+            titles = [s for s in shapes if _is_title(s) and isinstance(s, Shape)]
+            for heading in titles:
+                builder.add("heading", heading.text_frame.text, level=1, location=where)
             for shape in shapes:
                 if shape in titles:
                     continue
-                if getattr(shape, "has_table", False) and shape.has_table:
+                if isinstance(shape, GraphicFrame) and shape.has_table:
                     rows = ([cell.text for cell in row.cells] for row in shape.table.rows)
                     builder.add("table", table_text(rows), location=where)
-                elif shape.has_text_frame:
+                elif isinstance(shape, Shape):  # the shapes with a text frame
                     in_body = _is_body_placeholder(shape)
                     builder.lists.reset()  # each text box holds its own lists
                     for paragraph in shape.text_frame.paragraphs:

@@ -20,7 +20,7 @@ from flexmatch.inputs.loaders import Item, LoadTask, attempt, discover, load
 from flexmatch.inputs.records import entries_in_file, load_template, record_documents
 from flexmatch.inputs.sources.crawl import Crawler
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, SourceType, WebPage
-from flexmatch.inputs.web import conditional_headers, page_document, parse_page
+from flexmatch.inputs.web import VALIDATORS, conditional_headers, page_document, parse_page
 from flexmatch.models import Document, FailedDocument
 from flexmatch.templates import PromptTemplate
 
@@ -52,7 +52,7 @@ def read_page(context: SourceContext, ref: ItemRef) -> Item:
         headers = conditional_headers(stored)
         page = context.fetch_page(url, headers or None)
         if page.status == 304 and headers:
-            validators = {k: stored[k] for k in ("etag", "last_modified") if k in stored}
+            validators: dict[str, Any] = {k: stored[k] for k in VALIDATORS if k in stored}
             reused = context.reuse(ref.id, validators)
             if reused is not None:
                 return reused

@@ -40,6 +40,7 @@ from flexmatch.inputs.sources.types import ItemRef, SourceContext
 from flexmatch.inputs.web import (
     HTML_TYPES,
     ROBOT_NAME,
+    VALIDATORS,
     CrawledPage,
     FetchedPage,
     conditional_headers,
@@ -281,7 +282,7 @@ class Crawler:
         document_id = self.context.document_id(current)
         if page.status == 304 and headers:
             links = self.old_links.get(current)
-            validators = {k: stored[k] for k in ("etag", "last_modified") if k in stored}
+            validators: dict[str, Any] = {k: stored[k] for k in VALIDATORS if k in stored}
             reused = self.context.reuse(document_id, validators) if current == final_known else None
             if reused is not None and links is not None:
                 links = links[: self.settings.max_links_per_page]

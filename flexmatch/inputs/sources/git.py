@@ -230,6 +230,7 @@ class GitSource(SourceType):
 
     options = GitOptions
     prunable = True
+    _blobs: Blobs | None = None  # one `git cat-file --batch` for a listing's reads
 
     @property
     def streams(self) -> bool:
@@ -237,7 +238,7 @@ class GitSource(SourceType):
 
     @property
     def settings(self) -> GitOptions:
-        return self.context.options  # type: ignore[no-any-return]
+        return self.context.options
 
     @property
     def label(self) -> str:

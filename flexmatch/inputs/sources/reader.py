@@ -262,7 +262,7 @@ class SourceReader:
         # many: a list, a generator...; one: a document, or any mistake (a dict, a str)
         single = isinstance(result, Document | FailedDocument | str | bytes | Mapping)
         many = not single and isinstance(result, Iterable)
-        yield from result if many else [result]  # type: ignore[misc]
+        yield from result if many else [result]
 
     def _fetched(self, ref: ItemRef) -> Iterator[Item]:
         """The item's documents, checked. A plug-in's fetch runs on a thread of its own,

@@ -19,13 +19,14 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from flexmatch import plugins
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.errors import ConfigError, WebImportError
 from flexmatch.inputs.isolation import IsolatedPool
@@ -33,10 +34,9 @@ from flexmatch.inputs.loaders import Item, document_id
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.web import FetchedPage, WebPolicy, request
 from flexmatch.models import Document, FailedDocument, ParsedDocument
-from flexmatch.plugins import load_entry_points
 from flexmatch.yamlio import validation_message
 
-ENTRY_POINT_GROUP = "flexmatch.sources"
+ENTRY_POINT_GROUP = plugins.SOURCE_TYPES.group
 # the built-ins, as pyproject.toml declares them (a test keeps the two equal)
 BUILTIN = {
     "files": "flexmatch.inputs.sources.builtin:FilesSource",
@@ -190,7 +190,7 @@ class SourceContext:
             error=WebImportError,
         )
 
-    def reuse(self, document_id: str, expected: dict[str, Any] | None = None) -> Document | None:
+    def reuse(self, document_id: str, expected: Mapping[str, Any] | None = None) -> Document | None:
         """The stored copy of ``document_id``, counted as not modified; None when there is
         none, or when its metadata does not carry the ``expected`` values (the validators
         or version the decision was made on)."""
@@ -287,9 +287,18 @@ class SourceType:
 
 
 SourceT = TypeVar("SourceT", bound=type[SourceType])
-_REGISTRY: dict[str, type[SourceType]] = {}
-_BROKEN: dict[str, str] = {}  # plug-ins that failed to load, and why
-_plugins_loaded = False
+
+
+def _accept(name: str, cls: Any, where: str) -> list[tuple[str, type[SourceType]]]:
+    if not (isinstance(cls, type) and issubclass(cls, SourceType)):
+        raise TypeError(f"source type '{name}' ({where}) must be a subclass of SourceType")
+    cls.name = name
+    return [(name, cls)]
+
+
+SOURCE_TYPES: plugins.Registry[str, type[SourceType]] = plugins.Registry(
+    plugins.SOURCE_TYPES, tuple(BUILTIN.items()), _accept
+)
 
 
 def register(name: str) -> Callable[[SourceT], SourceT]:
@@ -297,47 +306,20 @@ def register(name: str) -> Callable[[SourceT], SourceT]:
     in-process; an installed package uses the ``flexmatch.sources`` entry points)."""
 
     def decorate(cls: SourceT) -> SourceT:
-        _add(name, cls, f"{cls.__module__}:{cls.__qualname__}")
+        SOURCE_TYPES.register(name, cls, f"{cls.__module__}:{cls.__qualname__}")
         return cls
 
     return decorate
 
 
-def _add(name: str, cls: Any, where: str) -> None:
-    if not (isinstance(cls, type) and issubclass(cls, SourceType)):
-        raise TypeError(f"source type '{name}' ({where}) must be a subclass of SourceType")
-    cls.name = name
-    _REGISTRY[name] = cls
-
-
-def _load_plugins() -> None:
-    """Register every entry point of the group once; a plug-in that fails to load is
-    remembered (and named when a source uses it), so it never takes the others down."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    load_entry_points(ENTRY_POINT_GROUP, BUILTIN, _add, _BROKEN, _REGISTRY)
-
-
 def registered() -> list[str]:
     """The names of the available source types."""
-    _load_plugins()
-    return sorted(_REGISTRY)
+    return SOURCE_TYPES.names()
 
 
 def source_type(name: str, where: str) -> type[SourceType]:
     """The type ``name`` registers, or a ConfigError at ``where`` naming the known ones."""
-    _load_plugins()
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if name in _BROKEN:
-        raise ConfigError(f"{where}: field 'type': source type plug-in '{name}': {_BROKEN[name]}")
-    known = ", ".join(registered()) or "none"
-    raise ConfigError(
-        f"{where}: field 'type': no source type '{name}' (known source types: {known}; "
-        f"a plug-in adds one through the '{ENTRY_POINT_GROUP}' entry points)"
-    )
+    return SOURCE_TYPES.get(name, f"{where}: field 'type'")
 
 
 def source_options(cls: type[SourceType], config: SourceConfig, where: str) -> Any:

@@ -101,7 +101,7 @@ def test_chains_lists_types_and_resolution(
     kb, _ = cli_kb
     result = run("chains", "--kb", str(kb))
     assert result.returncode == 0, result.stderr
-    assert "llm_questions" in result.stdout and "structure" in result.stdout
+    assert "questions" in result.stdout and "structure" in result.stdout
     assert "sentences" in result.stdout  # what 'questions' resolves to offline
 
 

@@ -205,7 +205,7 @@ def test_a_sync_to_a_shared_store_drops_the_replicas_cached_answers(tmp_path: Pa
     """With a store server (``store.url``), the replicas of a running service cache answers
     per tenant generation: a sync from the command line bumps it, as a write through the
     service does, so what it removed leaves their caches at once."""
-    from flexmatch import SharedState
+    from flexmatch.service import SharedState
 
     _folder(tmp_path, NOTES)
     kb = tmp_path / "kb"

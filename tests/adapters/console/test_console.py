@@ -582,7 +582,7 @@ def test_chains_edit_a_prompt_with_a_live_preview_save_and_reindex_at_a_cost(
     expect(table.nth(1)).to_contain_text("questions")
     section = page.locator("#chain-matching_text")
     section.locator("summary", has_text="YAML").click()
-    expect(section.locator("pre").first).to_contain_text("type: llm_questions")
+    expect(section.locator("pre").first).to_contain_text("type: questions")
     section.locator("summary", has_text="Prompt").click()
     expect(section.locator("pre").nth(1)).to_contain_text("questions that the chunk answers")
 

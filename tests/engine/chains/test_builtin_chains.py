@@ -12,11 +12,11 @@ from flexmatch.chains import (
     Chain,
     ChainContext,
     Chunker,
+    Formatter,
     MatchingTextChain,
     QualifyingTextChain,
     QueryTransform,
     Reranker,
-    ResultFormatter,
     build_chain,
 )
 from flexmatch.config import ChainRef
@@ -146,7 +146,7 @@ def test_no_reranker_keeps_order() -> None:
 
 
 def test_json_formatter_is_a_tool_result() -> None:
-    formatter = _chain("json", ResultFormatter)
+    formatter = _chain("json", Formatter)
     data = json.loads(asyncio.run(formatter.run(tool_result("q", _results()))))
     assert data["query"] == "q" and [r["rank"] for r in data["results"]] == [1, 2, 3]
     first = data["results"][0]
@@ -155,7 +155,7 @@ def test_json_formatter_is_a_tool_result() -> None:
 
 
 def test_markdown_formatter_renders_facts_block() -> None:
-    formatter = _chain("markdown", ResultFormatter)
+    formatter = _chain("markdown", Formatter)
     text = asyncio.run(formatter.run(tool_result("q", _results())))
     assert text.startswith("## Facts from the knowledge base")
     assert "title: T0\nsection: H\n" in text and "matched: Q0?" in text and "context: ctx" in text

@@ -15,7 +15,7 @@ import pytest
 
 from flexmatch.chains import ChainContext, Chunker, build_chain
 from flexmatch.config import ChainRef
-from flexmatch.engine.chains.chunkers._budget import REVISION
+from flexmatch.engine.chains.chunker._budget import REVISION
 from flexmatch.engine.points import MatchPayload
 from flexmatch.inputs.loaders import discover, load
 from flexmatch.inputs.parsing import parse_file

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from flexmatch import plugins
 from flexmatch.chains import (
     CHAIN_KINDS,
     Chain,
@@ -53,11 +55,11 @@ def test_builtin_chain_spec_round_trips(name: str, tmp_path: Path) -> None:
 def test_registered_types_cover_the_issue() -> None:
     types = registered()
     assert {"structure", "window"} <= set(types["chunker"])
-    assert {"llm_questions", "sentences", "content"} <= set(types["matching_text"])
-    assert {"llm_context", "headings"} <= set(types["qualifying_text"])
-    assert {"llm_question", "identity"} <= set(types["query_transform"])
-    assert {"cohere", "llm", "none"} <= set(types["reranker"])
-    assert {"json", "markdown"} <= set(types["result_formatter"])
+    assert {"questions", "sentences", "content"} <= set(types["matching_text"])
+    assert {"context", "headings"} <= set(types["qualifying_text"])
+    assert {"rewrite", "identity"} <= set(types["query_transform"])
+    assert {"cohere", "llm-rerank", "none"} <= set(types["reranker"])
+    assert {"json", "markdown"} <= set(types["formatter"])
 
 
 def test_llm_chain_falls_back_without_llm_and_says_so() -> None:
@@ -152,11 +154,11 @@ def _dummy_llm():  # an LLM object that is never called in these tests
     return LLM("openai/unused", api_base="http://127.0.0.1:9/v1")
 
 
+@pytest.mark.usefixtures("fresh_plugins")
 def test_entry_point_plugins_register_like_builtins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real installed distribution (dist-info on sys.path) with a flexmatch.chains entry point."""
-    from flexmatch.engine.chains import registry
 
     (tmp_path / "fm_plugin_demo.py").write_text(
         "from flexmatch.chains import QueryTransform, register\n"
@@ -170,7 +172,8 @@ def test_entry_point_plugins_register_like_builtins(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fm-plugin-demo\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[flexmatch.chains]\necho = fm_plugin_demo\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    assert "plugin_echo" in registered()["query_transform"]
+    plugins.reset()  # loaded again: the module is imported already
     assert "plugin_echo" in registered()["query_transform"]
 
 
@@ -208,17 +211,15 @@ def _chain_plugins(folder: Path) -> None:
     )
 
 
+@pytest.mark.usefixtures("fresh_plugins")
 def test_a_broken_chain_plug_in_is_named_only_when_its_type_is_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flexmatch.engine.chains import registry
-    from flexmatch.engine.chains.chunkers.structure import StructureChunker
+    from flexmatch.engine.chains.chunker.structure import StructureChunker
 
     _chain_plugins(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    monkeypatch.setattr(registry, "_BROKEN", {})
-    monkeypatch.setattr(registry, "_plugins_loaded", False)
     # the built-ins and the working plug-in are all there
     assert "plugin_twice" in registered()["query_transform"]
     chunker = build_chain(ChainRef(chain="structure"), Chunker, ChainContext())
@@ -238,11 +239,11 @@ def test_a_broken_chain_plug_in_is_named_only_when_its_type_is_used(
         build_chain(ChainRef(chain="mine"), Chunker, ChainContext(kb_dir=tmp_path))
     message = str(raised.value)
     assert "no chunker chain type 'red-garbage'" in message
-    assert "chain plug-in 'redbroken' may provide it, but 'fm_chain_broken' failed" in message
+    assert "chain type plug-in 'redbroken' may provide it, but 'fm_chain_broken' failed" in message
 
 
 def test_a_registration_never_replaces_another() -> None:
-    from flexmatch.engine.chains.chunkers.structure import StructureChunker
+    from flexmatch.engine.chains.chunker.structure import StructureChunker
     from flexmatch.engine.chains.registry import implementation
 
     with pytest.raises(ValueError, match=r"'structure' is already registered by .*StructureChunk"):
@@ -260,16 +261,38 @@ def test_the_cli_works_beside_a_broken_chain_plug_in(tmp_path: Path) -> None:
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     _chain_plugins(plugins)
-    env = {"PYTHONPATH": str(plugins)}
+    env = {"PYTHONPATH": os.pathsep.join([str(plugins), os.environ.get("PYTHONPATH", "")])}
     kb_dir = tmp_path / "kb"
     write_config(kb_dir, "sources:\n  default: {}\n")
     listed = run("chains", "--kb", str(kb_dir), env=env)
     assert listed.returncode == 0, listed.stderr
     assert "plugin_twice" in listed.stdout
     notes = " ".join(listed.stderr.split())
-    assert "chain plug-in 'redbroken' is broken: 'fm_chain_broken' failed to load" in notes
+    assert "chain type plug-in 'redbroken' is not used: 'fm_chain_broken' failed to load" in notes
     assert "fm_chain_hijack:Hijack cannot replace it" in notes
     (tmp_path / "ferry.md").write_text("# Ferry\n\nThe ferry leaves at nine.\n")
     done = run("ingest", "--kb", str(kb_dir), str(tmp_path / "ferry.md"), env=env)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_old_kind_and_type_names_still_load(tmp_path: Path) -> None:
+    _write_chain(
+        tmp_path, "old-rewrite", "kind: query_transform\ntype: llm_question\nprompt: rewrite.j2\n"
+    )
+    _write_chain(tmp_path, "old-facts", "kind: result_formatter\ntype: markdown\n")
+    _write_chain(tmp_path, "old-fusion", "kind: reranker\ntype: fusion\n")
+    context = ChainContext(kb_dir=tmp_path, llm=_dummy_llm())
+    from flexmatch.engine.chains import Formatter, Reranker
+    from flexmatch.engine.chains.query_transform.rewrite import Rewrite
+    from flexmatch.engine.chains.reranker.fusion import FusionRerank
+
+    assert type(build_chain(ChainRef(chain="old-rewrite"), QueryTransform, context)) is Rewrite
+    assert build_chain(ChainRef(chain="old-facts"), Formatter, context).kind == "formatter"
+    assert type(build_chain(ChainRef(chain="old-fusion"), Reranker, context)) is FusionRerank
+
+
+def test_every_builtin_chain_file_is_named_like_its_type() -> None:
+    for path in sorted(builtin_dir("chains").glob("*.yaml")):
+        spec = load_spec(path.name, None)
+        assert spec.type == path.name.split(".")[0], path.name

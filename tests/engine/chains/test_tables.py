@@ -9,7 +9,7 @@ import itertools
 
 from flexmatch.chains import ChainContext, Chunker, build_chain
 from flexmatch.config import ChainRef
-from flexmatch.engine.chains.chunkers._budget import split_table
+from flexmatch.engine.chains.chunker._budget import split_table
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.parsing.markdown import markdown_to_builder
 from flexmatch.models import Document, Element, Location, Section

@@ -416,6 +416,7 @@ def test_an_unknown_parser_is_a_config_error_naming_it_and_the_known_ones() -> N
     check_parsers({"*.Debian": "text", "copyright": "text"})
 
 
+@pytest.mark.usefixtures("fresh_plugins")
 def test_a_broken_parser_plugin_is_named_and_the_others_keep_working(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -435,10 +436,6 @@ def test_a_broken_parser_plugin_is_named_and_the_others_keep_working(
         "read.suffixes = ['.frob', '.txt']\n"
     )
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(parsing, "_REGISTRY", {})
-    monkeypatch.setattr(parsing, "_CLAIMED", {})
-    monkeypatch.setattr(parsing, "_BROKEN", {})
-    monkeypatch.setattr(parsing, "_plugins_loaded", False)
     assert {"frob", "text"} <= set(parser_names())
     assert "frobparse_missing" in parsing.broken_parser_plugins()["broken"]
     with pytest.raises(ConfigError, match="parser plug-in 'broken': 'frobparse_missing:read'"):

@@ -207,7 +207,7 @@ async def preview(request: Request, user: User, state: State) -> Response:
         name, _ = _prompt_of(state, source, kind)
         template = _text(text_field(form, "template"))
         given = await _preview_input(state, user, form, kind)
-        if kind == "result_formatter":  # the facts block of a real search
+        if kind == "formatter":  # the facts block of a real search
             answer = await state.kb.asearch(
                 given["query"], tenant=user.tenant, principal=user.principal.reader
             )

@@ -33,6 +33,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from flexmatch import (
+    QUERY_SIDE,
+    SOURCE_SIDE,
     ChainError,
     ChunkView,
     ConfigError,
@@ -42,6 +44,7 @@ from flexmatch import (
     KnowledgeBase,
     Section,
     ToolResult,
+    source_chain_refs,
 )
 from flexmatch.service import bounded_previews, run_sync
 
@@ -52,18 +55,16 @@ DRAFT_PREFIX = "flexmatch-console-"
 _PART = r"[^\s/'\"(),;:]+"
 _SERVER_PATH = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*?((?:{_PART}/)?{_PART})(?=$|[\s'\"(),;:])")
 _DRAFT_FOLDER = re.compile(rf"(?<![\w:/.~-])/(?:{_PART}/)*{re.escape(DRAFT_PREFIX)}{_PART}/?")
-SOURCE_KINDS = ("chunker", "matching_text", "qualifying_text")
-QUERY_KINDS = ("query_transform", "reranker", "result_formatter")
-KINDS = SOURCE_KINDS + QUERY_KINDS
+KINDS = SOURCE_SIDE + QUERY_SIDE  # the six, in pipeline order
 CHUNK_PROMPTS = ("matching_text", "qualifying_text")  # previewed on a chosen chunk
-QUERY_PROMPTS = ("query_transform", "result_formatter")  # previewed on a sample query
+QUERY_PROMPTS = ("query_transform", "formatter")  # previewed on a sample query
 KIND_LABELS = {
     "chunker": "chunker",
     "matching_text": "matching text",
     "qualifying_text": "qualifying text",
     "query_transform": "query transform",
     "reranker": "reranker",
-    "result_formatter": "result formatter",
+    "formatter": "formatter",
 }
 
 
@@ -134,30 +135,17 @@ def client_message(text: str) -> str:
 
 def chain_of(kb: KnowledgeBase, source: str | None, kind: str) -> Any:
     """The chain object of ``kind``: the source's for ingest kinds, the query path's else."""
-    if kind in SOURCE_KINDS:
+    if kind in SOURCE_SIDE:
         if source is None:
             raise ConfigError(f"the {KIND_LABELS[kind]} chain belongs to a source; name one")
         return getattr(kb.source_chains(source), kind)
-    if kind == "query_transform":
-        return kb.query_chains(source).transform
-    if kind == "reranker":
-        return kb.query_chains(source).reranker
-    if kind == "result_formatter":
-        return kb.formatter(source=source)
+    if kind in QUERY_SIDE:
+        return getattr(kb.query_chains(source), kind)
     raise ConfigError(f"unknown chain kind '{kind}' (kinds: {', '.join(KINDS)})")
 
 
 def configured_name(kb: KnowledgeBase, source: str, kind: str) -> str:
-    if kind in SOURCE_KINDS:
-        return str(getattr(kb.config.sources[source], kind).chain)
-    own = kb.config.sources[source]
-    query = kb.config.query
-    refs = {
-        "query_transform": own.query_transform or query.transform,
-        "reranker": own.reranker or query.reranker,
-        "result_formatter": own.formatter or query.formatter,
-    }
-    return str(refs[kind].chain)
+    return str(source_chain_refs(kb.config, source)[kind].ref.chain)
 
 
 def _read(path: str) -> str:
@@ -196,11 +184,11 @@ class Catalog:
         used: list[str] = []
         for source, views in self.views.items():
             for view in views:
-                if view.prompt_name == name and view.kind in SOURCE_KINDS:
+                if view.prompt_name == name and view.kind in SOURCE_SIDE:
                     used.append(f"source {source}: {view.label}")
         first = next(iter(self.views.values()), [])
         used += [
-            f"query: {v.label}" for v in first if v.kind in QUERY_KINDS and v.prompt_name == name
+            f"query: {v.label}" for v in first if v.kind in QUERY_SIDE and v.prompt_name == name
         ]
         return used
 

@@ -77,14 +77,7 @@ async def import_files(request: Request, user: User, state: State) -> Response:
         raise ApiError(422, "no_files", "choose at least one file to import")
     source = text_field(form, "source") or None
     labels = [safe_filename(f.filename or "upload") for f in files]
-    accepted = await document_routes.upload_documents(
-        user.principal,
-        state,
-        Response(),
-        files,
-        source,
-        None,  # type: ignore[arg-type]
-    )
+    accepted = await document_routes.upload_job(user.principal, state, Response(), files, source)
     if wants_json(request):
         return JSONResponse({**_job_links(accepted.job_id), "inputs": labels}, status_code=202)
     return redirect(f"{PATH}/jobs/{accepted.job_id}")

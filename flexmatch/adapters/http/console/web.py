@@ -9,7 +9,7 @@ becomes a page with the same status and message.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -385,7 +385,7 @@ class ConsoleRoute(UploadRoute):
     a state-changing request is refused unless it came from the console's own origin.
     Its forms take long part headers (``multipart``): a long file name fails no import."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:

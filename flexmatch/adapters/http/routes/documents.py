@@ -6,13 +6,14 @@ import asyncio
 import json
 import mimetypes
 import urllib.parse
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, Response, UploadFile
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from starlette.datastructures import UploadFile as StarletteUploadFile
 
 from flexmatch import (
     Document,
@@ -109,7 +110,7 @@ def refuse_access(principal: Caller, field: str | None) -> None:
         raise ApiError(403, "forbidden", f"only an admin key may set a document's access ({field})")
 
 
-def _size(upload: UploadFile) -> int:
+def _size(upload: StarletteUploadFile) -> int:
     """The upload's size in bytes (Starlette counts it while parsing the form)."""
     if upload.size is not None:
         return upload.size
@@ -130,6 +131,19 @@ async def upload_documents(
     ] = None,
 ) -> JobAccepted:
     """Upload files; they are ingested by a background job (poll ``GET /v1/jobs/{id}``)."""
+    return await upload_job(principal, state, response, files, source, metadata)
+
+
+async def upload_job(
+    principal: Caller,
+    state: ServiceState,
+    response: Response,
+    files: Sequence[StarletteUploadFile],
+    source: str | None = None,
+    metadata: str | None = None,
+) -> JobAccepted:
+    """The job of an upload: the route's, and the console's (a form's own files, which
+    FastAPI's ``UploadFile`` only annotates)."""
     name = pick_source(state, source)
     extra = parse_metadata(metadata)
     refuse_access(principal, "metadata.access" if extra and "access" in extra else None)
@@ -202,8 +216,8 @@ async def records_body(request: Request) -> RecordsRequest:
         try:  # the standard library's decoder: deeper records than pydantic's reach
             data = json.loads(raw)  # a record over the depth cap then fails alone
         except (ValueError, RecursionError) as exc:
-            error = {"loc": ("body",), "msg": f"Invalid JSON: {exc}", "type": "json_invalid"}
-            raise RequestValidationError([error]) from None
+            invalid = {"loc": ("body",), "msg": f"Invalid JSON: {exc}", "type": "json_invalid"}
+            raise RequestValidationError([invalid]) from None
         try:
             return RecordsRequest.model_validate(data)
         except ValidationError as exc:

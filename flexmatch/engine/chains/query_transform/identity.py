@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from flexmatch.engine.chains.kinds import QueryTransform
-from flexmatch.engine.chains.registry import register
 
 
-@register("query_transform", "identity")
 class Identity(QueryTransform):
     """The query as typed."""
 

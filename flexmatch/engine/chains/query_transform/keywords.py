@@ -1,4 +1,4 @@
-"""``llm_keywords`` and ``keyphrases``: a query put in the form of a keywords source's
+"""``keywords`` and ``keyphrases``: a query put in the form of a keywords source's
 matching texts (key phrases), so it is compared like with like."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from flexmatch.engine.chains.keyphrases import keyphrases
 from flexmatch.engine.chains.kinds import QueryTransform
 from flexmatch.engine.chains.output import parse_json, parse_list
-from flexmatch.engine.chains.registry import register
 
 
 class KeywordQueryParams(BaseModel):
@@ -27,7 +26,6 @@ def _variants(query: str, phrases: list[str], keep_original: bool) -> list[str]:
     return unique or [query]
 
 
-@register("query_transform", "llm_keywords")
 class LLMKeywordQuery(QueryTransform):
     """An LLM writes the key phrases a query searches for."""
 
@@ -44,7 +42,6 @@ class LLMKeywordQuery(QueryTransform):
         return _variants(query, phrases[: self.params.count], self.params.keep_original)
 
 
-@register("query_transform", "keyphrases")
 class KeyphraseQuery(QueryTransform):
     """No LLM: the query's key phrases (YAKE), the same extraction the ``keyphrases``
     matching-text chain applies to chunks."""

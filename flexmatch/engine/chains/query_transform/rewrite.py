@@ -1,4 +1,4 @@
-"""``llm_question``: an LLM rewrites the query as the question(s) it asks."""
+"""``rewrite``: an LLM rewrites the query as the question(s) it asks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from pydantic import BaseModel, ConfigDict
 
 from flexmatch.engine.chains.kinds import QueryTransform
 from flexmatch.engine.chains.output import parse_json, parse_list
-from flexmatch.engine.chains.registry import register
 
 
 class RewriteParams(BaseModel):
@@ -15,8 +14,7 @@ class RewriteParams(BaseModel):
     keep_original: bool = True
 
 
-@register("query_transform", "llm_question")
-class LLMQuestion(QueryTransform):
+class Rewrite(QueryTransform):
     """An LLM rewrites the query as the question(s) it asks; the original is kept too."""
 
     Params = RewriteParams

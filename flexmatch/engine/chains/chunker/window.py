@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexmatch.engine.chains.chunkers._budget import BudgetParams, with_revision
+from flexmatch.engine.chains.chunker._budget import BudgetParams, with_revision
 from flexmatch.engine.chains.kinds import Chunker
-from flexmatch.engine.chains.registry import register
 from flexmatch.models import Document, Location, Section
 from flexmatch.text import word_windows
 
 
-@register("chunker", "window")
 class WindowChunker(Chunker):
     """Plain overlapping windows over the whole text, ignoring structure."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flexmatch.engine.chains.chunkers._budget import (
+from flexmatch.engine.chains.chunker._budget import (
     BudgetParams,
     line_locations,
     pack,
@@ -25,7 +25,6 @@ from flexmatch.engine.chains.chunkers._budget import (
     with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
-from flexmatch.engine.chains.registry import register
 from flexmatch.models import Document, Element, Location, Section
 from flexmatch.text import count_tokens
 
@@ -37,7 +36,6 @@ class _Heading:
     used: bool = False  # something (text, or a deeper heading) came under it
 
 
-@register("chunker", "structure")
 class StructureChunker(Chunker):
     """Split on the document's own headings; pack each section's blocks to a token budget."""
 

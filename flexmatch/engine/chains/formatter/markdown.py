@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from flexmatch.engine.chains.kinds import ResultFormatter
-from flexmatch.engine.chains.registry import register
+from flexmatch.engine.chains.kinds import Formatter
 from flexmatch.results import ToolResult
 
 
-@register("result_formatter", "markdown")
-class MarkdownFormatter(ResultFormatter):
+class MarkdownFormatter(Formatter):
     """A "facts" block rendered from a Jinja template, for an agent's system prompt."""
 
     prompt_variables = frozenset({"query", "results", "warnings", "params"})

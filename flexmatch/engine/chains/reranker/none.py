@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from flexmatch.engine.chains.kinds import Reranker
-from flexmatch.engine.chains.registry import register
 from flexmatch.models import SearchResult
 
 
-@register("reranker", "none")
 class NoReranker(Reranker):
     """Keep the first-stage order."""
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from flexmatch.engine.chains.kinds import ResultFormatter
-from flexmatch.engine.chains.registry import register
+from flexmatch.engine.chains.kinds import Formatter
 from flexmatch.results import ToolResult
 
 
-@register("result_formatter", "json")
-class JsonFormatter(ResultFormatter):
+class JsonFormatter(Formatter):
     """A JSON tool result."""
 
     async def run(self, result: ToolResult) -> str:

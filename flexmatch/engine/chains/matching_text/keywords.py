@@ -1,4 +1,4 @@
-"""``llm_keywords`` and ``keyphrases``: a source indexed by the search keywords a chunk is
+"""``keywords`` and ``keyphrases``: a source indexed by the search keywords a chunk is
 found by, not the questions it answers (a catalogue, logs, code-ish text). Searched with
 the ``keywords`` query transform, which puts a query in the same form."""
 
@@ -9,17 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from flexmatch.engine.chains.batching import answers_by_chunk
 from flexmatch.engine.chains.keyphrases import keyphrases
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.matching.questions import LLMQuestions
+from flexmatch.engine.chains.matching_text.questions import LLMQuestions
 from flexmatch.engine.chains.output import clean_items, parse_list
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import content_text
 from flexmatch.models import Document, MatchingText, Section
 
 
-@register("matching_text", "llm_keywords")
 class LLMKeywords(LLMQuestions):
     """An LLM writes the keyword phrases a user would search to find the chunk; grouped,
-    cached and failure-isolated per chunk exactly like ``llm_questions``."""
+    cached and failure-isolated per chunk exactly like ``questions``."""
 
     def parse_group(self, raw: str, count: int) -> list[list[str] | None]:
         if not self.grouped:
@@ -45,7 +43,6 @@ class KeyphraseParams(BaseModel):
     include_content: bool = True
 
 
-@register("matching_text", "keyphrases")
 class Keyphrases(MatchingTextChain):
     """No LLM: the chunk's key phrases (YAKE), each one a matching text."""
 

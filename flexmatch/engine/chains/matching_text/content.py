@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import content_text
 from flexmatch.models import Document, MatchingText, Section
 
 
-@register("matching_text", "content")
 class Content(MatchingTextChain):
     """No LLM: the section text alone (the classic chunk-embedding baseline)."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.kinds import Reranker
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.fusion import minmax
 from flexmatch.models import SearchResult
 
@@ -18,8 +17,7 @@ class FusionParams(BaseModel):
     lexical_weight: float = Field(0.3, ge=0)
 
 
-@register("reranker", "fusion")
-class SignalFusion(Reranker):
+class FusionRerank(Reranker):
     """No model, no network: re-score candidates on every signal at once.
 
     The first stage sees each chunk through whichever list found it; here every

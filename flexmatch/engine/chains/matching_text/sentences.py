@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import content_text, heading_label
 from flexmatch.models import Document, MatchingText, Section
 from flexmatch.text import split_sentences
@@ -20,7 +19,6 @@ class SentenceParams(BaseModel):
     max_items: int = Field(40, ge=1)
 
 
-@register("matching_text", "sentences")
 class Sentences(MatchingTextChain):
     """No LLM: each sentence of the section, prefixed with the title and heading path."""
 

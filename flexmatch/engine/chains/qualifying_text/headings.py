@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from flexmatch.engine.chains.kinds import QualifyingTextChain
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import document_lead, heading_label
 from flexmatch.models import Document, Section
 
 
-@register("qualifying_text", "headings")
 class Headings(QualifyingTextChain):
     """No LLM: the document title, the section's heading path and the document's lead."""
 

@@ -1,4 +1,4 @@
-"""``llm_questions``: an LLM writes the questions a section answers ("Jeopardy style").
+"""``questions``: an LLM writes the questions a section answers ("Jeopardy style").
 
 Chunks are asked about in groups (``chunks_per_call``, from every document being indexed
 at the moment), one call per group; a prompt written for one chunk at a time (it uses
@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest, answers_by_chunk
 from flexmatch.engine.chains.kinds import MatchingTextChain
 from flexmatch.engine.chains.output import clean_items, parse_list
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import content_text, section_variables
 from flexmatch.models import Document, MatchingText, Section
 
@@ -29,7 +28,6 @@ class QuestionParams(BaseModel):
     chunks_per_call: int = Field(4, ge=1, le=32)
 
 
-@register("matching_text", "llm_questions")
 class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
     """An LLM writes the questions the section answers; the chunk text is indexed too."""
 

@@ -7,8 +7,7 @@ import asyncio
 from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.kinds import Reranker
-from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.rerankers._scoring import candidate_text, rescored
+from flexmatch.engine.chains.reranker._scoring import candidate_text, rescored
 from flexmatch.errors import ChainError
 from flexmatch.extras import require
 from flexmatch.models import SearchResult
@@ -24,7 +23,6 @@ class CohereParams(BaseModel):
     timeout: float = Field(30.0, gt=0)
 
 
-@register("reranker", "cohere")
 class CohereReranker(Reranker):
     """Cohere's rerank endpoint through the official client (``base_url`` for proxies)."""
 

@@ -1,4 +1,4 @@
-"""``llm_context``: an LLM says how each chunk fits in its document (contextual retrieval).
+"""``context``: an LLM says how each chunk fits in its document (contextual retrieval).
 
 The LLM sees each document's title, outline (its headings, in order) and opening, then the
 chunk with its heading path: what the chunk is part of and which sections surround it,
@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from flexmatch.engine.chains.batching import ChunkBatching, ChunkRequest, answers_by_chunk
 from flexmatch.engine.chains.kinds import QualifyingTextChain
 from flexmatch.engine.chains.output import parse_text
-from flexmatch.engine.chains.registry import register
 from flexmatch.engine.chains.variables import document_outline, document_text, section_variables
 from flexmatch.models import Document, Section
 
@@ -40,7 +39,6 @@ class ContextParams(BaseModel):
     chunks_per_call: int = Field(8, ge=1, le=32)
 
 
-@register("qualifying_text", "llm_context")
 class LLMContext(ChunkBatching[str], QualifyingTextChain):
     """An LLM reads the document's title, outline and opening and says how the chunk fits."""
 

@@ -6,8 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.kinds import Reranker
 from flexmatch.engine.chains.output import parse_json
-from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.rerankers._scoring import candidate_text, rescored
+from flexmatch.engine.chains.reranker._scoring import candidate_text, rescored
 from flexmatch.models import SearchResult
 
 
@@ -18,8 +17,7 @@ class LLMRerankParams(BaseModel):
     max_chars: int = Field(800, ge=50)
 
 
-@register("reranker", "llm")
-class LLMReranker(Reranker):
+class LLMRerank(Reranker):
     """An LLM scores each candidate 0–10 for how well it answers the query."""
 
     Params = LLMRerankParams

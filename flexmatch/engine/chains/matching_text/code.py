@@ -1,9 +1,9 @@
 """Matching texts for code: the questions a piece of code answers, or its signatures.
 
-``llm_code_questions``: an LLM writes the questions a developer would ask that the code
-answers (grouped and cached per chunk as ``llm_questions`` does); the chunk's signatures
+``code-questions``: an LLM writes the questions a developer would ask that the code
+answers (grouped and cached per chunk as ``questions`` does); the chunk's signatures
 are indexed with them, and stand in for them when the answer for a chunk is unusable.
-``code_signatures`` (no LLM): for each definition in the chunk, its name in words
+``code-signatures`` (no LLM): for each definition in the chunk, its name in words
 (``parse_file`` → "parse file"), its signature and the first sentences of its
 docstring or doc comment, read again from the chunk with the file's grammar.
 """
@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.batching import ChunkRequest
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.matching.questions import LLMQuestions, QuestionParams
-from flexmatch.engine.chains.registry import register
+from flexmatch.engine.chains.matching_text.questions import LLMQuestions, QuestionParams
 from flexmatch.engine.chains.variables import content_text
 from flexmatch.inputs.parsing.code import GRAMMARS, outline, symbol_name
 from flexmatch.models import Document, MatchingText, Section
@@ -94,7 +93,6 @@ def signature_texts(
     return texts
 
 
-@register("matching_text", "code_signatures")
 class CodeSignatures(MatchingTextChain):
     """No LLM: each definition's name in words, signature and docstring sentences."""
 
@@ -111,7 +109,6 @@ class CodeQuestionParams(QuestionParams):
     include_signatures: bool = True  # index the offline texts too (always when no questions)
 
 
-@register("matching_text", "llm_code_questions")
 class LLMCodeQuestions(LLMQuestions):
     """An LLM writes the questions the code answers; its signatures are indexed too."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flexmatch.engine.chains.chunkers._budget import (
+from flexmatch.engine.chains.chunker._budget import (
     blank_lines_cheaper,
     line_costs,
     line_locations,
@@ -27,7 +27,6 @@ from flexmatch.engine.chains.chunkers._budget import (
     with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
-from flexmatch.engine.chains.registry import register
 from flexmatch.inputs.parsing.code import GRAMMARS, symbol_name, syntax_tree
 from flexmatch.models import Document, Element, Location, Section
 from flexmatch.text import count_tokens
@@ -58,7 +57,6 @@ class _Piece:
     members: list[list[str]] = field(default_factory=list)  # paths merged into this one
 
 
-@register("chunker", "code")
 class CodeChunker(Chunker):
     """One chunk per definition, heading path = file path › symbols; long ones split
     between statements, small neighbours merged."""

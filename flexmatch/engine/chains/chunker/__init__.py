@@ -1,0 +1,1 @@
+"""Chunkers: document → sections."""

@@ -1,0 +1,1 @@
+"""Formatters: the tool result → what the agent sees."""

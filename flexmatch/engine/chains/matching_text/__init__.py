@@ -1,0 +1,1 @@
+"""Matching-text chains: section → the short texts that get embedded and matched."""

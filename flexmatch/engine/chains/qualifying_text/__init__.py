@@ -1,0 +1,1 @@
+"""Qualifying-text chains: section + document → context."""

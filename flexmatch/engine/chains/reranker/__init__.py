@@ -1,0 +1,1 @@
+"""Rerankers: query + candidate chunks → the candidates re-scored, best first."""
