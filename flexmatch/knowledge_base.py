@@ -333,6 +333,7 @@ class KnowledgeBase:
         work: Work | None = None,
         concurrency: int | None = None,
     ) -> IngestReport:
+        """``items`` indexed in ``tenant`` (``engine.ingest.run``)."""
         return await run_ingest(
             items,
             self.runtime,

@@ -88,7 +88,7 @@ async def read_ahead(items: Iterable[T], size: int) -> AsyncIterator[T]:
 class IngestRun:
     """Index what a source read, in one tenant, reporting as it goes.
 
-    ``index`` indexes one document (``ingest.Indexer``), recording its outcome in
+    ``index`` indexes one document (``commit.Indexer``), recording its outcome in
     ``report``; the run decides what runs when, and accounts for it.
     """
 
