@@ -22,6 +22,7 @@ import re
 import struct
 import sys
 import threading
+import time
 import tomllib
 import zlib
 from collections import deque
@@ -132,7 +133,7 @@ class Index:
 
     def _files(self, name: str) -> list[Wheel]:
         """The project's wheels not yanked: version, tags, Requires-Python, the file."""
-        answer = self.client.get(
+        answer = self._get(
             f"{INDEX}{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
         )
         if answer.status_code == 404:
@@ -159,8 +160,22 @@ class Index:
         text = self._metadata(file)
         return HeaderParser().parsestr(text, headersonly=True).get_all("Requires-Dist") or []
 
+    def _get(self, url: str, headers: dict[str, str]) -> httpx.Response:
+        """A GET asked again, twice at most, when the connection or the index failed
+        (many requests run at once; one lost on the way says nothing of the wheels)."""
+        for attempt in range(3):
+            try:
+                answer = self.client.get(url, headers=headers)
+                if answer.status_code < 500 and answer.status_code != 429:
+                    return answer
+            except httpx.TransportError:
+                if attempt == 2:
+                    raise
+            time.sleep(0.5 * (attempt + 1))
+        return answer
+
     def _range(self, url: str, start: int, end: int) -> bytes:
-        answer = self.client.get(url, headers={"Range": f"bytes={start}-{end}"})
+        answer = self._get(url, headers={"Range": f"bytes={start}-{end}"})
         answer.raise_for_status()
         assert answer.status_code == 206, f"{url}: no range requests"
         return answer.content
@@ -290,11 +305,13 @@ def _resolve(index: Index, roots: list[str], version: str) -> tuple[dict[str, st
     why: dict[str, list[str]] = {}
     roots = [r for r in roots if _applies(Requirement(r), environment, set())]
     seen: set[tuple[str, str]] = set()  # looked ahead at
+    for root in roots:
+        index.prefetch(canonicalize_name(_requirement(root).name))
     for _ in range(100):
         chosen: dict[str, tuple[str, list[str]]] = {}
         expanded: dict[str, set[str]] = {}
         problems: list[str] = []
-        pending = deque((None, Requirement(r)) for r in roots)
+        pending = deque((None, _requirement(r)) for r in roots)
         restart = False
         while pending and not restart:
             parent, requirement = pending.popleft()
