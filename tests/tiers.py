@@ -265,7 +265,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_client.py::test_the_server_sends_the_public_job_without_its_tenant",
         "tests/test_extras.py::test_ingest_without_the_local_model_extra",
         # [all] resolved against PyPI's JSON API for each Python (the wheels' METADATA
-        # read by HTTP range requests): about 30 s for all four, run at once
+        # read by HTTP range requests): about 15 s for all four, run at once
         "tests/test_pythons.py::test_every_dependency_has_wheels_for",
         "tests/test_extras.py::test_mcp_without_the_mcp_extra",
         "tests/test_payloads.py::test_a_poisoned_corpus_row_leaves_the_tenant_usable_through_the_cli",
