@@ -5,8 +5,8 @@ file events (``watchfiles``: inotify on Linux, FSEvents on macOS, no polling); a
 changes is gathered until the folders are quiet for a moment (debounced) and syncs just
 the sources it touched, and changes made during a sync are gathered meanwhile and sync
 once more after it. Only changes a sync would read count: hidden files and folders
-(``.flexmatch/``, ``.git/``, an editor's ``.swp``), editor backups and files outside the
-source's ``include``/``exclude`` globs are passed over. Other sources (web, git,
+(``.flexmatch/``, ``.git/``, an editor's ``.swp``), an editor's scratch files and files
+outside the source's ``include``/``exclude`` globs are passed over. Other sources (web, git,
 plug-ins) are synced once at the start and not watched. A path that is missing, goes
 away or cannot be read is reported once, the rest is still watched, and it is watched
 again when it is back.
@@ -27,9 +27,9 @@ from flexmatch.inputs.loaders import resolved_paths, selected
 from flexmatch.models import SyncReport, WatchEvent
 
 WATCHED_TYPES = ("files", "records")
-# editors' backups and scratch files (emacs ``x~``, ``#x#``; vim's ``4913`` probe;
-# JetBrains' ``x___jb_tmp___``); the hidden ones (``.x.swp``, ``.#x``) are hidden anyway
-EDITOR_FILE = re.compile(r"(~|\.tmp|___jb_\w+___)$|^(4913|#.*#)$")
+# editors' scratch files that live for a moment while a file is saved (vim's ``4913``
+# probe, JetBrains' ``x___jb_tmp___``); the others are hidden (``.x.swp``, ``.#x``)
+EDITOR_FILE = re.compile(r"^4913$|___jb_(tmp|old)___$")
 QUIET_MS = 300  # a burst ends when the folders are this quiet...
 DEBOUNCE_MS = 1_600  # ...or has gone on this long
 CHECK_MS = 1_000  # how often missing paths are looked for again
@@ -56,9 +56,9 @@ class WatchedSource:
                 return False  # a folder walk skips hidden files and folders
             if EDITOR_FILE.search(relative.name):
                 return False
-            if path.is_dir() or not path.exists():  # a folder, or what may have been one
-                return selected(relative, [], self.exclude)
-            return selected(relative, self.include, self.exclude)
+            # a folder, or what may have been one (gone, with no suffix): any file in it
+            folder = path.is_dir() or (not path.suffix and not path.exists())
+            return selected(relative, [] if folder else self.include, self.exclude)
         return False
 
 
@@ -76,7 +76,7 @@ class WatchPlan:
             if source.type not in WATCHED_TYPES:
                 self.not_watched[name] = (
                     f"a {source.type} source is not watched (only files and records sources "
-                    "with paths are): it was synced once"
+                    "with paths are): synced at the start only"
                 )
             elif not source.paths:
                 self.not_watched[name] = f"no folders to watch: set sources.{name}.paths"
@@ -142,9 +142,12 @@ def follow(
                 for source in plan.watched:
                     paths = [str(root) for root in source.roots if root in now]
                     yield WatchEvent(kind="watching", source=source.name, paths=paths)
-            if now != watched:
+            if now - watched:  # a path came back: watch it too, from a new watcher...
+                for source in plan.watched:  # ...and sync what changed until it starts
+                    pending.setdefault(source.name, set())
                 watched = now
-                break  # a path went or came back: watch the ones there now
+                break
+            watched = now  # a path that went is left out by the watcher itself
 
 
 def _present(plan: WatchPlan) -> set[Path]:

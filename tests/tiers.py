@@ -56,6 +56,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_crash.py": ("slow",),
     "tests/adapters/cli/test_interrupts.py": ("slow",),  # ingests stopped by SIGINT/SIGTERM
     "tests/adapters/cli/test_sync.py": ("slow",),  # ingest --prune and sync command runs
+    "tests/adapters/cli/test_sync_watch.py": ("slow",),  # sync --watch runs, files edited
     "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM
     "tests/adapters/cli/test_git_source.py": ("slow",),  # ingest runs on a git repository
     "tests/adapters/cli/test_dry_run_failures.py": ("slow",),  # dry and real ingest runs
