@@ -738,7 +738,8 @@ class KnowledgeBase:
     ) -> Iterator[WatchEvent]:
         """Sync every source (or those named), then follow the folders and files of the
         files and records sources and sync a source again, within seconds, each time
-        what it reads changes; until ``stop`` is set (or Ctrl-C). Each sync, and each
+        what it reads changes; until ``stop`` is set (or Ctrl-C; at once when no source
+        is watched). Each sync, and each
         path that goes or comes back, is a ``WatchEvent``. The store is closed between
         syncs, so another process (``flexmatch query``) can open it meanwhile."""
         names = chosen_sources(self.config, source, str(self.path))

@@ -119,8 +119,8 @@ def follow(
     stop: threading.Event,
 ) -> Iterator[WatchEvent]:
     """Sync every chosen source, then each one again when its paths change, until
-    ``stop`` is set; ``sync`` syncs one source. The watcher starts before the first sync,
-    so what changes during it is synced after it."""
+    ``stop`` is set (at once when no source is watched); ``sync`` syncs one source. The
+    watcher starts before the first sync, so what changes during it is synced after it."""
     for name, reason in plan.not_watched.items():
         yield WatchEvent(kind="not_watched", source=name, reason=reason)
     pending: dict[str, set[str]] = {name: set() for name in plan.names}
@@ -142,6 +142,8 @@ def follow(
                 for source in plan.watched:
                     paths = [str(root) for root in source.roots if root in now]
                     yield WatchEvent(kind="watching", source=source.name, paths=paths)
+                if not plan.watched:
+                    return  # nothing to follow: the sync was all
             if now - watched:  # a path came back: watch it too, from a new watcher...
                 for source in plan.watched:  # ...and sync what changed until it starts
                     pending.setdefault(source.name, set())

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 
+import typer
 from rich.console import Console
 
 import flexmatch as fm  # names load on first use
@@ -29,10 +30,13 @@ SHOWN_PATHS = 3
 
 
 def follow(base: fm.KnowledgeBase, source: list[str] | None, tenant: str, as_json: bool) -> None:
-    """Watch until stopped; a stop prints what the watch did (and exits 130)."""
+    """Watch until stopped; a stop prints what the watch did (and exits 130). With no
+    source to watch, the first sync is all (exit 2, saying so)."""
     watch = RunWatch(base, tenant)
     with stopped_cleanly(watch, errors, as_json, indent=None):
+        watched = False
         for event in base.watch(source=source, tenant=tenant, progress=_seen(watch)):
+            watched = watched or event.kind == "watching"
             if event.kind == "synced":
                 _finished(watch, event)
                 forget_cached_answers(base, tenant, errors)
@@ -41,6 +45,9 @@ def follow(base: fm.KnowledgeBase, source: list[str] | None, tenant: str, as_jso
                 sys.stdout.flush()
             else:
                 say(event)
+    if not watched:
+        errors.print("[red]Nothing to watch:[/] no files or records source with paths was chosen.")
+        raise typer.Exit(2)
 
 
 def _seen(watch: RunWatch) -> Callable[[str, fm.IngestReport], None]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.adapters.cli.test_sync import NOTES, _folder, _found, _uris
-from tests.conftest import FLEXMATCH, write_config
+from tests.conftest import FLEXMATCH, run, write_config
 
 # a query that found the store locked would wait 5 s, then fail: the watch must not hold it
 CONFIG = """\
@@ -169,3 +169,13 @@ def test_a_folder_that_goes_is_reported_and_the_rest_still_watched(
     assert _uris(kb) == ["ferry.md", "market.md", "tides.md"]
 
     assert watch.stop(signal.SIGTERM)["interrupted"] is True
+
+
+def test_with_no_folder_to_watch_it_syncs_once_and_says_so(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    write_config(kb, "default_source: site\nsources:\n  site:\n    type: web\n")
+    result = run("sync", "--watch", "--kb", str(kb))
+    assert result.returncode == 2
+    assert "site skipped: nothing to list: set sources.site.urls" in result.stdout
+    assert "site not watched: a web source is not watched" in result.stderr
+    assert "Nothing to watch" in result.stderr
