@@ -14,17 +14,18 @@ again when it is back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from flexmatch.config import KBConfig
 from flexmatch.errors import FlexMatchError
 from flexmatch.inputs.loaders import resolved_paths, selected
-from flexmatch.models import SyncReport, WatchEvent
+from flexmatch.models import SyncReport, WatchEvent, WatchEventKind
 
 WATCHED_TYPES = ("files", "records")
 # editors' scratch files that live for a moment while a file is saved (vim's ``4913``
@@ -134,9 +135,9 @@ def follow(
                 for name in plan.readers(Path(path)):
                     pending.setdefault(name, set()).add(path)
             for name in [name for name in plan.names if name in pending]:
-                paths = pending.pop(name)
+                changed = sorted(pending.pop(name))
                 for entry in sync(name).sources:
-                    yield WatchEvent(kind="synced", source=name, paths=sorted(paths), sync=entry)
+                    yield WatchEvent(kind="synced", source=name, paths=changed, sync=entry)
             if first:
                 first = False
                 for source in plan.watched:
@@ -144,28 +145,38 @@ def follow(
                     yield WatchEvent(kind="watching", source=source.name, paths=paths)
                 if not plan.watched:
                     return  # nothing to follow: the sync was all
-            if now - watched:  # a path came back: watch it too, from a new watcher...
-                for source in plan.watched:  # ...and sync what changed until it starts
+            if any(watched.get(root) != place for root, place in now.items()):
+                # a path came back, or was replaced (a file saved by renaming another
+                # over it): watch it from a new watcher, and sync what changed until then
+                for source in plan.watched:
                     pending.setdefault(source.name, set())
                 watched = now
                 break
             watched = now  # a path that went is left out by the watcher itself
 
 
-def _present(plan: WatchPlan) -> set[Path]:
-    return {root for root in plan.roots if unwatchable(root) is None}
+def _present(plan: WatchPlan) -> dict[Path, tuple[int, int]]:
+    """The watched paths there now, each with what it is (device, inode)."""
+    found: dict[Path, tuple[int, int]] = {}
+    for root in plan.roots:
+        if unwatchable(root) is None:
+            with contextlib.suppress(OSError):  # gone since
+                status = root.stat()
+                found[root] = (status.st_dev, status.st_ino)
+    return found
 
 
 def _changed_roots(
     plan: WatchPlan,
-    before: set[Path],
-    now: set[Path],
+    before: dict[Path, tuple[int, int]],
+    now: dict[Path, tuple[int, int]],
     pending: dict[str, set[str]],
     *,
     first: bool,
 ) -> Iterator[WatchEvent]:
     """Say which paths went and which came back (their sources then sync), once each."""
     for root in plan.roots:
+        kind: WatchEventKind
         if root in now and root not in before and not first:
             kind = "back"
         elif root not in now and (root in before or first):
@@ -179,7 +190,7 @@ def _changed_roots(
             yield WatchEvent(kind=kind, source=name, paths=[str(root)], reason=reason)
 
 
-def _changes(plan: WatchPlan, roots: set[Path], stop: threading.Event) -> Iterable[set[Any]]:
+def _changes(plan: WatchPlan, roots: Collection[Path], stop: threading.Event) -> Iterable[set[Any]]:
     """Batches of changes under ``roots``, and an empty one every ``CHECK_MS`` (and at
     once when there is nothing to watch)."""
     if not roots:
