@@ -31,6 +31,7 @@ sources:
     paths: [{paths}]
 """
 WAIT = 20.0  # seconds for a change to reach the index
+FIRST_WAIT = 90.0  # for the first sync, which loads the embedding model too
 
 
 class Watch:
@@ -56,17 +57,17 @@ class Watch:
         for line in self.process.stdout:
             self.lines.put(json.loads(line))
 
-    def next(self, kind: str) -> dict[str, Any]:
+    def next(self, kind: str, wait: float = WAIT) -> dict[str, Any]:
         """The next event; it must be of ``kind`` (nothing else happened meanwhile)."""
         try:
-            event = self.lines.get(timeout=WAIT)
+            event = self.lines.get(timeout=wait)
         except queue.Empty:
-            raise AssertionError(f"no {kind} event in {WAIT:.0f}s; stderr: {self.stderr}") from None
+            raise AssertionError(f"no {kind} event in {wait:.0f}s; stderr: {self.stderr}") from None
         assert event.get("kind") == kind, event
         return event
 
-    def synced(self) -> dict[str, Any]:
-        event = self.next("synced")
+    def synced(self, wait: float = WAIT) -> dict[str, Any]:
+        event = self.next("synced", wait)
         assert event["sync"]["outcome"] == "done", event
         return event
 
@@ -86,7 +87,8 @@ class Watch:
 
 
 @pytest.fixture
-def watching(tmp_path: Path) -> Iterator[list[Watch]]:
+def watching() -> Iterator[list[Watch]]:
+    """The watches a test started; one a failed test left running is killed."""
     started: list[Watch] = []
     yield started
     for watch in started:
@@ -107,7 +109,7 @@ def test_an_edit_an_addition_and_a_deletion_each_reach_the_index(
     write_config(kb, CONFIG.format(paths="../notes"))
     watch = Watch(kb)
     watching.append(watch)
-    first = watch.synced()
+    first = watch.synced(FIRST_WAIT)
     assert first["paths"] == [] and first["sync"]["report"]["added"] == 2
     assert watch.next("watching")["paths"] == [str(notes)]
 
@@ -150,7 +152,7 @@ def test_a_folder_that_goes_is_reported_and_the_rest_still_watched(
     write_config(kb, CONFIG.format(paths="../notes, ../more"))
     watch = Watch(kb)
     watching.append(watch)
-    watch.synced()
+    watch.synced(FIRST_WAIT)
     assert watch.next("watching")["paths"] == [str(notes), str(more)]
 
     shutil.rmtree(more)
