@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -77,9 +77,11 @@ from flexmatch.models import (
     SearchResult,
     Stats,
     SyncReport,
+    WatchEvent,
 )
 from flexmatch.results import Answer, ResultItem, tool_result
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
+from flexmatch.watching import WatchPlan, follow
 from flexmatch.yamlio import load_yaml_text
 
 DEFAULT_TENANT = "default"
@@ -411,9 +413,7 @@ class KnowledgeBase:
             records = DocumentRegistry(store).list(tenant, source) if store.exists() else []
         finally:
             if not was_open:
-                with self._store_lock:
-                    store.close()
-                    self._store = None
+                self._close_store()
         committed = {r.id: r.metadata for r in records if r.status == "complete"}
         return StoredCopies(
             metadata=committed.get,
@@ -723,6 +723,33 @@ class KnowledgeBase:
         """``async_sync`` from synchronous code."""
         return run_sync(self.async_sync(source=source, tenant=tenant, progress=progress))
 
+    def watch(
+        self,
+        *,
+        source: str | list[str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: SyncProgress | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Sync every source (or those named), then follow the folders and files of the
+        files and records sources and sync a source again, within seconds, each time
+        what it reads changes; until ``stop`` is set (or Ctrl-C; at once when no source
+        is watched). Each sync, and each
+        path that goes or comes back, is a ``WatchEvent``. The store is closed between
+        syncs, so another process (``flexmatch query``) can open it meanwhile."""
+        names = chosen_sources(self.config, source, str(self.path))
+        store = Path(self.config.store.path)
+        ignored = [self.path / STATE_DIR, store if store.is_absolute() else self.path / store]
+        plan = WatchPlan(self.config, self.path, names, ignored)
+
+        def sync_one(name: str) -> SyncReport:
+            try:
+                return self.sync(source=name, tenant=tenant, progress=progress)
+            finally:
+                self._close_store()
+
+        return follow(plan, sync_one, stop or threading.Event())
+
     def ingest(self, inputs: Iterable[str | Path] = (), **kwargs: Any) -> IngestReport:
         return run_sync(self.aingest(inputs, **kwargs))
 
@@ -1006,12 +1033,17 @@ class KnowledgeBase:
         return run_sync(self.aformat(text, results, formatter, **kwargs))
 
     # -- housekeeping ------------------------------------------------------------------
+    def _close_store(self) -> None:
+        """Close the store until the next call opens it again (its lock freed)."""
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
     def close(self) -> None:
         self.parse_workers.close()
         self.fetch_workers.close()
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        self._close_store()
         if self.llm is not None:
             self.llm.cache.close()
 

@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "facade",
         (
             "flexmatch.sync",
+            "flexmatch.watching",
             "flexmatch.knowledge_base",
             "flexmatch.evaluation",
             "flexmatch.chains",
@@ -372,6 +373,7 @@ def test_public_api_is_pinned() -> None:
         "ToolResult",
         "UnsupportedFormatError",
         "Usage",
+        "WatchEvent",
         "WebImportError",
         "WriteConflictError",
         "answer_result",
