@@ -93,6 +93,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "ToolResult": ("flexmatch.results", "ToolResult"),
     "UnsupportedFormatError": ("flexmatch.errors", "UnsupportedFormatError"),
     "Usage": ("flexmatch.models", "Usage"),
+    "WatchEvent": ("flexmatch.models", "WatchEvent"),
     "WebImportError": ("flexmatch.errors", "WebImportError"),
     "WriteConflictError": ("flexmatch.errors", "WriteConflictError"),
     "answer_result": ("flexmatch.results", "answer_result"),
@@ -239,5 +240,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Stats,
         SyncReport,
         Usage,
+        WatchEvent,
     )
     from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result

@@ -10,7 +10,8 @@ management, ``engine.estimate`` for what an ingest would cost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,9 +64,11 @@ from flexmatch.models import (
     SearchResult,
     Stats,
     SyncReport,
+    WatchEvent,
 )
 from flexmatch.results import Answer, tool_result
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
+from flexmatch.watching import WatchPlan, follow
 
 DEFAULT_TENANT = "default"
 __all__ = ["DEFAULT_TENANT", "LLM_CACHE_FILE", "STATE_DIR", "KnowledgeBase", "evaluate_setups"]
@@ -367,6 +370,33 @@ class KnowledgeBase:
         return await sync_sources(
             self.config, names, tenant, reader=reader, ingest=ingest, progress=progress
         )
+
+    def watch(
+        self,
+        *,
+        source: str | list[str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        progress: SyncProgress | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Sync every source (or those named), then follow the folders and files of the
+        files and records sources and sync a source again, within seconds, each time
+        what it reads changes; until ``stop`` is set (or Ctrl-C; at once when no source
+        is watched). Each sync, and each
+        path that goes or comes back, is a ``WatchEvent``. The store is closed between
+        syncs, so another process (``flexmatch query``) can open it meanwhile."""
+        names = chosen_sources(self.config, source, str(self.path))
+        store = Path(self.config.store.path)
+        ignored = [self.path / STATE_DIR, store if store.is_absolute() else self.path / store]
+        plan = WatchPlan(self.config, self.path, names, ignored)
+
+        def sync_one(name: str) -> SyncReport:
+            try:
+                return self.sync(source=name, tenant=tenant, progress=progress)
+            finally:
+                self.runtime.close_store()
+
+        return follow(plan, sync_one, stop or threading.Event())
 
     async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
         """Fetch and parse web pages (the source's safety rules and deadline apply), without

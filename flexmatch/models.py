@@ -584,6 +584,23 @@ class SyncReport(BaseModel):
         return IngestReport.combined([s.report for s in self.sources if s.report is not None])
 
 
+WatchEventKind = Literal["synced", "watching", "not_watched", "gone", "back"]
+
+
+class WatchEvent(BaseModel):
+    """What ``KnowledgeBase.watch`` reports as it goes: a source it ``synced`` (``sync``
+    says how; ``paths`` are the changes that caused it, none for the first sync), one it
+    is ``watching`` (``paths``: its folders and files) or that is ``not_watched``
+    (``reason``), and a watched path ``gone`` (missing, or not readable: ``reason``) or
+    ``back``, watched again."""
+
+    kind: WatchEventKind
+    source: str
+    paths: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    sync: SourceSync | None = None
+
+
 class CostEstimate(BaseModel):
     """What indexing some documents would take: chunks, LLM calls and their price."""
 

@@ -20,10 +20,18 @@ from flexmatch.testing import FakeLLMServer
 from tests import tiers
 
 # The property tests are deterministic in CI (same examples every run); set
-# HYPOTHESIS_PROFILE=explore to let them search afresh on a developer's machine.
+# HYPOTHESIS_PROFILE=explore to let them search afresh, and longer, on a developer's machine.
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(PROFILE)
+
+
+def examples(ci: int, explore: int) -> int:
+    """A property test's example count: ``ci`` in the suite, where the examples are the
+    same every run (more of them reach no new branch), ``explore`` under
+    HYPOTHESIS_PROFILE=explore, where each run searches afresh."""
+    return explore if PROFILE == "explore" else ci
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker

@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "facade",
         (
             "flexmatch.sync",
+            "flexmatch.watching",
             "flexmatch.knowledge_base",
             "flexmatch.evaluation",
             "flexmatch.chains",
@@ -374,6 +375,7 @@ def test_public_api_is_pinned() -> None:
         "ToolResult",
         "UnsupportedFormatError",
         "Usage",
+        "WatchEvent",
         "WebImportError",
         "WriteConflictError",
         "answer_result",

@@ -30,7 +30,7 @@ from flexmatch.payloads import (
     check_value,
     derived_metadata,
 )
-from tests.conftest import run, write_config
+from tests.conftest import examples, run, write_config
 
 
 def nested(depth: int, leaf: Any = "x") -> Any:
@@ -176,7 +176,7 @@ hostile_names = st.text(
     alphabet=st.characters(blacklist_characters="/\x00"), min_size=1, max_size=300
 )
 PROPERTIES = settings(
-    max_examples=25,
+    max_examples=examples(ci=15, explore=50),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

@@ -22,8 +22,13 @@ from flexmatch.inputs.parsing import parse_text
 from flexmatch.inputs.parsing.html import parse_html_bytes
 from flexmatch.inputs.records import load_template, record_document
 from flexmatch.templates import TAG_NAMES, boundary_for, fence
+from tests.conftest import examples
 
-BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BOUNDED = settings(
+    max_examples=examples(ci=50, explore=150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 TAG = re.compile(r"<\s*/?\s*(" + "|".join(TAG_NAMES) + r")(?=[\s>/-]|$)", re.I)
 
 json_values = st.recursive(

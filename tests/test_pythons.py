@@ -22,6 +22,7 @@ import re
 import struct
 import sys
 import threading
+import time
 import tomllib
 import zlib
 from collections import deque
@@ -104,10 +105,11 @@ class Index:
 
     def __init__(self) -> None:
         self.client = httpx.Client(timeout=60, follow_redirects=True)
-        self.pool = ThreadPoolExecutor(8)
+        self.pool = ThreadPoolExecutor(24)
         self.lock = threading.Lock()
         self.projects: dict[str, Future[list[Wheel]]] = {}
-        self.metadata: dict[str, Future[str]] = {}
+        self.metadata: dict[str, Future[list[str]]] = {}
+        self.chosen: dict[tuple[str, str, str], dict | None] = {}  # see _wheel
 
     def prefetch(self, name: str) -> None:
         with self.lock:
@@ -118,9 +120,20 @@ class Index:
         self.prefetch(name)
         return self.projects[name].result()
 
+    def listed(self, name: str) -> bool:
+        """Whether the project's files are already here (asking for them never waits)."""
+        with self.lock:
+            future = self.projects.get(name)
+        return future is not None and future.done()
+
+    def prefetch_metadata(self, file: dict) -> None:
+        with self.lock:
+            if file["url"] not in self.metadata:
+                self.metadata[file["url"]] = self.pool.submit(self._requires, file)
+
     def _files(self, name: str) -> list[Wheel]:
         """The project's wheels not yanked: version, tags, Requires-Python, the file."""
-        answer = self.client.get(
+        answer = self._get(
             f"{INDEX}{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
         )
         if answer.status_code == 404:
@@ -134,22 +147,35 @@ class Index:
                 _, release, _, tags = parse_wheel_filename(file["filename"])
             except (ValueError, InvalidVersion):
                 continue
-            try:
-                python = SpecifierSet(file.get("requires-python") or "")
-            except InvalidSpecifier:  # pip ignores one it cannot read, and so does this
-                python = SpecifierSet()
+            python = _requires_python(file.get("requires-python") or "")
             wheels.append((release, tags, python, file))
-        return wheels
+        return sorted(wheels, key=lambda wheel: wheel[0], reverse=True)  # newest first
 
     def requires(self, file: dict) -> list[str]:
-        with self.lock:
-            if file["url"] not in self.metadata:
-                self.metadata[file["url"]] = self.pool.submit(self._metadata, file)
-        text = self.metadata[file["url"]].result()
-        return HeaderParser().parsestr(text).get_all("Requires-Dist") or []
+        self.prefetch_metadata(file)
+        return self.metadata[file["url"]].result()
+
+    def _requires(self, file: dict) -> list[str]:
+        """The wheel's ``Requires-Dist`` lines, read once however often the walks ask."""
+        text = self._metadata(file)
+        return HeaderParser().parsestr(text, headersonly=True).get_all("Requires-Dist") or []
+
+    def _get(self, url: str, headers: dict[str, str]) -> httpx.Response:
+        """A GET asked again, twice at most, when the connection or the index failed
+        (many requests run at once; one lost on the way says nothing of the wheels)."""
+        for attempt in range(3):
+            try:
+                answer = self.client.get(url, headers=headers)
+                if answer.status_code < 500 and answer.status_code != 429:
+                    return answer
+            except httpx.TransportError:
+                if attempt == 2:
+                    raise
+            time.sleep(0.5 * (attempt + 1))
+        return answer
 
     def _range(self, url: str, start: int, end: int) -> bytes:
-        answer = self.client.get(url, headers={"Range": f"bytes={start}-{end}"})
+        answer = self._get(url, headers={"Range": f"bytes={start}-{end}"})
         answer.raise_for_status()
         assert answer.status_code == 206, f"{url}: no range requests"
         return answer.content
@@ -196,6 +222,17 @@ def index() -> Iterator[Index]:
 
 
 @functools.cache
+def _requires_python(text: str) -> SpecifierSet:
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:  # pip ignores one it cannot read, and so does this
+        return SpecifierSet()
+
+
+_requirement = functools.cache(Requirement)  # the same lines are read on every walk
+
+
+@functools.cache
 def _tags(version: str) -> frozenset[Tag]:
     """The wheel tags pip takes for that CPython on this platform."""
     python = tuple(int(part) for part in version.split("."))
@@ -206,17 +243,44 @@ def _tags(version: str) -> frozenset[Tag]:
 
 
 def _wheel(index: Index, name: str, specifier: SpecifierSet, version: str) -> dict | None:
-    """The newest wheel of ``name`` in ``specifier`` that Python ``version`` takes."""
+    """The newest wheel of ``name`` in ``specifier`` that Python ``version`` takes (kept:
+    the walks ask again after each restart)."""
+    key = (name, str(specifier), version)
+    if key in index.chosen:
+        return index.chosen[key]
     tags, python = _tags(version), Version(version)
-    best: tuple[Version, dict] | None = None
-    for release, file_tags, requires_python, file in index.wheels(name):
+    best = None
+    for release, file_tags, requires_python, file in index.wheels(name):  # newest first
         if release.is_prerelease and not specifier.prereleases:
             continue
-        if best is not None and release <= best[0]:
-            continue
         if release in specifier and file_tags & tags and python in requires_python:
-            best = (release, file)
-    return None if best is None else best[1]
+            best = file
+            break
+    index.chosen[key] = best
+    return best
+
+
+def _look_ahead(
+    index: Index,
+    pending: deque[tuple[str | None, Requirement]],
+    chosen: dict[str, tuple[str, list[str]]],
+    learned: dict[str, SpecifierSet],
+    version: str,
+    seen: set[tuple[str, str]],
+) -> None:
+    """Start reading the METADATA of the wheels the walk will likely take next, so the
+    walk waits for one round trip at a time, not three a package in a row."""
+    for _, requirement in pending:
+        name = canonicalize_name(requirement.name)
+        if name in chosen or not index.listed(name):
+            continue
+        specifier = learned.get(name, SpecifierSet()) & requirement.specifier
+        if (name, str(specifier)) in seen:
+            continue
+        seen.add((name, str(specifier)))
+        file = _wheel(index, name, specifier, version)
+        if file is not None:
+            index.prefetch_metadata(file)
 
 
 def _applies(requirement: Requirement, environment: dict[str, str], extras: set[str]) -> bool:
@@ -240,11 +304,14 @@ def _resolve(index: Index, roots: list[str], version: str) -> tuple[dict[str, st
     learned: dict[str, SpecifierSet] = {}  # what the earlier walks ruled out, and why
     why: dict[str, list[str]] = {}
     roots = [r for r in roots if _applies(Requirement(r), environment, set())]
+    seen: set[tuple[str, str]] = set()  # looked ahead at
+    for root in roots:
+        index.prefetch(canonicalize_name(_requirement(root).name))
     for _ in range(100):
         chosen: dict[str, tuple[str, list[str]]] = {}
         expanded: dict[str, set[str]] = {}
         problems: list[str] = []
-        pending = deque((None, Requirement(r)) for r in roots)
+        pending = deque((None, _requirement(r)) for r in roots)
         restart = False
         while pending and not restart:
             parent, requirement = pending.popleft()
@@ -272,9 +339,8 @@ def _resolve(index: Index, roots: list[str], version: str) -> tuple[dict[str, st
                     )
                     continue
                 release = str(parse_wheel_filename(file["filename"])[1])
+                _look_ahead(index, pending, chosen, learned, version, seen)
                 chosen[name] = (release, index.requires(file))
-                for line in chosen[name][1]:
-                    index.prefetch(canonicalize_name(Requirement(line).name))
             elif not requirement.specifier.contains(chosen[name][0], prereleases=True):
                 learned[name] = learned.get(name, SpecifierSet()) & requirement.specifier
                 why.setdefault(name, []).append(f"{parent} needs {requirement}")
@@ -284,9 +350,10 @@ def _resolve(index: Index, roots: list[str], version: str) -> tuple[dict[str, st
             wanted = {"", *requirement.extras} - expanded.setdefault(name, set())
             expanded[name] |= wanted
             for line in requires if wanted else ():
-                dependency = Requirement(line)
+                dependency = _requirement(line)
                 if _applies(dependency, environment, wanted):
                     pending.append((name, dependency))
+                    index.prefetch(canonicalize_name(dependency.name))
         if not restart:
             return {name: release for name, (release, _) in chosen.items()}, problems
     raise AssertionError(

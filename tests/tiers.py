@@ -56,6 +56,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_crash.py": ("slow",),
     "tests/adapters/cli/test_interrupts.py": ("slow",),  # ingests stopped by SIGINT/SIGTERM
     "tests/adapters/cli/test_sync.py": ("slow",),  # ingest --prune and sync command runs
+    "tests/adapters/cli/test_sync_watch.py": ("slow",),  # sync --watch runs, files edited
     "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM
     "tests/adapters/cli/test_git_source.py": ("slow",),  # ingest runs on a git repository
     "tests/adapters/cli/test_dry_run_failures.py": ("slow",),  # dry and real ingest runs
@@ -264,8 +265,9 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_client.py::test_records_and_web_pages",
         "tests/test_client.py::test_the_server_sends_the_public_job_without_its_tenant",
         "tests/test_extras.py::test_ingest_without_the_local_model_extra",
+        "tests/test_watching.py::test_a_python_watch_syncs_a_change_and_ends_when_stopped",
         # [all] resolved against PyPI's JSON API for each Python (the wheels' METADATA
-        # read by HTTP range requests): about 30 s for all four, run at once
+        # read by HTTP range requests): about 15 s for all four, run at once
         "tests/test_pythons.py::test_every_dependency_has_wheels_for",
         "tests/test_extras.py::test_mcp_without_the_mcp_extra",
         "tests/test_payloads.py::test_a_poisoned_corpus_row_leaves_the_tenant_usable_through_the_cli",

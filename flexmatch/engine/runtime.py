@@ -102,9 +102,14 @@ class Runtime:
             yield store
         finally:
             if not was_open:
-                with self._store_lock:
-                    store.close()
-                    self._store = None
+                self.close_store()
+
+    def close_store(self) -> None:
+        """Close the store until the next use opens it again (its lock freed)."""
+        with self._store_lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
 
     @property
     def opened_store(self) -> VectorStore | None:
@@ -139,8 +144,6 @@ class Runtime:
     def close(self) -> None:
         self.parse_workers.close()
         self.fetch_workers.close()
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        self.close_store()
         if self.llm is not None:
             self.llm.cache.close()

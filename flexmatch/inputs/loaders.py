@@ -56,6 +56,12 @@ class LoadTask:
             return sum(1 for line in handle if line.strip())
 
 
+def resolved_paths(kb_dir: Path, paths: list[str]) -> list[Path]:
+    """``paths`` as a source reads them: ``~`` expanded, relative ones under ``kb_dir``."""
+    joined = (kb_dir / Path(p).expanduser() for p in paths)
+    return [Path(os.path.normpath(path)) for path in joined]  # no symlink followed
+
+
 def discover(
     paths: list[Path], include: list[str] | None = None, exclude: list[str] | None = None
 ) -> tuple[list[LoadTask], list[FailedDocument]]:
@@ -77,7 +83,7 @@ def discover(
             for found in _walk(path):
                 if isinstance(found, FailedDocument):
                     missing.append(found)
-                elif _selected(found.relative_to(path), include or [], exclude or []):
+                elif selected(found.relative_to(path), include or [], exclude or []):
                     tasks.append(LoadTask(found, root=path))
         else:
             missing.append(FailedDocument(uri=str(path), error=f"{path}: {_not_loadable(path)}"))
@@ -105,7 +111,7 @@ def _not_loadable(path: Path) -> str:
     return f"not a regular file: {kind}"
 
 
-def _selected(relative: Path, include: list[str], exclude: list[str]) -> bool:
+def selected(relative: Path, include: list[str], exclude: list[str]) -> bool:
     def matches(pattern: str) -> bool:
         return (
             relative.match(pattern)

@@ -22,7 +22,7 @@ from flexmatch import KnowledgeBase
 from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.service import KeyStore, key_identity
-from tests.adapters.http.servers import cli_key, free_port
+from tests.adapters.http.servers import free_port, new_key
 from tests.adapters.test_mcp import QUESTION, make_kb, one_line_error, text_of
 from tests.conftest import FLEXMATCH, run, stop, write_config
 
@@ -74,8 +74,8 @@ async def tool_names(client: Client) -> set[str]:
 
 
 def test_keys_see_their_tools_and_failures_are_errors(kb: Path) -> None:
-    reader = cli_key(kb, "default", "read", ENV)
-    writer = cli_key(kb, "default", "read,write", ENV)
+    reader = new_key(kb, "default", "read")
+    writer = new_key(kb, "default", "read,write")
     with mcp_process(kb) as (url, said):
         assert said == (
             f"FlexMatch MCP server (streamable HTTP) on {url}; every call needs an API key "

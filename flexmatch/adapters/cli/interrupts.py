@@ -90,9 +90,12 @@ def _as_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def stopped_cleanly(watch: RunWatch, errors: Console, as_json: bool) -> Iterator[None]:
+def stopped_cleanly(
+    watch: RunWatch, errors: Console, as_json: bool, indent: int | None = 2
+) -> Iterator[None]:
     """Run the block with SIGTERM taken as Ctrl-C (a service manager's stop, ``kill``);
-    when either stops it, print what was done and exit 130."""
+    when either stops it, print what was done (as JSON indented by ``indent``; ``None``:
+    one line) and exit 130."""
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if in_main else None
     if in_main:
@@ -102,7 +105,7 @@ def stopped_cleanly(watch: RunWatch, errors: Console, as_json: bool) -> Iterator
     except KeyboardInterrupt:
         summary = watch.summary()
         if as_json:
-            sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+            sys.stdout.write(summary.model_dump_json(indent=indent) + "\n")
         else:
             say(summary, errors)
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -28,6 +28,7 @@ from flexmatch.adapters.cli.options import (
 )
 from flexmatch.adapters.cli.output import shown
 from flexmatch.adapters.cli.replicas import forget_cached_answers
+from flexmatch.adapters.cli.sync_watch import follow
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, SyncReport
@@ -45,10 +46,21 @@ def sync(
     ] = None,
     tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Then follow the folders of the files and records sources and sync a "
+            "source again as its files change (a line per sync; Ctrl-C stops).",
+        ),
+    ] = False,
 ) -> None:
     """Bring every source up to date: list it, ingest what is new or changed, remove what
     is gone (files and records sources with paths, web sources with urls)."""
     with fm.KnowledgeBase.open(knowledge_base(kb)) as base:
+        if watch:
+            follow(base, source or None, tenant, as_json)
+            return
         report = run(base, source or None, tenant, as_json)
     if as_json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")

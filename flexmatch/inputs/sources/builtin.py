@@ -7,7 +7,6 @@ a web source's paths are read as files, as they always were.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch.errors import WebImportError
-from flexmatch.inputs.loaders import Item, LoadTask, attempt, discover, load
+from flexmatch.inputs.loaders import Item, LoadTask, attempt, discover, load, resolved_paths
 from flexmatch.inputs.records import entries_in_file, load_template, record_documents
 from flexmatch.inputs.sources.crawl import Crawler
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, SourceType, WebPage
@@ -86,9 +85,7 @@ def _split(inputs: list[str]) -> tuple[list[str], list[Path]]:
 
 def configured_paths(context: SourceContext) -> list[Path]:
     """The source's ``paths``: ``~`` expanded, relative ones under the knowledge base."""
-    folder = context.kb_dir or Path.cwd()
-    paths = (folder / Path(p).expanduser() for p in context.config.paths)
-    return [Path(os.path.normpath(path)) for path in paths]  # no symlink followed
+    return resolved_paths(context.kb_dir or Path.cwd(), context.config.paths)
 
 
 def _paths_unset(context: SourceContext) -> str | None:

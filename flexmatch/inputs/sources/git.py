@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch.errors import ConfigError, DocumentTooLargeError
-from flexmatch.inputs.loaders import Item, LoadTask, _selected, attempt, load
+from flexmatch.inputs.loaders import Item, LoadTask, attempt, load, selected
 from flexmatch.inputs.sources.builtin import is_url
 from flexmatch.inputs.sources.types import ItemRef, SourceType
 from flexmatch.inputs.validators import VERSION_KEY
@@ -426,7 +426,7 @@ class GitSource(SourceType):
                 continue
             if any(part.startswith(".") for part in path.split("/")):
                 continue
-            if _selected(Path(path), config.include, config.exclude):
+            if selected(Path(path), config.include, config.exclude):
                 tree[path] = TreeEntry(blob=fields[2], size=int(fields[3]))
         return tree
 

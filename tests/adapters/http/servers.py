@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -63,28 +61,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def cli_key(kb: Path, tenant: str, permissions: str, env: dict[str, str]) -> str:
-    """A new API key, made as an operator makes one: ``flexmatch keys create``."""
-    made = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "flexmatch"),
-            "keys",
-            "create",
-            "--kb",
-            str(kb),
-            "--tenant",
-            tenant,
-            "--permissions",
-            permissions,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
+def new_key(kb: Path, tenant: str, permissions: str) -> str:
+    """A new API key's token for ``kb``'s servers, made in-process (``flexmatch keys
+    create`` does the same; its own tests run it)."""
+    from flexmatch.service import KeyStore
+
+    return KeyStore.for_kb(kb).create(tenant, permissions, "test")[1]
 
 
 def auth(token: str) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """A schema-driven fuzz of the HTTP API: every operation in the OpenAPI document, with
 generated valid and invalid inputs, against a real server; none may answer 5xx.
 
-Bounded: a handful of examples per operation, no deadline per example, in a few seconds
-an operation."""
+Bounded: a handful of examples per operation (twice as many under
+HYPOTHESIS_PROFILE=explore), no deadline per example, in a few seconds an operation."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from flexmatch.adapters.http import create_app
 from flexmatch.engine.embedders import OnnxEmbedder
 from tests.adapters.http.harness import DOCS, Api, running_api, upload
 from tests.adapters.http.servers import wait_for_job
+from tests.conftest import examples
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ schema = schemathesis.openapi.from_dict(_openapi())
 
 @schema.parametrize()
 @settings(
-    max_examples=12,
+    max_examples=examples(ci=6, explore=12),
     deadline=None,
     suppress_health_check=list(HealthCheck),
     derandomize=True,  # the same examples every run: a failure is reproducible

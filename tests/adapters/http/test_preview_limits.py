@@ -15,11 +15,10 @@ import pytest
 from flexmatch.errors import PromptError
 from flexmatch.service.previews import PREVIEW_SECONDS
 from flexmatch.templates import MAX_REPEAT, PromptTemplate, make_environment, render_bounded
-from tests.adapters.http.servers import cli_key
+from tests.adapters.http.servers import new_key
 from tests.adapters.http.test_stalls import (
     IDLE_WATCH,
     MAX_LATENCY,
-    _env,
     _rss,
     _serving,
     _Watch,
@@ -65,7 +64,7 @@ def test_a_bounded_render_stops_at_its_output_limit() -> None:
 
 
 def _admin(kb: Path, tenant: str) -> str:
-    return cli_key(kb, tenant, "read,write,admin", _env())
+    return new_key(kb, tenant, "read,write,admin")
 
 
 def _signed_in(url: str, key: str) -> tuple[httpx.Client, str]:

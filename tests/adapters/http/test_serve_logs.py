@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from flexmatch.adapters.http.logs import install_logging
 from flexmatch.testing.fake_llm import FakeLLMServer
-from tests.adapters.http.servers import auth, cli_key, free_port, wait_for_job
+from tests.adapters.http.servers import auth, free_port, new_key, wait_for_job
 from tests.conftest import llm_config, stop, write_config
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
@@ -53,8 +53,8 @@ def serving(tmp_path: Path, llm: FakeLLMServer, *args: str, **env: str) -> Itera
     kb = tmp_path / "kb"
     write_config(kb, llm_config(llm, f"service:\n  metrics_token: {METRICS_TOKEN}\n"))
     tokens = {
-        "admin": cli_key(kb, "ops", "admin", _env()),
-        "rw": cli_key(kb, "acme", "read,write", _env()),
+        "admin": new_key(kb, "ops", "admin"),
+        "rw": new_key(kb, "acme", "read,write"),
     }
     port = free_port()
     log_path = tmp_path / "serve.log"

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.adapters.http.servers import auth, cli_key, free_port
+from tests.adapters.http.servers import auth, free_port, new_key
 from tests.conftest import stop, write_config
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
@@ -124,7 +124,7 @@ def _env() -> dict[str, str]:
 
 
 def _key(kb: Path, tenant: str) -> str:
-    return cli_key(kb, tenant, "read,write", _env())
+    return new_key(kb, tenant, "read,write")
 
 
 @contextmanager
