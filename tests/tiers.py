@@ -35,8 +35,13 @@ MARKERS = {
     "browser": "drives Chromium through Playwright",
     "postgres": "needs the PostgreSQL server scripts/postgres runs",
     "ray": "starts or joins a Ray cluster",
+    "serial": "measures time or memory, or restarts a shared server: runs alone, after the rest",
 }
 IMPLY_SLOW = frozenset({"browser", "postgres", "ray"})
+# ``./scripts/test`` runs the suite on two pytest-xdist workers, then these alone: a test
+# that bounds a latency or a process's memory measures the machine as much as the code
+# when another test runs beside it, and the PostgreSQL tests restart the one server
+IMPLY_SERIAL = frozenset({"postgres"})
 
 FIXTURES: dict[str, tuple[str, ...]] = {
     "wheel": ("slow",),  # pip builds the package once per run
@@ -54,7 +59,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_replicas_postgres.py": ("postgres",),
     # real ``flexmatch serve`` / ``ingest`` processes, killed, restarted, raced
     "tests/adapters/cli/test_crash.py": ("slow",),
-    "tests/adapters/cli/test_interrupts.py": ("slow",),  # ingests stopped by SIGINT/SIGTERM
+    "tests/adapters/cli/test_interrupts.py": ("slow", "serial"),  # ingests stopped by SIGINT/SIGTERM
     "tests/adapters/cli/test_sync.py": ("slow",),  # ingest --prune and sync command runs
     "tests/adapters/cli/test_sync_watch.py": ("slow",),  # sync --watch runs, files edited
     "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM
@@ -66,9 +71,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_replicas.py": ("slow",),
     "tests/adapters/http/test_metrics.py": ("slow",),
     "tests/adapters/http/test_serve_logs.py": ("slow",),
-    "tests/adapters/http/test_stalls.py": ("slow",),
+    "tests/adapters/http/test_stalls.py": ("slow", "serial"),
     "tests/adapters/http/test_state_readiness.py": ("slow",),  # servers, a store held
-    "tests/adapters/http/test_upload_queue_memory.py": ("slow",),
+    "tests/adapters/http/test_upload_queue_memory.py": ("slow", "serial"),
     "tests/test_deploy.py": ("slow",),
     "tests/test_lifecycle.py": ("slow",),
     "tests/test_plugins.py": ("slow",),  # plug-ins through real CLI ingests and queries
@@ -156,7 +161,6 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/adapters/http/test_input_edges.py::test_a_5000_character_file_name_does_not_refuse_its_batch",
         "tests/adapters/http/test_input_edges.py::test_console_links_lead_to_their_own_document",
         "tests/adapters/http/test_input_edges.py::test_ids_repeated_in_one_records_request_fail_alone",
-        "tests/adapters/http/test_preview_limits.py::test_a_hostile_preview_is_stopped_and_stalls_no_one",
         "tests/adapters/http/test_shared_service.py::test_a_running_job_beats_and_a_shutdown_is_recorded",
         "tests/adapters/http/test_throttle.py::test_a_key_id_guessed_from_many_addresses_still_lets_its_owner_in",
         "tests/adapters/http/test_throttle.py::test_tables_are_bounded_and_a_zero_budget_turns_throttling_off",
@@ -211,8 +215,6 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/engine/test_embeddings.py::test_the_query_path_imports_no_torch",
         "tests/engine/test_embeddings.py::test_the_torch_reference_loads_quietly",
         "tests/engine/test_ingest_run.py::test_progress_knows_the_plan_from_the_first_call",
-        "tests/engine/test_linear_steps.py::test_a_minified_scripts_outline_is_linear",
-        "tests/engine/test_linear_steps.py::test_the_near_duplicate_set_compares_few_vectors",
         "tests/engine/test_llm.py::test_concurrency_limit_is_honoured",
         "tests/engine/test_llm_credentials.py::test_a_local_server_without_a_key_is_called",
         "tests/engine/test_per_source_query.py::test_a_removed_sources_documents_stay_findable",
@@ -289,6 +291,18 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
     ],
     ("slow",),
 )
+# latency and memory bounds that hold on a quiet machine (see ``serial`` above)
+TESTS.update(
+    dict.fromkeys(
+        [
+            "tests/adapters/http/test_preview_limits.py::test_a_hostile_preview_is_stopped_and_stalls_no_one",
+            "tests/engine/test_linear_steps.py::test_a_minified_scripts_outline_is_linear",
+            "tests/engine/test_linear_steps.py::test_the_near_duplicate_set_compares_few_vectors",
+        ],
+        ("slow", "serial"),
+    )
+)
+TESTS["tests/testing/test_fake_llm.py::test_ten_calls_are_fast"] = ("serial",)
 
 
 def _module(nodeid: str) -> str:
@@ -331,6 +345,8 @@ def markers_for(item: pytest.Item) -> set[str]:
     own = {mark.name for mark in item.iter_markers()}
     if (names | own) & IMPLY_SLOW:
         names.add("slow")
+    if (names | own) & IMPLY_SERIAL:
+        names.add("serial")
     return names - own
 
 
@@ -346,6 +362,8 @@ def left_out(path: Path, root: Path, markexpr: str) -> bool:
             return False
         if marks & IMPLY_SLOW:
             marks.add("slow")
+        if marks & IMPLY_SERIAL:
+            marks.add("serial")
         from _pytest.mark.expression import Expression  # what -m itself evaluates
 
         expression = Expression.compile(markexpr)

@@ -8,6 +8,7 @@ version visible, and the next run repairs it (``DocumentRegistry.repair``)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -103,6 +104,9 @@ def stopped_cleanly(
     try:
         yield
     except KeyboardInterrupt:
+        # work cut off on the way out (an ingest thread's loop, a task collected at exit)
+        # is no news: asyncio must not print its tracebacks after the summary
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
         summary = watch.summary()
         if as_json:
             sys.stdout.write(summary.model_dump_json(indent=indent) + "\n")
