@@ -59,7 +59,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/http/test_replicas_postgres.py": ("postgres",),
     # real ``flexmatch serve`` / ``ingest`` processes, killed, restarted, raced
     "tests/adapters/cli/test_crash.py": ("slow",),
-    "tests/adapters/cli/test_interrupts.py": ("slow", "serial"),  # ingests stopped by SIGINT/SIGTERM
+    # ingests stopped by SIGINT/SIGTERM
+    "tests/adapters/cli/test_interrupts.py": ("slow", "serial"),
     "tests/adapters/cli/test_sync.py": ("slow",),  # ingest --prune and sync command runs
     "tests/adapters/cli/test_sync_watch.py": ("slow",),  # sync --watch runs, files edited
     "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM

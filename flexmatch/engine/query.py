@@ -108,9 +108,11 @@ def _group_scopes(
     if len(groups) == 1:
         return [(groups[0], dict(filters or {}), None)]
     asked = (filters or {}).get("source")
-    wanted = None if asked is None else set(asked) if isinstance(asked, list) else {asked}
+    wanted: set[str] | None = None
+    if asked is not None:
+        wanted = {str(s) for s in asked} if isinstance(asked, list) else {str(asked)}
     configured = {s for g in groups for s in g.sources}
-    scopes = []
+    scopes: list[tuple[SourceGroup, Filters, Filters | None]] = []
     for group in groups:
         if default_source in group.sources:
             others = sorted(configured - set(group.sources))

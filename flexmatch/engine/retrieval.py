@@ -21,7 +21,8 @@ from flexmatch.engine.points import (
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
 
-KINDS = {CONTENT: [CONTENT], "question": QUESTION_KINDS}  # the two halves of a dense signal
+# the two halves of a dense signal, as filter values
+KINDS: dict[str, list[str]] = {CONTENT: [CONTENT], "question": list(QUESTION_KINDS)}
 VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
 
 
@@ -277,7 +278,7 @@ class Retriever:
         no_content = [key for key in chosen if known.get(key) != CONTENT]
         no_question = [key for key in chosen if known.get(key) != "question"]
         # (the version is checked on the hits: as a condition it costs more than it saves)
-        contents = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
+        contents: Filters = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
         room = content_room(len(no_content))
         per_variant = bool(no_content) + len(no_question)
         searches: list[Search] = []
@@ -285,7 +286,7 @@ class Retriever:
             if no_content:
                 searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
             for key in no_question:
-                own = {**scoped, "chunk_id": key, "version": found_with[key]}
+                own: Filters = {**scoped, "chunk_id": key, "version": found_with[key]}
                 own["match_kind"] = KINDS["question"]
                 searches.append(Search(1, vector=vector, filters=own, fields=()))
         no_bm25 = [key for key in chosen if key not in lexical]
