@@ -54,8 +54,7 @@ def _chunks(
     ]
 
 
-def known_texts(
-    sections: list[Section], chains: SourceChains, document: Document
-) -> dict[str, None]:
+def known_texts(sections: list[Section], chains: SourceChains, document: Document) -> list[str]:
     """The matching texts known before any LLM answers, once each, in order."""
-    return {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
+    known = (m.text for s in sections for m in chains.matching_text.known_texts(s, document))
+    return list(dict.fromkeys(known))
