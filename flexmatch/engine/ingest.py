@@ -43,7 +43,7 @@ from flexmatch.engine.points import (
     filterable_metadata,
     match_point_id,
 )
-from flexmatch.engine.stores import StoredPoint, VectorStore
+from flexmatch.engine.stores import Hit, StoredPoint, VectorStore
 from flexmatch.errors import (
     ChainError,
     ConfigError,
@@ -284,11 +284,10 @@ def _checked_sections(
     return list(result)
 
 
-def _known_texts(
-    sections: list[Section], chains: SourceChains, document: Document
-) -> dict[str, None]:
+def _known_texts(sections: list[Section], chains: SourceChains, document: Document) -> list[str]:
     """The matching texts known before any LLM answers, once each, in order."""
-    return {m.text: None for s in sections for m in chains.matching_text.known_texts(s, document)}
+    known = (m.text for s in sections for m in chains.matching_text.known_texts(s, document))
+    return list(dict.fromkeys(known))
 
 
 async def enrich_and_embed(
@@ -299,18 +298,39 @@ async def enrich_and_embed(
     embedded while it works, the rest once it has."""
     sections = await sections_of(document, chains.chunker, limits or IngestConfig())
     known = await in_ingest_thread(_known_texts, sections, chains, document)
-    early = asyncio.ensure_future(embed(list(known)))
+    early = asyncio.ensure_future(embed(known))
     try:
         chunks = await enrich(document, sections, chains)
-        vectors = dict(zip(known, await early, strict=True))
+        vectors = await in_ingest_thread(_by_text, known, await early, {})
     except BaseException:
         early.cancel()  # a failed chain's early texts are not waited for, no error unread
         early.add_done_callback(lambda task: task.cancelled() or task.exception())
         raise
+    # the per-text passes run on an ingest thread: over the 48,000 texts of a big minified
+    # script, each holds a server's event loop for a tenth of a second or more
+    texts, rest = await in_ingest_thread(_unembedded, chunks, vectors)
+    vectors = await in_ingest_thread(_by_text, rest, await embed(rest), vectors)
+    return Enriched(chunks=chunks, vectors=await in_ingest_thread(_in_order, texts, vectors))
+
+
+def _by_text(
+    texts: list[str], vectors: list[list[float]], known: dict[str, list[float]]
+) -> dict[str, list[float]]:
+    """``known`` with each of ``texts`` mapped to its vector."""
+    known.update(zip(texts, vectors, strict=True))
+    return known
+
+
+def _unembedded(
+    chunks: list[Chunk], vectors: dict[str, list[float]]
+) -> tuple[list[str], list[str]]:
+    """Every matching text of ``chunks`` in order, and those without a vector, once each."""
     texts = [m.text for chunk in chunks for m in chunk.matching_texts]
-    rest = list(dict.fromkeys(t for t in texts if t not in vectors))
-    vectors.update(zip(rest, await embed(rest), strict=True))
-    return Enriched(chunks=chunks, vectors=[vectors[t] for t in texts])
+    return texts, list(dict.fromkeys(t for t in texts if t not in vectors))
+
+
+def _in_order(texts: list[str], vectors: dict[str, list[float]]) -> list[list[float]]:
+    return [vectors[text] for text in texts]
 
 
 class Indexer:
@@ -488,11 +508,14 @@ class Indexer:
         stored = await self._stored_vectors(document.id)
 
         async def embed(texts: list[str]) -> list[list[float]]:
-            fresh = [text for text in texts if text not in stored]
-            made = dict(zip(fresh, await self._embed(fresh), strict=True)) if fresh else {}
+            if not stored:  # a new document: nothing to reuse, no pass over its texts
+                self.report.texts_embedded += len(texts)
+                return await self._embed(texts) if texts else []
+            fresh = await in_ingest_thread(_missing, texts, stored)
+            made = await self._embed(fresh) if fresh else []
             self.report.texts_embedded += len(fresh)
             self.report.texts_reused += len(texts) - len(fresh)
-            return [stored[text] if text in stored else made[text] for text in texts]
+            return await in_ingest_thread(_reused, texts, stored, fresh, made)
 
         return await enrich_and_embed(document, chains, embed, self.settings)
 
@@ -510,11 +533,7 @@ class Indexer:
             found = await in_ingest_thread(read, self.tenant, where)
         except FlexMatchError:
             return {}
-        return {
-            str(hit.payload["matched_text"]): vector
-            for hit, vector in found
-            if isinstance(hit.payload.get("matched_text"), str)
-        }
+        return await in_ingest_thread(_vectors_by_text, found)
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         if self.batcher is not None:
@@ -732,6 +751,30 @@ def with_naming_of(document: Document, record: DocumentRecord | None) -> Documen
     if not kept:
         return document
     return document.model_copy(update={"metadata": {**document.metadata, **kept}})
+
+
+def _vectors_by_text(found: list[tuple[Hit, list[float]]]) -> dict[str, list[float]]:
+    """Matching text → vector of stored points (those that name their text)."""
+    return {
+        str(hit.payload["matched_text"]): vector
+        for hit, vector in found
+        if isinstance(hit.payload.get("matched_text"), str)
+    }
+
+
+def _missing(texts: list[str], stored: dict[str, list[float]]) -> list[str]:
+    return [text for text in texts if text not in stored]
+
+
+def _reused(
+    texts: list[str],
+    stored: dict[str, list[float]],
+    fresh: list[str],
+    made: list[list[float]],
+) -> list[list[float]]:
+    """A vector for each of ``texts``: its stored one, else the one just made."""
+    new = dict(zip(fresh, made, strict=True))
+    return [stored[text] if text in stored else new[text] for text in texts]
 
 
 def _checked(document: Document, chains: SourceChains, limit: int) -> tuple[str, str, int]:
