@@ -120,6 +120,7 @@ MODULES: dict[str, tuple[str, ...]] = {
 TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
     [
         "tests/engine/test_big_documents.py::test_a_big_documents_vectors_are_reused_from_the_server_store_past_one_page",
+        "tests/engine/test_big_documents.py::test_a_big_documents_texts_meet_their_vectors_off_the_event_loop",
         "tests/engine/test_chain_errors.py::test_a_plug_in_chains_key_error_is_named_through_the_cli",
         "tests/engine/chains/test_spec.py::test_the_cli_works_beside_a_broken_chain_plug_in",
         "tests/test_access.py::test_property_nothing_unreadable_is_returned_listed_counted_or_shown",
