@@ -87,7 +87,11 @@ class RunWatch:
 
 
 def _as_interrupt(signum: int, frame: FrameType | None) -> None:
-    signal.raise_signal(signal.SIGINT)  # whoever handles Ctrl-C now (the event loop) stops
+    """SIGTERM as Ctrl-C: whoever handles Ctrl-C now (the event loop) stops. A process
+    started with SIGINT ignored (``cmd &`` in a script) still stops, as Ctrl-C would."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        raise KeyboardInterrupt
+    signal.raise_signal(signal.SIGINT)
 
 
 @contextlib.contextmanager

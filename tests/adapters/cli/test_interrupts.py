@@ -44,15 +44,31 @@ def _setup(tmp_path: Path, llm_server: FakeLLMServer) -> tuple[Path, Path, dict[
     return docs, kb, env
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _interrupted(
-    command: list[str], env: dict[str, str], llm_server: FakeLLMServer, signum: int
+    command: list[str],
+    env: dict[str, str],
+    llm_server: FakeLLMServer,
+    signum: int,
+    sigint_ignored: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``command`` stopped by ``signum`` once the LLM has answered 8 of its calls and
     the command had a moment to take the answers in (later calls wait 4 s each)."""
     llm_server.latency = 0.5
     before = llm_server.successful_calls()
     process = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # as `cmd &` in a script starts it: Ctrl-C is not for it, SIGTERM still is
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if sigint_ignored
+        else None,
     )
     deadline = time.monotonic() + 120
     while llm_server.successful_calls() - before < 8 and time.monotonic() < deadline:
@@ -105,13 +121,13 @@ def test_ctrl_c_says_what_was_stored_pending_and_spent(
     assert report["repaired"] == int(pending[1])
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM])
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-handled", "sigint-ignored"])
 def test_sigterm_stops_like_ctrl_c_with_a_json_summary(
-    tmp_path: Path, llm_server: FakeLLMServer, signum: int
+    tmp_path: Path, llm_server: FakeLLMServer, sigint_ignored: bool
 ) -> None:
     docs, kb, env = _setup(tmp_path, llm_server)
     command = [str(FLEXMATCH), "ingest", "--kb", str(kb), "--json", str(docs)]
-    result = _interrupted(command, env, llm_server, signum)
+    result = _interrupted(command, env, llm_server, signal.SIGTERM, sigint_ignored)
     assert result.returncode == 130, result.stderr
     assert "Traceback" not in result.stderr
     summary = json.loads(result.stdout)
