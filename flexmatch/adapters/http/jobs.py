@@ -330,6 +330,15 @@ class JobRegistry:
             self._beat = loop.create_task(self._beat_while_running())
         return job
 
+    async def wait(self, job_id: str) -> TenantJob | None:
+        """The job this process runs, once it has ended (None: it runs elsewhere, or ended
+        and was forgotten); a job cancelled on shutdown ends too, marked failed."""
+        running = self._running.get(job_id)
+        if running is None or running.task is None:
+            return None
+        await asyncio.wait([running.task])
+        return running.job
+
     def get(self, tenant: str, job_id: str) -> TenantJob | None:
         """The job, or None when there is none with that id in this tenant."""
         record = self.records.get(tenant, job_id)
