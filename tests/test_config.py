@@ -80,3 +80,23 @@ def test_builtin_config_template_validates(tmp_path: Path) -> None:
     assert config.models.llm is None and config.store.url is None
     with pytest.raises(ConfigError, match="already exists"):
         KnowledgeBase.init(tmp_path / "kb")
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"), [("30s", 30), ("15m", 900), ("1h", 3600), ("1d", 86_400), (600, 600)]
+)
+def test_a_schedule_is_an_interval(tmp_path: Path, given: object, seconds: float) -> None:
+    write_config(tmp_path, f"sources:\n  default:\n    paths: [notes]\n    schedule: {given}\n")
+    source = load_config(tmp_path).sources["default"]
+    assert source.schedule == seconds and source.schedule_tenants == ["default"]
+    assert KBConfig().sources["default"].schedule is None
+
+
+@pytest.mark.parametrize(
+    ("given", "says"), [("5s", "10"), ("soon", "not an interval"), ("-1m", "10")]
+)
+def test_a_bad_schedule_is_refused_naming_the_source(tmp_path: Path, given: str, says: str) -> None:
+    write_config(tmp_path, f"default_source: notes\nsources:\n  notes:\n    schedule: {given}\n")
+    with pytest.raises(ConfigError, match="schedule") as raised:
+        load_config(tmp_path)
+    assert "notes" in str(raised.value) and says in str(raised.value)

@@ -125,29 +125,32 @@ class SyncState:
             for row in rows
         }
 
-    def record(self, run: SyncRun, started_ns: int) -> None:
-        """Save ``run`` as the source's last run for its tenant."""
+    def record(self, run: SyncRun, started_ns: int, holder: str | None = None) -> None:
+        """Save ``run`` as the source's last run for its tenant; with ``holder``, release
+        its lease in the same transaction (no reader sees the run ended and the lease held,
+        or the lease gone and the run not ended)."""
         values = {
             "source": run.source,
             "tenant": run.tenant,
             "started": started_ns,
             "body": run.model_dump_json(),
         }
+        update = (
+            "UPDATE sync_runs SET started_ns = :started, body = :body"
+            " WHERE source = :source AND tenant = :tenant"
+        )
         with self.database.transaction() as db:
-            changed = db.execute(
-                "UPDATE sync_runs SET started_ns = :started, body = :body"
-                " WHERE source = :source AND tenant = :tenant",
-                values,
-            ).rowcount
-            if not changed and not db.insert(
+            if not db.execute(update, values).rowcount and not db.insert(
                 "INSERT INTO sync_runs (source, tenant, started_ns, body)"
                 " VALUES (:source, :tenant, :started, :body)",
                 values,
             ):
-                db.execute(  # another replica added the row meanwhile
-                    "UPDATE sync_runs SET started_ns = :started, body = :body"
-                    " WHERE source = :source AND tenant = :tenant",
-                    values,
+                db.execute(update, values)  # another replica added the row meanwhile
+            if holder is not None:
+                db.execute(
+                    "DELETE FROM sync_leases"
+                    " WHERE source = :source AND tenant = :tenant AND holder = :holder",
+                    {"source": run.source, "tenant": run.tenant, "holder": holder},
                 )
 
     def runs(self, tenant: str) -> dict[str, tuple[int, SyncRun]]:

@@ -200,8 +200,7 @@ class SyncScheduler:
         finally:
             self._finish(running, job)
             try:
-                await asyncio.to_thread(self.syncs.record, run, running.started_ns)
-                await asyncio.to_thread(self.syncs.release, run.source, run.tenant, self.holder)
+                await asyncio.to_thread(self.syncs.record, run, running.started_ns, self.holder)
             except Exception as exc:  # the lease expires by itself
                 log.error("recording sync job %s failed: %s", job_id, exc)
             self._runs.pop((run.source, run.tenant), None)
