@@ -13,6 +13,7 @@ gate keeps a sync running for as long as the test needs.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -292,3 +293,43 @@ def test_shutdown_marks_a_running_sync_interrupted_and_frees_its_lease(
         assert "shut down" in record.body["error"]
     finally:
         shared.close()
+
+
+def test_sigterm_stops_flexmatch_serve_mid_sync_marking_it_and_freeing_its_lease(
+    tmp_path: Path,
+) -> None:
+    """The real command: SIGTERM while a sync's page is still loading."""
+    from tests.adapters.http.test_replicas import _serving, _wait_ready
+
+    gate = threading.Event()
+    kb_dir = tmp_path / "kb"
+    with PageServer(PAGE, gate=gate) as page:
+        write_config(kb_dir, replica_config(f"sqlite:///{tmp_path / 'state.db'}", page.url))
+        shared = SharedState.for_kb(kb_dir)
+        try:
+            _, admin = shared.keys.create("default", "admin", "admin")
+            with _serving(kb_dir) as (process, url), httpx.Client(base_url=url) as client:
+                _wait_ready(process, client, tmp_path / "kb.log")
+                started = client.post("/v1/sources/tides/sync", headers=auth(admin))
+                assert started.status_code == 202, started.text
+                job_id = started.json()["job_id"]
+                wait_for("fetching", lambda: page.requests > 0)
+                assert list(shared.syncs.leases("default", time.time_ns())) == ["tides"]
+
+                process.terminate()  # SIGTERM
+                record = wait_for(
+                    "marked",
+                    lambda: (
+                        (r := shared.jobs.get("default", job_id)) and r.status != "running" and r
+                    ),
+                )
+                gate.set()  # the fetch's worker ends; the server may exit
+                # uvicorn ends by raising the signal again, once its shutdown has run
+                assert process.wait(30) in (0, -signal.SIGTERM)
+            assert record.status == "failed" and "shut down" in record.body["error"]
+            assert shared.syncs.leases("default", time.time_ns()) == {}
+            _, run = shared.syncs.runs("default")["tides"]
+            assert run.outcome == "interrupted" and run.job_id == job_id, run
+        finally:
+            gate.set()
+            shared.close()
