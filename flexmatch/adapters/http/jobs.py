@@ -330,14 +330,19 @@ class JobRegistry:
             self._beat = loop.create_task(self._beat_while_running())
         return job
 
-    async def wait(self, job_id: str) -> TenantJob | None:
-        """The job this process runs, once it has ended (None: it runs elsewhere, or ended
-        and was forgotten); a job cancelled on shutdown ends too, marked failed."""
+    def ending(self, job_id: str) -> Awaitable[TenantJob | None]:
+        """What to await for the job this process runs to end: the job, then (a job
+        cancelled on shutdown ends too, marked failed). Call it as soon as ``submit``
+        returns: a job that has ended and been forgotten gives None."""
         running = self._running.get(job_id)
-        if running is None or running.task is None:
-            return None
-        await asyncio.wait([running.task])
-        return running.job
+
+        async def ended() -> TenantJob | None:
+            if running is None or running.task is None:
+                return None
+            await asyncio.wait([running.task])
+            return running.job
+
+        return ended()
 
     def get(self, tenant: str, job_id: str) -> TenantJob | None:
         """The job, or None when there is none with that id in this tenant."""

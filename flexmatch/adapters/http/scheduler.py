@@ -24,7 +24,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -124,7 +124,7 @@ class SyncScheduler:
             if previous is not None and previous[0] + int(interval * 1e9) > self.clock():
                 continue
             try:
-                await self.run(source, tenant, "schedule")
+                await self._start(source, tenant, "schedule", interval=interval)
             except ApiError as exc:  # another replica runs it (409), or the queue is full
                 if exc.status != 409:
                     log.warning("scheduled sync of '%s' (%s) waits: %s", source, tenant, exc)
@@ -134,6 +134,20 @@ class SyncScheduler:
     ) -> TenantJob:
         """Take the source's lease and start its sync as a job; a 409 ``ApiError`` when
         a sync of it runs anywhere (the lease is held)."""
+        job = await self._start(source, tenant, trigger, owner)
+        assert job is not None  # only a scheduled run is skipped when not due
+        return job
+
+    async def _start(
+        self,
+        source: str,
+        tenant: str,
+        trigger: Trigger,
+        owner: str | None = None,
+        interval: float | None = None,
+    ) -> TenantJob | None:
+        """``run``; with ``interval`` (a scheduled run), None when, with the lease taken,
+        the last run turns out to be recent (another replica ran it meanwhile)."""
         if self._stopping:
             raise ApiError(503, "shutting_down", "the server is shutting down; retry")
         now = self.clock()
@@ -143,6 +157,11 @@ class SyncScheduler:
             leases = await asyncio.to_thread(self.syncs.leases, tenant, now)
             raise sync_running(source, tenant, leases.get(source))
         try:
+            if interval is not None:
+                previous = (await asyncio.to_thread(self.syncs.runs, tenant)).get(source)
+                if previous is not None and previous[0] + int(interval * 1e9) > now:
+                    await asyncio.to_thread(self.syncs.release, source, tenant, self.holder)
+                    return None
             running = _Run(
                 SyncRun(source=source, tenant=tenant, trigger=trigger, started_at=iso(now)), now
             )
@@ -150,14 +169,13 @@ class SyncScheduler:
             job = await self.jobs.submit(
                 tenant, "sync", [item], source=source, total=0, owner=owner
             )
+            ended = self.jobs.ending(job.id)  # at once: the job may end before we look
             running.run.job_id = job.id
-            await asyncio.to_thread(self.syncs.record, running.run, now)
-            await asyncio.to_thread(self.syncs.renew, source, tenant, self.holder, expires, job.id)
+            self._runs[(source, tenant)] = running
+            running.follower = asyncio.get_running_loop().create_task(self._follow(running, ended))
         except BaseException:
             await asyncio.to_thread(self.syncs.release, source, tenant, self.holder)
             raise
-        self._runs[(source, tenant)] = running
-        running.follower = asyncio.get_running_loop().create_task(self._follow(running, job.id))
         log.info("sync of source '%s' (%s) started: job %s (%s)", source, tenant, job.id, trigger)
         return job
 
@@ -176,12 +194,18 @@ class SyncScheduler:
 
         return write
 
-    async def _follow(self, running: _Run, job_id: str) -> None:
-        """Renew the lease while the job runs; record how it went and release the lease."""
+    async def _follow(self, running: _Run, ended: Awaitable[TenantJob | None]) -> None:
+        """Record the run as started and name its job in the lease; renew the lease while
+        the job runs; record how it went and release the lease in one transaction."""
         run = running.run
         job: TenantJob | None = None
+        waiting = asyncio.ensure_future(ended)
         try:
-            waiting = asyncio.ensure_future(self.jobs.wait(job_id))
+            expires = self.clock() + int(self.lease_seconds * 1e9)
+            await asyncio.to_thread(self.syncs.record, run, running.started_ns)
+            await asyncio.to_thread(
+                self.syncs.renew, run.source, run.tenant, self.holder, expires, run.job_id
+            )
             while True:
                 done, _ = await asyncio.wait([waiting], timeout=self.lease_seconds / 3)
                 if done:
@@ -193,16 +217,18 @@ class SyncScheduler:
                         self.syncs.renew, run.source, run.tenant, self.holder, expires
                     )
                 except Exception as exc:  # the state database blinked: renew next time
-                    log.warning("renewing the lease of sync job %s failed: %s", job_id, exc)
+                    log.warning("renewing the lease of sync job %s failed: %s", run.job_id, exc)
                     continue
                 if not held:
-                    log.warning("sync job %s lost its lease (this process stalled)", job_id)
+                    log.warning("sync job %s lost its lease (this process stalled)", run.job_id)
         finally:
+            if job is None and waiting.done() and not waiting.cancelled():
+                job = waiting.result()
             self._finish(running, job)
             try:
                 await asyncio.to_thread(self.syncs.record, run, running.started_ns, self.holder)
             except Exception as exc:  # the lease expires by itself
-                log.error("recording sync job %s failed: %s", job_id, exc)
+                log.error("recording sync job %s failed: %s", run.job_id, exc)
             self._runs.pop((run.source, run.tenant), None)
 
     def _finish(self, running: _Run, job: TenantJob | None) -> None:
