@@ -101,6 +101,7 @@ class SyncScheduler:
 
     def start(self) -> None:
         """Start looking for due syncs (when any source has a schedule)."""
+        self._stopping = False  # an app's lifespan may start again after a stop
         if self.scheduled():
             self._loop = asyncio.get_running_loop().create_task(self._check_forever())
 
@@ -172,10 +173,16 @@ class SyncScheduler:
             ended = self.jobs.ending(job.id)  # at once: the job may end before we look
             running.run.job_id = job.id
             self._runs[(source, tenant)] = running
-            running.follower = asyncio.get_running_loop().create_task(self._follow(running, ended))
         except BaseException:
             await asyncio.to_thread(self.syncs.release, source, tenant, self.holder)
             raise
+        try:  # the run and its job, seen by every replica before the caller hears of it
+            await asyncio.to_thread(self.syncs.record, running.run, now)
+            await asyncio.to_thread(self.syncs.renew, source, tenant, self.holder, expires, job.id)
+        except Exception as exc:  # the state database blinked: the run's end is recorded
+            log.warning("recording the start of sync job %s failed: %s", job.id, exc)
+        finally:  # the job runs: its follower records its end and releases the lease
+            running.follower = asyncio.get_running_loop().create_task(self._follow(running, ended))
         log.info("sync of source '%s' (%s) started: job %s (%s)", source, tenant, job.id, trigger)
         return job
 
@@ -195,17 +202,12 @@ class SyncScheduler:
         return write
 
     async def _follow(self, running: _Run, ended: Awaitable[TenantJob | None]) -> None:
-        """Record the run as started and name its job in the lease; renew the lease while
-        the job runs; record how it went and release the lease in one transaction."""
+        """Renew the lease while the job runs; record how it went and release the lease,
+        in one transaction."""
         run = running.run
         job: TenantJob | None = None
         waiting = asyncio.ensure_future(ended)
         try:
-            expires = self.clock() + int(self.lease_seconds * 1e9)
-            await asyncio.to_thread(self.syncs.record, run, running.started_ns)
-            await asyncio.to_thread(
-                self.syncs.renew, run.source, run.tenant, self.holder, expires, run.job_id
-            )
             while True:
                 done, _ = await asyncio.wait([waiting], timeout=self.lease_seconds / 3)
                 if done:

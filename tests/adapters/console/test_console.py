@@ -410,7 +410,7 @@ def test_read_only_key_sees_no_import_or_edit_controls_and_gets_403(
         before = client.get("/v1/documents").json()["total"]
     sign_in(page, console, console.tokens["reader"])
     nav = page.get_by_role("navigation", name="Console")
-    expect(nav.get_by_role("link")).to_have_text(["Overview", "Documents", "Search"])
+    expect(nav.get_by_role("link")).to_have_text(["Overview", "Documents", "Search", "Sources"])
     page.get_by_role("link", name="Documents").click()
     expect(page.get_by_role("link", name=re.compile("^Remove"))).to_have_count(0)
     page.get_by_role("link", name="Harbour notes").click()
