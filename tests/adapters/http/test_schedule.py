@@ -82,10 +82,12 @@ def replica(
     embedder: OnnxEmbedder,
     config: str,
     admin: str | None = None,
+    lease_seconds: float | None = None,
     **limits: Any,
 ) -> Iterator[Replica]:
     """An app over ``kb_dir`` served on loopback; ``admin``: a key made by another
-    replica (one of the shared state's), else a new one."""
+    replica (one of the shared state's), else a new one; ``lease_seconds``: how long its
+    leases last unrenewed."""
     write_config(kb_dir, config)
     (kb_dir / "notes").mkdir(exist_ok=True)
     (kb_dir / "notes" / "boats.md").write_text("# Boats\n\nThe red boat leaves at dawn.\n")
@@ -94,6 +96,8 @@ def replica(
     if admin is None:
         _, admin = shared.keys.create("default", "admin", "admin")
     app = create_app(kb, shared=shared, limits=Limits(rate_per_second=1_000, **limits))
+    if lease_seconds is not None:
+        app.state.service.scheduler.lease_seconds = lease_seconds
     try:
         with UvicornThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as c:
             holder = app.state.service.scheduler.holder
@@ -255,6 +259,31 @@ def two_replicas_sync_one_source_once(tmp_path: Path, embedder: OnnxEmbedder, ur
 
 def test_two_replicas_never_run_one_source_at_once(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     two_replicas_sync_one_source_once(tmp_path, embedder, f"sqlite:///{tmp_path / 'state.db'}")
+
+
+def test_a_long_sync_keeps_renewing_its_lease(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """A sync that outlasts its lease's term several times over still holds it: the other
+    replica is refused all along, and the lease ends only when the sync does."""
+    gate = threading.Event()
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with ExitStack() as stack:
+        page = stack.enter_context(PageServer(PAGE, gate=gate))
+        stack.callback(gate.set)
+        config = replica_config(url, page.url)
+        a = stack.enter_context(replica(tmp_path / "a", embedder, config, lease_seconds=1.5))
+        b = stack.enter_context(replica(tmp_path / "b", embedder, config, admin=a.admin))
+        job_id = a.sync("tides").json()["job_id"]
+        first = a.shared.syncs.leases("default", time.time_ns())["tides"]
+        wait_for("fetching", lambda: page.requests > 0)
+        time.sleep(4.5)  # three terms of the lease
+        renewed = a.shared.syncs.leases("default", time.time_ns())["tides"]
+        assert renewed.holder == a.holder and renewed.job_id == job_id
+        assert renewed.expires_ns > first.expires_ns
+        assert_error(b.sync("tides"), 409, "sync_running")
+        gate.set()
+        run = wait_for("recorded", finished_run(b, "tides"))
+        assert run["job_id"] == job_id and run["outcome"] == "done"
+        assert a.shared.syncs.leases("default", time.time_ns()) == {}
 
 
 def test_shutdown_marks_a_running_sync_interrupted_and_frees_its_lease(
