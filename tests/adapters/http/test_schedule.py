@@ -2,8 +2,8 @@
 source's sync as a job and ``GET /v1/sources`` shows its last run; a source with a
 schedule syncs when the service starts and again an interval later; two replicas on one
 state database never run one source's sync at once (the lease and the job records say
-so); a lease whose holder died expires; shutdown marks a running sync interrupted and
-frees its lease.
+so); a long sync renews its lease, and one whose holder died expires; shutdown (and
+SIGTERM to ``flexmatch serve``) marks a running sync interrupted and frees its lease.
 
 Each replica is an app served by uvicorn in a thread over its own knowledge base (an
 in-memory vector store) and one shared state database file, as ``test_replicas`` runs
