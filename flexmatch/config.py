@@ -20,6 +20,8 @@ LOCAL_EMBEDDING_MODEL_FP32 = "local/all-MiniLM-L6-v2"
 LOCAL_EMBEDDING_MODEL_INT8 = "local/all-MiniLM-L6-v2-int8"
 LOCAL_EMBEDDING_MODELS = (LOCAL_EMBEDDING_MODEL_FP32, LOCAL_EMBEDDING_MODEL_INT8)
 _INT8_DOT_FLAGS = {"avx512_vnni", "avx_vnni"}
+MIN_SCHEDULE_SECONDS = 10.0  # a source synced more often than this is a mistake, not a plan
+_INTERVAL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 def cpu_has_int8_dot(cpuinfo: str | None = None) -> bool:
@@ -37,6 +39,20 @@ def cpu_has_int8_dot(cpuinfo: str | None = None) -> bool:
         if key.strip() == "flags" and _INT8_DOT_FLAGS & set(value.split()):
             return True
     return False
+
+
+def parse_interval(text: str) -> float:
+    """Seconds in an interval such as ``"90s"``, ``"15m"``, ``"1h"``, ``"1d"`` or ``"600"``."""
+    cleaned = text.strip().lower()
+    unit = cleaned[-1:] if cleaned[-1:] in _INTERVAL_UNITS else "s"
+    number = cleaned[:-1] if cleaned[-1:] in _INTERVAL_UNITS else cleaned
+    try:
+        seconds = float(number) * _INTERVAL_UNITS[unit]
+    except ValueError:
+        raise ValueError(
+            f'{text!r} is not an interval: a number with s, m, h or d ("15m", "1h")'
+        ) from None
+    return seconds
 
 
 @functools.cache
@@ -214,6 +230,9 @@ class SourceConfig(_Strict):
     ``paths`` (files and records): the files and folders a run without inputs reads
     (relative to the knowledge-base folder, or absolute); with them the source lists
     itself whole, so ``sync`` and ``ingest --prune`` can remove what is gone.
+    ``schedule`` (in a service): sync the source every interval ("30s", "15m", "6h",
+    "1d", or seconds; at least 10 s), for each of ``schedule_tenants`` (the default
+    tenant unless named); unset, it syncs only when asked.
     """
 
     type: str = Field("files", pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
@@ -244,6 +263,18 @@ class SourceConfig(_Strict):
     access_rules: dict[str, Access] = Field(default_factory=dict)
     # what the source holds, in a sentence: agents read it in the MCP tools' descriptions
     description: str = Field("", max_length=1000)
+    schedule: float | None = Field(None, ge=MIN_SCHEDULE_SECONDS, le=366 * 86_400)
+    schedule_tenants: list[str] = Field(default_factory=lambda: ["default"], min_length=1)
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> Any:
+        """``"15m"``, ``"1h"``, ``"30s"``, ``"1d"`` or seconds; empty is unset."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, str):
+            return parse_interval(value)
+        return value
 
     @model_validator(mode="before")
     @classmethod

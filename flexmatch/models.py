@@ -717,7 +717,7 @@ class Stats(BaseModel):
 
 
 JobStatus = Literal["queued", "running", "done", "failed"]
-JobKind = Literal["upload", "url", "records", "reindex"]
+JobKind = Literal["upload", "url", "records", "reindex", "sync"]
 
 
 class JobCounts(BaseModel):

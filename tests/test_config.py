@@ -130,3 +130,23 @@ def test_builtin_sources_take_options_or_the_shorthand_fields(tmp_path: Path) ->
     )
     with pytest.raises(ConfigError, match="'include' is given twice"):
         load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"), [("30s", 30), ("15m", 900), ("1h", 3600), ("1d", 86_400), (600, 600)]
+)
+def test_a_schedule_is_an_interval(tmp_path: Path, given: object, seconds: float) -> None:
+    write_config(tmp_path, f"sources:\n  default:\n    paths: [notes]\n    schedule: {given}\n")
+    source = load_config(tmp_path).sources["default"]
+    assert source.schedule == seconds and source.schedule_tenants == ["default"]
+    assert KBConfig().sources["default"].schedule is None
+
+
+@pytest.mark.parametrize(
+    ("given", "says"), [("5s", "10"), ("soon", "not an interval"), ("-1m", "10")]
+)
+def test_a_bad_schedule_is_refused_naming_the_source(tmp_path: Path, given: str, says: str) -> None:
+    write_config(tmp_path, f"default_source: notes\nsources:\n  notes:\n    schedule: {given}\n")
+    with pytest.raises(ConfigError, match="schedule") as raised:
+        load_config(tmp_path)
+    assert "notes" in str(raised.value) and says in str(raised.value)

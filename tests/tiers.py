@@ -57,12 +57,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     # PostgreSQL (the tests that use ``postgres_url`` are marked by the fixture too)
     "tests/test_shared_state_postgres.py": ("postgres",),
     "tests/adapters/http/test_replicas_postgres.py": ("postgres",),
+    "tests/adapters/http/test_schedule_postgres.py": ("postgres",),
     # real ``flexmatch serve`` / ``ingest`` processes, killed, restarted, raced
     "tests/adapters/cli/test_crash.py": ("slow",),
     # ingests stopped by SIGINT/SIGTERM
     "tests/adapters/cli/test_interrupts.py": ("slow", "serial"),
     "tests/adapters/cli/test_sync.py": ("slow",),  # ingest --prune and sync command runs
     "tests/adapters/cli/test_sync_watch.py": ("slow",),  # sync --watch runs, files edited
+    # servers syncing sources on a schedule and on request, replicas racing for a lease
+    "tests/adapters/http/test_schedule.py": ("slow",),
     "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM
     "tests/adapters/cli/test_git_source.py": ("slow",),  # ingest runs on a git repository
     "tests/adapters/cli/test_dry_run_failures.py": ("slow",),  # dry and real ingest runs

@@ -1,11 +1,12 @@
 """The service layer: what a running service needs beyond the knowledge base itself.
 
 API keys (``keys``), the state every replica shares (``shared_state``: keys, job records,
-cache generations) in one database (``state_db``), saved eval runs for the console
-(``evals``) and sandboxed prompt previews (``previews``). It sits between the facade
-(``flexmatch``) and the adapters, which import from here the names in ``__all__`` and,
-from ``flexmatch``, the public API. Applications need none of it: they use
-``flexmatch.__all__``. Names load on first use, as in ``flexmatch``.
+cache generations, sync leases and last runs, in ``syncs``) in one database
+(``state_db``), saved eval runs for the console (``evals``) and sandboxed prompt previews
+(``previews``). It sits between the facade (``flexmatch``) and the adapters, which
+import from here the names in ``__all__`` and, from ``flexmatch``, the public API.
+Applications need none of it: they use ``flexmatch.__all__``. Names load on first use,
+as in ``flexmatch``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "PERMISSIONS": ("flexmatch.service.keys", "PERMISSIONS"),
     "Permission": ("flexmatch.service.keys", "Permission"),
     "SharedState": ("flexmatch.service.shared_state", "SharedState"),
+    "SyncLease": ("flexmatch.service.syncs", "SyncLease"),
+    "SyncRun": ("flexmatch.service.syncs", "SyncRun"),
+    "SyncState": ("flexmatch.service.syncs", "SyncState"),
     "bounded_previews": ("flexmatch.service.previews", "bounded_previews"),
     "check_tenant": ("flexmatch.service.keys", "check_tenant"),
     "key_identity": ("flexmatch.service.keys", "key_identity"),
@@ -67,3 +71,4 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from flexmatch.service.previews import bounded_previews
     from flexmatch.service.shared_state import JobRecord, SharedState
+    from flexmatch.service.syncs import SyncLease, SyncRun, SyncState

@@ -7,6 +7,7 @@
   is declared failed by the first replica that reads it afterwards.
 - Cache generations: a counter per tenant that every write bumps; a replica's cached
   search answers are keyed on it, so a write through any replica makes them unreachable.
+- Sync leases and last runs (``SyncState``): one sync of a source at a time, everywhere.
 
 The database is ``<kb>/.flexmatch/keys.sqlite`` by default, or ``service.state_url``
 (see ``flexmatch.service.state_db``).
@@ -22,6 +23,7 @@ from typing import Any
 from flexmatch.config import KBConfig, load_config
 from flexmatch.service.keys import KeyStore
 from flexmatch.service.state_db import Database, open_database
+from flexmatch.service.syncs import SyncState
 
 LIVE = ("queued", "running")  # a job in one of these is still someone's to finish
 
@@ -216,13 +218,14 @@ class Generations:
 
 
 class SharedState:
-    """The keys, job records and cache generations of a service, in one database."""
+    """The keys, job records, cache generations and syncs of a service, in one database."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
         self.keys = KeyStore(database)
         self.jobs = JobRecords(database)
         self.generations = Generations(database)
+        self.syncs = SyncState(database)
 
     @classmethod
     def for_kb(cls, kb_dir: str | Path, config: KBConfig | None = None) -> SharedState:

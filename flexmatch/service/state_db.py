@@ -1,4 +1,5 @@
-"""The SQL database a service's replicas share: API keys, job records, cache generations.
+"""The SQL database a service's replicas share: API keys, job records, cache generations,
+sync leases and each source's last sync.
 
 By default it is ``<kb>/.flexmatch/keys.sqlite`` through the standard library's sqlite3
 (no extra needed, and the file API keys have always lived in, so existing keys keep
@@ -73,6 +74,23 @@ _SQLITE_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS key_identities (
         key_id TEXT PRIMARY KEY,
         identity TEXT NOT NULL
+    )""",
+    # who runs a source's sync for a tenant now, until when (flexmatch.service.syncs)
+    """CREATE TABLE IF NOT EXISTS sync_leases (
+        source TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        expires_ns INTEGER NOT NULL,
+        PRIMARY KEY (source, tenant)
+    )""",
+    # a source's last sync for a tenant (its body: outcome, counts, cost, as JSON)
+    """CREATE TABLE IF NOT EXISTS sync_runs (
+        source TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        started_ns INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (source, tenant)
     )""",
 )
 
@@ -258,6 +276,23 @@ def _tables(sa: Any) -> Any:
         metadata,
         sa.Column("key_id", sa.String(32), primary_key=True),
         sa.Column("identity", sa.Text(), nullable=False),
+    )
+    sa.Table(
+        "sync_leases",
+        metadata,
+        sa.Column("source", sa.String(200), primary_key=True),
+        sa.Column("tenant", sa.String(64), primary_key=True),
+        sa.Column("holder", sa.String(200), nullable=False),
+        sa.Column("job_id", sa.String(32), nullable=False),
+        sa.Column("expires_ns", sa.BigInteger(), nullable=False),
+    )
+    sa.Table(
+        "sync_runs",
+        metadata,
+        sa.Column("source", sa.String(200), primary_key=True),
+        sa.Column("tenant", sa.String(64), primary_key=True),
+        sa.Column("started_ns", sa.BigInteger(), nullable=False),
+        sa.Column("body", sa.Text(), nullable=False),
     )
     return metadata
 

@@ -20,7 +20,7 @@ from flexmatch.adapters.http.console.router import mount as mount_console
 from flexmatch.adapters.http.console.sessions import PATH as CONSOLE_PATH
 from flexmatch.adapters.http.errors import install_error_handlers
 from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
-from flexmatch.adapters.http.routes import documents, health, jobs, keys, metrics, search
+from flexmatch.adapters.http.routes import documents, health, jobs, keys, metrics, search, sources
 from flexmatch.adapters.http.state import ServiceState
 from flexmatch.service import SharedState
 
@@ -54,7 +54,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        state.start_warm_up()
+        state.start()
         try:
             yield
         finally:
@@ -72,7 +72,7 @@ def create_app(
     )
     app.state.service = state
     install_error_handlers(app)
-    for module in (health, documents, jobs, search, keys, metrics):
+    for module in (health, documents, jobs, sources, search, keys, metrics):
         app.include_router(module.router)
     mount_console(app)  # the web console, under /console
 

@@ -331,6 +331,20 @@ class JobRegistry:
             self._beat = loop.create_task(self._beat_while_running())
         return job
 
+    def ending(self, job_id: str) -> Awaitable[TenantJob | None]:
+        """What to await for the job this process runs to end: the job, then (a job
+        cancelled on shutdown ends too, marked failed). Call it as soon as ``submit``
+        returns: a job that has ended and been forgotten gives None."""
+        running = self._running.get(job_id)
+
+        async def ended() -> TenantJob | None:
+            if running is None or running.task is None:
+                return None
+            await asyncio.wait([running.task])
+            return running.job
+
+        return ended()
+
     def get(self, tenant: str, job_id: str) -> TenantJob | None:
         """The job, or None when there is none with that id in this tenant."""
         record = self.records.get(tenant, job_id)

@@ -34,12 +34,15 @@ class Limits:
     max_urls_per_request: int = 100
     max_records_per_request: int = 1_000
     jobs_kept: int = 1_000  # finished jobs remembered for GET /v1/jobs/{id}
+    sync_check_seconds: float = 5.0  # how often the scheduler looks for sources due a sync
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.max_query_chars < 1:
             raise ValueError("max_body_bytes and max_query_chars must be positive")
         if self.rate_per_second < 0 or self.burst < 1:
             raise ValueError("rate_per_second must be >= 0 and burst >= 1")
+        if self.sync_check_seconds <= 0:
+            raise ValueError("sync_check_seconds must be positive")
 
 
 class RateLimiter:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from flexmatch import Access, DocumentOutcome, DocumentRecord, JobStatus, Principal, ToolResult
-from flexmatch.service import ApiKey, KeyStore, Permission
+from flexmatch.service import ApiKey, KeyStore, Permission, SyncRun
 
 FILTERS_DOC = (
     "Field conditions, all of which must match: source, document_id, chunk_id, match_kind, "
@@ -45,6 +45,28 @@ class JobAccepted(BaseModel):
     status: JobStatus
     total: int
     url: str = Field(description="Where to poll the job.")
+
+
+class SourceStatus(BaseModel):
+    """A source of the knowledge base and its syncs for the caller's tenant."""
+
+    name: str
+    type: str
+    description: str = ""
+    schedule_seconds: float | None = Field(
+        None, description="Its sync interval (sources.NAME.schedule); null: synced on request."
+    )
+    scheduled: bool = Field(
+        False, description="Whether its schedule runs for this tenant (schedule_tenants)."
+    )
+    running: bool = Field(False, description="A sync of it runs now, on any replica.")
+    running_job: str | None = Field(None, description="That sync's job (GET /v1/jobs/{id}).")
+    last_run: SyncRun | None = Field(
+        None, description="Its last sync for this tenant: outcome, counts, LLM cost."
+    )
+    next_run: str | None = Field(
+        None, description="When the schedule syncs it next (a past time: at the next check)."
+    )
 
 
 class DocumentList(BaseModel):

@@ -21,6 +21,7 @@ from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.limits import Limits, RateLimiter
 from flexmatch.adapters.http.metrics import Metrics
+from flexmatch.adapters.http.scheduler import SyncScheduler
 from flexmatch.adapters.http.throttle import Throttle
 from flexmatch.adapters.http.writes import TenantWriter
 from flexmatch.service import KeyStore, SharedState
@@ -54,6 +55,7 @@ class ServiceState:
     writer: TenantWriter
     jobs: JobRegistry
     metrics: Metrics
+    scheduler: SyncScheduler
     readiness: Readiness = field(default_factory=Readiness)
     throttle: Throttle = field(default_factory=Throttle)  # failed key checks
     # API key checks read the key store here, off the event loop, on threads of their own
@@ -76,6 +78,18 @@ class ServiceState:
         async def ready() -> None:
             await warm[0].warmed()
 
+        jobs = JobRegistry(
+            kb,
+            writer,
+            ready,
+            shared,
+            keep=limits.jobs_kept,
+            readers=kb.config.ingest.fetch_workers,
+            max_jobs=kb.config.service.queue.max_jobs_per_tenant,
+            max_bytes=kb.config.service.queue.max_bytes_per_tenant,
+            retry_after=kb.config.service.queue.retry_after_seconds,
+            metrics=metrics,
+        )
         state = cls(
             kb=kb,
             shared=shared,
@@ -87,26 +101,20 @@ class ServiceState:
                 kb.config.service.throttle, known_ids=lambda: [k.id for k in shared.keys.list()]
             ),
             writer=writer,
-            jobs=JobRegistry(
-                kb,
-                writer,
-                ready,
-                shared,
-                keep=limits.jobs_kept,
-                readers=kb.config.ingest.fetch_workers,
-                max_jobs=kb.config.service.queue.max_jobs_per_tenant,
-                max_bytes=kb.config.service.queue.max_bytes_per_tenant,
-                retry_after=kb.config.service.queue.retry_after_seconds,
-                metrics=metrics,
-            ),
+            jobs=jobs,
             metrics=metrics,
+            scheduler=SyncScheduler(
+                kb, jobs, shared.syncs, check_seconds=limits.sync_check_seconds
+            ),
         )
         warm.append(state)
         return state
 
-    def start_warm_up(self) -> None:
-        """Load the embedding model and open the store in the background."""
+    def start(self) -> None:
+        """Load the embedding model and open the store in the background; start the
+        scheduled syncs."""
         self._warm = asyncio.get_running_loop().create_task(self._warm_up())
+        self.scheduler.start()
 
     async def _warm_up(self) -> None:
         await asyncio.to_thread(self.probe_store)  # may wait for another process's lock
@@ -135,7 +143,9 @@ class ServiceState:
     async def close(self) -> None:
         if self._warm is not None and not self._warm.done():
             self._warm.cancel()
+        await self.scheduler.stop()  # no new sync
         await self.jobs.close()  # key_checks stays usable: a lifespan may start again
+        await self.scheduler.close()  # the syncs recorded interrupted, their leases released
 
 
 def get_state(request: Request) -> ServiceState:

@@ -410,7 +410,7 @@ def test_read_only_key_sees_no_import_or_edit_controls_and_gets_403(
         before = client.get("/v1/documents").json()["total"]
     sign_in(page, console, console.tokens["reader"])
     nav = page.get_by_role("navigation", name="Console")
-    expect(nav.get_by_role("link")).to_have_text(["Overview", "Documents", "Search"])
+    expect(nav.get_by_role("link")).to_have_text(["Overview", "Documents", "Search", "Sources"])
     page.get_by_role("link", name="Documents").click()
     expect(page.get_by_role("link", name=re.compile("^Remove"))).to_have_count(0)
     page.get_by_role("link", name="Harbour notes").click()
@@ -537,6 +537,7 @@ PAGES = [
     "/console/chains",
     "/console/chains/edit?source=default&kind=matching_text",
     "/console/chains/reindex?source=default",
+    "/console/sources",
 ]
 UNLABELLED = """() => [...document.querySelectorAll("input, select, textarea, button")]
     .filter(e => e.type !== "hidden")
@@ -569,6 +570,33 @@ def test_an_unknown_console_page_is_a_clear_404(console: Console, page: Page) ->
     expect(page.get_by_role("alert")).to_contain_text("no console page")
     response = page.goto(f"{console.url}/console/documents/no-such-document")
     assert response is not None and response.status == 404
+
+
+# -- sources -----------------------------------------------------------------------------
+def test_sync_now_runs_a_source_and_its_last_run_shows(console: Console, page: Page) -> None:
+    sign_in(page, console, console.tokens["reader"])
+    page.get_by_role("link", name="Sources").click()
+    expect(page.get_by_role("row", name=re.compile(r"^web"))).to_be_visible()
+    expect(page.get_by_role("button", name="Sync web now")).to_have_count(0)  # admins only
+    page.get_by_role("button", name="Sign out").click()
+
+    sign_in(page, console, console.tokens["admin"])
+    page.goto(f"{console.url}/console/sources")
+    row = page.get_by_role("row", name=re.compile(r"^web"))
+    expect(row.get_by_test_id("last-run")).to_contain_text("never")
+    row.get_by_role("button", name="Sync web now").click()
+    expect(page.get_by_role("status")).to_contain_text("The sync started")
+    # the page follows the running sync and shows its result when it ends: a web source
+    # without urls cannot list itself, so its sync is skipped, saying what to set
+    outcome = page.get_by_role("row", name=re.compile(r"^web")).get_by_test_id("outcome")
+    expect(outcome).to_have_text("skipped")
+    expect(page.get_by_role("row", name=re.compile(r"^web"))).to_contain_text("urls")
+    expect(page.get_by_role("row", name=re.compile(r"^web")).get_by_test_id("cost")).to_have_text(
+        "$0"
+    )
+    with console.api(console.tokens["admin"]) as client:
+        [web] = [s for s in client.get("/v1/sources").json() if s["name"] == "web"]
+    assert web["last_run"]["outcome"] == "skipped" and web["last_run"]["trigger"] == "request"
 
 
 # -- chains (last: saving a prompt changes the knowledge base) ---------------------------

@@ -193,14 +193,21 @@ class ToolCallingLLM:
 # -- a web page to import ----------------------------------------------------------------
 class PageServer:
     """Serves one HTML page on 127.0.0.1 (a loopback address: web import refuses it
-    unless the source allows the host)."""
+    unless the source allows the host). With ``gate``, each answer waits until the gate
+    is set (at most ``GATE_WAIT`` seconds): a fetch, and the job making it, stays running
+    for as long as a test needs."""
 
-    def __init__(self, html: str) -> None:
+    GATE_WAIT = 30.0
+
+    def __init__(self, html: str, gate: threading.Event | None = None) -> None:
         self.html = html.encode()
+        self.gate = gate
+        self.requests = 0
         self._httpd: ThreadingHTTPServer | None = None
 
     def __enter__(self) -> PageServer:
         page = self.html
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -210,6 +217,9 @@ class PageServer:
                 pass
 
             def do_GET(self) -> None:
+                server.requests += 1
+                if server.gate is not None:
+                    server.gate.wait(server.GATE_WAIT)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(page)))

@@ -94,6 +94,7 @@ def make_environment() -> jinja2.Environment:
     )
     env.filters["when"] = when
     env.filters["money"] = money
+    env.filters["interval"] = interval
     env.filters["plural"] = plural
     env.filters["num"] = lambda n: f"{n:,}" if isinstance(n, int) else n
     env.filters["size"] = size
@@ -122,6 +123,14 @@ def when(stamp: str | None) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def interval(seconds: float) -> str:
+    """Seconds as a person reads an interval: ``15 min``, ``6 h``, ``1 d``, ``90 s``."""
+    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)} {unit}"
+    return f"{seconds:g} s"
 
 
 def money(value: float | None) -> str:

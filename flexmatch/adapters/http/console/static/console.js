@@ -435,7 +435,18 @@
     try { return document.execCommand("copy"); } catch (e) { return false; }
   }
 
+  // -- the sources page: a running sync's row shows its result once its job ends --------
+  function initSyncPoll(badge) {
+    pollJob(badge.getAttribute("data-sync-poll"), function (job) {
+      if (job.status === "done" || job.status === "failed") {
+        // the run is recorded just after its job ends: read the page again then
+        setTimeout(function () { window.location.replace("/console/sources"); }, 300);
+      }
+    }, function (message) { badge.setAttribute("title", message); });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-sync-poll]").forEach(initSyncPoll);
     var job = document.querySelector("[data-job-poll]");
     if (job) initJobPage(job);
     var upload = document.getElementById("upload-form");
