@@ -64,7 +64,8 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """The real ``flexmatch`` command, as a user runs it."""
     base = {k: v for k, v in os.environ.items() if k != "FLEXMATCH_KB"}
-    merged = {**base, "COLUMNS": "120", **(env or {})}
+    # wide enough that no message wraps inside a tmp path (pytest-xdist makes them longer)
+    merged = {**base, "COLUMNS": "250", **(env or {})}
     return subprocess.run(
         [str(FLEXMATCH), *args],
         capture_output=True,

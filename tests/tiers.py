@@ -63,7 +63,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     # ingests stopped by SIGINT/SIGTERM
     "tests/adapters/cli/test_interrupts.py": ("slow", "serial"),
     "tests/adapters/cli/test_sync.py": ("slow",),  # ingest --prune and sync command runs
-    "tests/adapters/cli/test_sync_watch.py": ("slow",),  # sync --watch runs, files edited
+    # sync --watch runs, files edited: debounce timing, and stopped by Ctrl-C
+    "tests/adapters/cli/test_sync_watch.py": ("slow", "serial"),
     # servers syncing sources on a schedule and on request, replicas racing for a lease
     "tests/adapters/http/test_schedule.py": ("slow",),
     "tests/adapters/cli/test_file_identity.py": ("slow",),  # ingest runs, fake LLM

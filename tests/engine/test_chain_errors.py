@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch.engine.chains import ChainContext, QueryTransform, register
-from flexmatch.engine.chains.base import for_sources
+from flexmatch.engine.chains.base import SHOWN_INPUT, for_sources
 from flexmatch.engine.chains.spec import ChainSpec
 from flexmatch.errors import ChainError, LLMError
 from tests.conftest import run, write_config
@@ -35,6 +35,11 @@ class LookupRewrite(QueryTransform):
     async def run(self, query):
         return [{}["synonyms"]]
 """
+
+
+def shown(uri: str) -> str:
+    """How a failure quotes a document: its URI, shortened past ``SHOWN_INPUT``."""
+    return repr(uri if len(uri) <= SHOWN_INPUT else uri[: SHOWN_INPUT - 3] + "...")
 
 
 def test_a_plug_in_chains_key_error_is_named_through_the_cli(tmp_path: Path) -> None:
@@ -63,7 +68,7 @@ def test_a_plug_in_chains_key_error_is_named_through_the_cli(tmp_path: Path) -> 
     failed = json.loads(done.stdout)["failed"]
     assert [f["error"] for f in failed] == [
         "qualifying_text chain 'lookup' (type 'lookup_context') failed on source 'default', "
-        f"document {str(doc)!r}: KeyError: 'north'"
+        f"document {shown(str(doc))}: KeyError: 'north'"
     ]
 
     asked = run("query", "--kb", str(kb), "when does the ferry leave", env=env)

@@ -30,7 +30,7 @@ def prompts_list(kb: KbOption = Path(".")) -> None:
     folder = knowledge_base(kb)
     table = Table(title="Prompts")
     table.add_column("prompt", no_wrap=True)
-    table.add_column("in use")
+    table.add_column("in use", overflow="fold")  # a path shown whole, folded if need be
     for name in fm.KnowledgeBase.builtin_prompts():
         own = folder / "prompts" / name
         table.add_row(shown(name), shown(own) if own.is_file() else "built-in")

@@ -48,6 +48,12 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal gives it, whatever the test runner's process ignores (a
+    pytest-xdist worker ignores SIGINT, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted(
     command: list[str],
     env: dict[str, str],
@@ -66,9 +72,7 @@ def _interrupted(
         stderr=subprocess.PIPE,
         text=True,
         # as `cmd &` in a script starts it: Ctrl-C is not for it, SIGTERM still is
-        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-        if sigint_ignored
-        else None,
+        preexec_fn=_ignore_sigint if sigint_ignored else _default_sigint,
     )
     deadline = time.monotonic() + 120
     while llm_server.successful_calls() - before < 8 and time.monotonic() < deadline:
