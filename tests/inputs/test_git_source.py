@@ -131,6 +131,30 @@ def test_a_resync_reads_only_what_changed_and_keeps_a_renamed_id(tmp_path: Path)
     assert third == [] and reused == 2
 
 
+def test_a_new_file_at_a_renamed_files_old_path_is_a_document_of_its_own(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    run(tmp_path, store, repository=str(repo))
+    git(repo, "mv", "notes.txt", "release.txt")
+    git(repo, "commit", "-qm", "renamed")
+    run(tmp_path, store, repository=str(repo))
+    (repo / "notes.txt").write_text("New notes, where the old ones were.\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "new notes")
+    _, added, _ = run(tmp_path, store, repository=str(repo))
+    notes = by_path(added)["notes.txt"]
+
+    context, again, reused = run(tmp_path, store, repository=str(repo))  # nothing changed
+    assert again == [] and reused == 4
+    assert len(context.log.reached) == 4  # four files, four documents
+
+    git(repo, "rm", "-q", "release.txt")
+    git(repo, "commit", "-qm", "gone")
+    context, _, _ = run(tmp_path, store, repository=str(repo))
+    assert notes.id in context.log.reached and notes.id not in context.log.gone
+    assert len(context.log.gone) == 1
+
+
 def test_files_the_store_lost_are_read_again(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     store = Store()

@@ -260,7 +260,7 @@ class GitSource(SourceType):
         changed = self._changes(git, state.get("commit"), commit, ids)
         since = state.get("commit") if changed is not None else None  # the diff was used
         changed = set(tree) if changed is None else changed
-        ids = {path: ids.get(path) or self._new_id(path) for path in sorted(tree)}
+        ids = self._ids(tree, ids)
         # what the store does not hold as it is now: read from git; the rest is reused
         wanted = {
             path
@@ -490,8 +490,33 @@ class GitSource(SourceType):
     def _uri(self, path: str) -> str:
         return f"{self.label.rstrip('/')}/{path}"
 
-    def _new_id(self, path: str) -> str:
-        return self.context.document_id(self._uri(path))
+    def _ids(self, tree: dict[str, TreeEntry], known: dict[str, str]) -> dict[str, str]:
+        """One distinct id per path of ``tree``: the id it had (a renamed path keeps its
+        old path's), else its natural id; a new file at a renamed file's old path finds
+        that id held, so it gets one derived from its uri (kept in the state after)."""
+        ids: dict[str, str] = {}
+        taken: set[str] = set()
+        for path in sorted(tree):
+            if (held := known.get(path)) is not None and held not in taken:
+                ids[path] = held
+                taken.add(held)
+        natural = {path: self._new_id(path) for path in sorted(tree) if path not in ids}
+        for path, document_id in natural.items():
+            if document_id not in taken:
+                ids[path] = document_id
+                taken.add(document_id)
+        avoid = taken | set(natural.values())
+        for path in sorted(natural.keys() - ids.keys()):
+            number = 2
+            while (document_id := self._new_id(path, number)) in avoid:
+                number += 1
+            ids[path] = document_id
+            avoid.add(document_id)
+        return {path: ids[path] for path in sorted(tree)}
+
+    def _new_id(self, path: str, number: int = 1) -> str:
+        uri = self._uri(path)
+        return self.context.document_id(uri if number == 1 else f"{uri}#{number}")
 
 
 def _version(path: str, entry: TreeEntry) -> str:
