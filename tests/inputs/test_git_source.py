@@ -131,6 +131,30 @@ def test_a_resync_reads_only_what_changed_and_keeps_a_renamed_id(tmp_path: Path)
     assert third == [] and reused == 2
 
 
+def test_a_new_file_at_a_renamed_files_old_path_is_a_document_of_its_own(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    store = Store()
+    run(tmp_path, store, repository=str(repo))
+    git(repo, "mv", "notes.txt", "release.txt")
+    git(repo, "commit", "-qm", "renamed")
+    run(tmp_path, store, repository=str(repo))
+    (repo / "notes.txt").write_text("New notes, where the old ones were.\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "new notes")
+    _, added, _ = run(tmp_path, store, repository=str(repo))
+    notes = by_path(added)["notes.txt"]
+
+    context, again, reused = run(tmp_path, store, repository=str(repo))  # nothing changed
+    assert again == [] and reused == 4
+    assert len(context.log.reached) == 4  # four files, four documents
+
+    git(repo, "rm", "-q", "release.txt")
+    git(repo, "commit", "-qm", "gone")
+    context, _, _ = run(tmp_path, store, repository=str(repo))
+    assert notes.id in context.log.reached and notes.id not in context.log.gone
+    assert len(context.log.gone) == 1
+
+
 def test_files_the_store_lost_are_read_again(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     store = Store()
@@ -214,6 +238,44 @@ def test_options_and_a_missing_git(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_a_url_is_shown_without_its_password() -> None:
     assert shown("https://me:secret@example.org/r.git") == "https://example.org/r.git"
     assert shown("/srv/repo") == "/srv/repo"
+
+
+def test_a_urls_password_is_never_kept_in_the_clone(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    url = f"file://me:secret@localhost{repo.resolve()}"
+    clone = tmp_path / "state.git"
+
+    def kept() -> list[bytes]:
+        files = [p for p in clone.rglob("*") if p.is_file() and "objects" not in p.parts]
+        return [p.read_bytes() for p in files]
+
+    store = Store()
+    _, first, _ = run(tmp_path, store, repository=url)
+    assert len(by_path(first)) == 3
+    assert kept() and not any(b"secret" in data for data in kept())
+    (repo / "guide.md").write_text("# Guide\n\nFetched.\n")
+    git(repo, "commit", "-qam", "second")
+    _, second, _ = run(tmp_path, store, repository=url)  # fetched with the full URL
+    assert list(by_path(second)) == ["guide.md"]
+    assert not any(b"secret" in data for data in kept())
+
+
+def test_the_ext_transport_is_refused_whatever_the_users_config_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    config = tmp_path / "gitconfig"
+    config.write_text(
+        "[protocol]\n\tallow = always\n"
+        f'[url "ext::sh -c touch% {marker}% #"]\n\tinsteadOf = https://evil.example/\n'
+    )
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    with pytest.raises(ConfigError) as raised:
+        run(tmp_path, Store(), repository="https://evil.example/x")
+    assert str(raised.value).endswith(
+        "cannot clone https://evil.example/x: transport 'ext' not allowed"
+    )
+    assert not marker.exists()
 
 
 def test_a_rewritten_history_is_listed_whole(tmp_path: Path) -> None:

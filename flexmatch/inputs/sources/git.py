@@ -8,8 +8,10 @@ changed since, keeps a renamed file's id, and counts the rest as reached without
 it (their stored copies are checked to carry the same blob, so a run that failed to store
 a file reads it again). Deleted files are gone, removed by ``--prune``.
 
-``git`` runs as a subprocess with an argument list (never a shell), a deadline, and no
-terminal prompts; whatever fails is one line naming the source and the repository.
+``git`` runs as a subprocess with an argument list (never a shell), a deadline, no
+terminal prompts and no ``ext::`` transport; whatever fails is one line naming the
+source and the repository. A URL's user and password are given to each clone or fetch,
+never kept in the clone's config.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class Git:
         self.env = {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",  # a private repository fails, never waits for a user
+            "GIT_PROTOCOL_FROM_USER": "0",  # no protocol allowed only "from the user"
             "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
             "GIT_OPTIONAL_LOCKS": "0",  # reading never writes the user's index
             "GIT_CEILING_DIRECTORIES": str(folder.parent),  # never a repository above it
@@ -120,7 +123,8 @@ class Git:
 
     def command(self, *args: str, here: bool = True) -> list[str]:
         where = ["-C", str(self.folder)] if here else []
-        return [self.executable, *where, *args]
+        # ext:: runs a command: never, whatever the user's protocol.allow says
+        return [self.executable, "-c", "protocol.ext.allow=never", *where, *args]
 
     def fail(self, what: str, detail: str) -> ConfigError:
         return ConfigError(f"source '{self.source}': git cannot {what}: {detail}")
@@ -260,7 +264,7 @@ class GitSource(SourceType):
         changed = self._changes(git, state.get("commit"), commit, ids)
         since = state.get("commit") if changed is not None else None  # the diff was used
         changed = set(tree) if changed is None else changed
-        ids = {path: ids.get(path) or self._new_id(path) for path in sorted(tree)}
+        ids = self._ids(tree, ids)
         # what the store does not hold as it is now: read from git; the rest is reused
         wanted = {
             path
@@ -356,7 +360,8 @@ class GitSource(SourceType):
 
     def _open(self) -> Git:
         """The repository to read: a local one in place, a URL's bare clone (made or
-        fetched now)."""
+        fetched now). The clone's config holds the URL without its user and password:
+        the full URL is given to each fetch, never stored."""
         timeout = self.settings.timeout
         if not is_remote(self.settings.repository):
             path = self._local_path()
@@ -368,16 +373,21 @@ class GitSource(SourceType):
         clone = self._clone_folder()
         git = Git(self.context.name, self.label, clone, timeout)
         url = self.settings.repository
+        # GIT_PROTOCOL_FROM_USER=0 refuses file:// too: allowed when it is the URL named
+        file = ["-c", "protocol.file.allow=always"] if url.lower().startswith("file:") else []
         if (clone / "HEAD").is_file():
-            git.run("remote", "set-url", "origin", url, what=f"fetch {self.label}")
+            git.run("remote", "set-url", "origin", self.label, what=f"fetch {self.label}")
             refs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
-            git.run("fetch", "--quiet", "--prune", "origin", *refs, what=f"fetch {self.label}")
+            fetch = ["fetch", "--quiet", "--prune", "--no-write-fetch-head", "--end-of-options"]
+            git.run(*file, *fetch, url, *refs, what=f"fetch {self.label}")
             return git
         partial = clone.with_name(f"{clone.name}.partial")
         shutil.rmtree(partial, ignore_errors=True)
         clone.parent.mkdir(parents=True, exist_ok=True)
-        command = ["clone", "--bare", "--quiet", "--", url, str(partial)]
+        command = [*file, "clone", "--bare", "--quiet", "--", url, str(partial)]
         git.run(*command, what=f"clone {self.label}", here=False)
+        forget = ["-C", str(partial), "remote", "set-url", "origin", self.label]
+        git.run(*forget, what=f"clone {self.label}", here=False)
         partial.replace(clone)  # a clone cut short is never taken for one
         return git
 
@@ -490,8 +500,33 @@ class GitSource(SourceType):
     def _uri(self, path: str) -> str:
         return f"{self.label.rstrip('/')}/{path}"
 
-    def _new_id(self, path: str) -> str:
-        return self.context.document_id(self._uri(path))
+    def _ids(self, tree: dict[str, TreeEntry], known: dict[str, str]) -> dict[str, str]:
+        """One distinct id per path of ``tree``: the id it had (a renamed path keeps its
+        old path's), else its natural id; a new file at a renamed file's old path finds
+        that id held, so it gets one derived from its uri (kept in the state after)."""
+        ids: dict[str, str] = {}
+        taken: set[str] = set()
+        for path in sorted(tree):
+            if (held := known.get(path)) is not None and held not in taken:
+                ids[path] = held
+                taken.add(held)
+        natural = {path: self._new_id(path) for path in sorted(tree) if path not in ids}
+        for path, document_id in natural.items():
+            if document_id not in taken:
+                ids[path] = document_id
+                taken.add(document_id)
+        avoid = taken | set(natural.values())
+        for path in sorted(natural.keys() - ids.keys()):
+            number = 2
+            while (document_id := self._new_id(path, number)) in avoid:
+                number += 1
+            ids[path] = document_id
+            avoid.add(document_id)
+        return {path: ids[path] for path in sorted(tree)}
+
+    def _new_id(self, path: str, number: int = 1) -> str:
+        uri = self._uri(path)
+        return self.context.document_id(uri if number == 1 else f"{uri}#{number}")
 
 
 def _version(path: str, entry: TreeEntry) -> str:

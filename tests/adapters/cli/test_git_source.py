@@ -1,6 +1,7 @@
 """A git source through the real ``flexmatch`` command: a temporary repository is
 ingested, changed by a commit (one file modified, one renamed, one deleted) and synced
-again with ``--prune``; a branch; a ``file://`` URL cloned and fetched; bad settings fail
+again with ``--prune``, then a new file at the renamed one's old path and the renamed
+one deleted; a branch; a ``file://`` URL cloned and fetched; bad settings fail
 in one line."""
 
 from __future__ import annotations
@@ -91,6 +92,22 @@ def test_a_commit_is_synced_file_by_file(tmp_path: Path) -> None:
     third = ingest(kb, "--prune")  # nothing changed: nothing read from git
     assert third["not_modified"] == 2 and third["removed"] == []
     assert set(outcomes(third).values()) == {"unchanged"}
+
+    (repo / "notes.txt").write_text("New notes where the renamed ones were: billing moved.\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "new notes")
+    fourth = ingest(kb, "--prune")  # a new file at the renamed one's old path: its own id
+    assert outcomes(fourth) == {
+        "notes.txt": "added",
+        "guide.md": "unchanged",
+        "release.txt": "unchanged",
+    }
+    assert len({d["id"] for d in documents(kb).values()}) == 3
+    git(repo, "rm", "-q", "release.txt")
+    git(repo, "commit", "-qm", "release notes gone")
+    fifth = ingest(kb, "--prune")
+    assert fifth["removed"] == [f"{repo.resolve()}/release.txt"]
+    assert sorted(documents(kb)) == ["guide.md", "notes.txt"]
 
 
 def test_a_branch_a_url_and_bad_settings(tmp_path: Path) -> None:
