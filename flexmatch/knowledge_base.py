@@ -433,9 +433,7 @@ class KnowledgeBase:
         limit = self.config.ingest.max_document_bytes
         estimate = await estimate_reading(pages, rest, self.source_chains, self.llm, limit)
         if prune:
-            gone, refused = await asyncio.to_thread(
-                prunable_records, reader, self.runtime, tenant
-            )
+            gone, refused = await asyncio.to_thread(prunable_records, reader, self.runtime, tenant)
             estimate.removed = [record.uri for record in gone]
             estimate.warnings += [refused] if refused else []
         return estimate
