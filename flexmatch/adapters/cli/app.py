@@ -168,8 +168,8 @@ def ingest(
         typer.Option(
             "--prune",
             help="Then remove the source's documents this run no longer found (files "
-            "deleted, pages gone); run without inputs, for a source with paths (files, "
-            "records) or a web source.",
+            "deleted under its paths, pages gone); run without inputs, for a source with "
+            "paths (files, records) or a web source. With --dry-run: what it would remove.",
         ),
     ] = False,
 ) -> None:
