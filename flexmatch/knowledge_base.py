@@ -44,7 +44,7 @@ from flexmatch.engine.ingest import (
     run_ingest,
 )
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.load import Loader, check_prunable, prune
+from flexmatch.engine.load import Loader, check_prunable, prunable_records, prune
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
@@ -411,18 +411,32 @@ class KnowledgeBase:
         return await self._run(items, tenant, None, len(items))
 
     async def aestimate(
-        self, inputs: Iterable[str | Path] = (), *, source: str | None = None
+        self,
+        inputs: Iterable[str | Path] = (),
+        *,
+        source: str | None = None,
+        prune: bool = False,
+        tenant: str = DEFAULT_TENANT,
     ) -> CostEstimate:
         """What ingesting ``inputs`` would cost, before anything is spent: the documents
         are read and chunked, the exact prompts rendered and checked against the LLM
         cache; nothing is stored and no LLM is called (web pages are fetched). What the
-        real run would fail on is listed with its reason, and what it would skip counted."""
-        reader = self._loader.reader(source)
+        real run would fail on is listed with its reason, and what it would skip counted;
+        with ``prune``, the same checks as the real run, and what it would remove."""
+        inputs = list(inputs)
+        reader = self._loader.reader(source, tenant if prune else None)
+        if prune:
+            check_prunable(reader, inputs)
         plan = await asyncio.to_thread(reader.plan, inputs)
         pages = await self._loader.fetch(reader, plan.urls)
         rest = reader.read(plan, urls=False)
         limit = self.config.ingest.max_document_bytes
-        return await estimate_reading(pages, rest, self.source_chains, self.llm, limit)
+        estimate = await estimate_reading(pages, rest, self.source_chains, self.llm, limit)
+        if prune:
+            gone, refused = await asyncio.to_thread(prunable_records, reader, self.runtime, tenant)
+            estimate.removed = [record.uri for record in gone]
+            estimate.warnings += [refused] if refused else []
+        return estimate
 
     async def aadd_records(
         self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT

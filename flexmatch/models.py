@@ -618,6 +618,8 @@ class CostEstimate(BaseModel):
     # over, by reason: a dry run shows them and exits as the real run would
     failed: list[FailedDocument] = Field(default_factory=list)
     skipped: dict[str, int] = Field(default_factory=dict)
+    removed: list[str] = Field(default_factory=list)  # with prune: what it would remove
+    warnings: list[str] = Field(default_factory=list)  # with prune: why it would not
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -2,9 +2,11 @@
 
 Each source lists its own items (a files source its ``paths``, a web source its
 ``urls``, a plug-in what its options name), ingests what is new or changed, and, when
-its listing is the whole source, removes what is gone. A source that cannot list itself
-without inputs is skipped, saying what to set; one that fails is reported as failed
-and the next one runs. ``KnowledgeBase.sync`` and ``async_sync`` call this module.
+its listing is the whole source, removes what is gone (for files and records, what
+was read from under its ``paths``; never under a path that listed nothing). A source
+that cannot list itself without inputs is skipped, saying what to set; one that fails
+is reported as failed and the next one runs. ``KnowledgeBase.sync`` and
+``async_sync`` call this module.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import Plan, SourceReader, spooled
 from flexmatch.inputs.sources.types import StoredCopies, state_file
-from flexmatch.models import IngestReport
+from flexmatch.models import DocumentRecord, IngestReport
 
 
 @dataclass
@@ -124,19 +125,52 @@ def check_prunable(reader: SourceReader, inputs: list[str | Path]) -> None:
         )
 
 
-def prune(reader: SourceReader, report: IngestReport, runtime: Runtime, tenant: str) -> None:
-    """Remove the source's documents this run did not reach, or found gone; never after a
-    run that did not see the whole source."""
+def within(uri: str, root: Path) -> bool:
+    """Whether a document's ``uri`` is a file under ``root`` (or ``root`` itself), or an
+    entry of one (``file:3``, ``file#key``, ``file[2]``), as listed or resolved."""
+    for place in dict.fromkeys((str(root), str(root.resolve()))):
+        if uri == place or (uri.startswith(place) and uri[len(place)] in f"{os.sep}:#["):
+            return True
+    return False
+
+
+def prunable_records(
+    reader: SourceReader, runtime: Runtime, tenant: str
+) -> tuple[list[DocumentRecord], str | None]:
+    """The source's documents a run did not reach, or found gone, or why none may be
+    removed after it (it did not see the whole source). Only documents from where the
+    run looks are candidates (a file ingested from elsewhere is kept), and a configured
+    path that listed no file while documents are stored under it (an emptied folder, an
+    unmounted share) stops the prune."""
     log = reader.log
-    if log.incomplete or log.documents == 0:
-        reasons = list(dict.fromkeys(log.incomplete))  # the first three, and a count
+    scope = reader.scope
+    records = [
+        record
+        for record in DocumentRegistry(runtime.store).list(tenant, reader.name, None)
+        if scope is None or any(within(record.uri, root) for root in scope)
+    ]
+    incomplete = list(log.incomplete)
+    for path in log.empty:
+        stored = sum(within(record.uri, path) for record in records)
+        if stored:
+            incomplete.append(f"{path}: no file listed, {stored} documents stored under it")
+    if incomplete or log.documents == 0:
+        reasons = list(dict.fromkeys(incomplete))  # the first three, and a count
         more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
         why = "; ".join(reasons[:3]) + more or "nothing could be read"
-        report.warnings.append(f"not pruned: {why}")
-        return
+        return [], f"not pruned: {why}"
     keep = log.reached - log.gone
+    return [record for record in records if record.id not in keep], None
+
+
+def prune(reader: SourceReader, report: IngestReport, runtime: Runtime, tenant: str) -> None:
+    """Remove the source's documents this run did not reach, or found gone; never after a
+    run that did not see the whole source (``prunable_records``)."""
+    records, refused = prunable_records(reader, runtime, tenant)
+    if refused is not None:
+        report.warnings.append(refused)
     registry = DocumentRegistry(runtime.store)
-    for record in registry.list(tenant, reader.name, None):
-        if record.id not in keep and registry.remove(tenant, record.id):
+    for record in records:
+        if registry.remove(tenant, record.id):
             runtime.archive.remove(tenant, record.id)
             report.removed.append(record.uri)

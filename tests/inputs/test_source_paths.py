@@ -11,6 +11,7 @@ import pytest
 
 from flexmatch import ConfigError, IngestReport, SourceConfig, SourceSync, SyncReport
 from flexmatch.config import IngestConfig
+from flexmatch.engine.load import within
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.inputs.sources.types import StoredCopies
 from flexmatch.models import Document, FailedDocument
@@ -162,3 +163,32 @@ def test_an_unknown_source_is_named(tmp_path: Path) -> None:
     assert chosen_sources(config, ["notes", "default"], "kb") == ["default", "notes"]
     with pytest.raises(ConfigError, match="no source named 'nope' \\(sources: default, notes\\)"):
         chosen_sources(config, "nope", "kb")
+
+
+def test_every_document_a_run_reads_lies_within_its_scope(tmp_path: Path) -> None:
+    """Prune takes only documents from under the configured paths: each kind of uri a
+    run gives (a file, a corpus line, a record by key or by place) must count as there."""
+    _notes(tmp_path)
+    (tmp_path / "corpus.jsonl").write_text('{"text": "one"}\n{"id": "x", "text": "two"}\n')
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "keyed.json").write_text(json.dumps({"k": {"text": "keyed"}}))
+    (data / "listed.json").write_text(json.dumps([{"text": "listed"}]))
+    files = _reader(tmp_path / "kb", paths=["../notes", "../corpus.jsonl"])
+    named = ["../data/keyed.json", "../data/listed.json"]
+    records = _reader(tmp_path / "kb", "facts", type="records", paths=named)
+    for reader in (files, records):
+        documents = [i for i in _read(reader) if isinstance(i, Document)]
+        scope = reader.scope
+        assert documents and scope is not None
+        assert all(any(within(d.uri, root) for root in scope) for d in documents), documents
+    assert not within(f"{tmp_path}/notes-old/a.md", tmp_path / "notes")
+    assert not within(str(data / "keyed.json"), tmp_path / "data" / "keyed")
+
+
+def test_a_configured_folder_that_lists_no_file_is_noted(tmp_path: Path) -> None:
+    _notes(tmp_path)
+    (tmp_path / "share").mkdir()
+    reader = _reader(tmp_path / "kb", paths=["../notes", "../share"])
+    _read(reader)
+    assert reader.log.empty == [tmp_path / "share"] and reader.log.incomplete == []

@@ -168,8 +168,8 @@ def ingest(
         typer.Option(
             "--prune",
             help="Then remove the source's documents this run no longer found (files "
-            "deleted, pages gone); run without inputs, for a source with paths (files, "
-            "records) or a web source.",
+            "deleted under its paths, pages gone); run without inputs, for a source with "
+            "paths (files, records) or a web source. With --dry-run: what it would remove.",
         ),
     ] = False,
 ) -> None:
@@ -177,7 +177,9 @@ def ingest(
     on_ray: bool | str = ray_address or ray
     with _open(kb) as base:
         if dry_run:
-            estimate = base.run_sync(base.aestimate(inputs or [], source=source))
+            estimate = base.run_sync(
+                base.aestimate(inputs or [], source=source, prune=prune, tenant=tenant)
+            )
             _warn_of_a_missing_key(base)
             if as_json:
                 sys.stdout.write(estimate.model_dump_json(indent=2) + "\n")
@@ -427,6 +429,10 @@ def _print_would_fail(estimate: CostEstimate) -> None:
         console.print(f"would skip: {counts}")
     for failure in estimate.failed:
         errors.print(f"[red]would fail:[/] {shown(failure.error)}", soft_wrap=True)
+    for uri in estimate.removed:
+        console.print(f"would remove: {shown(uri)}", soft_wrap=True)
+    for warning in estimate.warnings:
+        errors.print(f"[yellow]{shown(warning)}[/]", soft_wrap=True)
 
 
 def _print_estimate(estimate: CostEstimate) -> None:

@@ -94,11 +94,25 @@ def _paths_unset(context: SourceContext) -> str | None:
     return f"nothing to list: set sources.{context.name}.paths"
 
 
+def _discover(context: SourceContext, paths: list[Path]) -> tuple[list[LoadTask], list[Any]]:
+    """``discover`` path by path, noting each one that lists no file at all (an emptied
+    folder or an unmounted share: what is stored under it is not pruned)."""
+    tasks: list[LoadTask] = []
+    missing: list[Any] = []
+    for path in paths:
+        found, failed = discover([path], context.config.include, context.config.exclude)
+        if not found and not failed:
+            context.log.empty.append(path)
+        tasks += found
+        missing += failed
+    return tasks, missing
+
+
 def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> Iterator[Any]:
     """Files found under ``paths`` (missing ones as failures); a JSON Lines corpus is one
     item of many documents. A path or folder that could not be listed leaves the run
     incomplete: a file under it may still exist, so nothing is pruned."""
-    tasks, missing = discover(paths, context.config.include, context.config.exclude)
+    tasks, missing = _discover(context, paths)
     for failure in missing:
         context.incomplete(f"not listed: {failure.error}")
         yield failure
@@ -124,6 +138,9 @@ class FilesSource(SourceType):
 
     def unlisted(self) -> str | None:
         return _paths_unset(self.context)
+
+    def scope(self) -> list[Path] | None:
+        return configured_paths(self.context)
 
     def list_items(self, inputs: list[str]) -> Iterable[ItemRef | Item]:
         urls, paths = _split(inputs) if inputs else ([], configured_paths(self.context))
@@ -153,6 +170,9 @@ class RecordsSource(SourceType):
 
     def unlisted(self) -> str | None:
         return _paths_unset(self.context)
+
+    def scope(self) -> list[Path] | None:
+        return configured_paths(self.context)
 
     def fetch(self, ref: ItemRef) -> Iterable[Item]:
         entries = entries_in_file(ref.data.path)

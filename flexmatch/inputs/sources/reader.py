@@ -155,6 +155,11 @@ class SourceReader:
         return self.source_type.lists_whole_source()
 
     @property
+    def scope(self) -> list[Path] | None:
+        """Where a run without inputs looks (None: everywhere the source's documents are)."""
+        return self.source_type.scope()
+
+    @property
     def unlisted(self) -> str | None:
         """Why a run without inputs would find nothing (None: it lists the source)."""
         return self.source_type.unlisted()

@@ -100,6 +100,7 @@ class ReadLog:
     documents: int = 0
     not_modified: int = 0
     incomplete: list[str] = field(default_factory=list)
+    empty: list[Path] = field(default_factory=list)  # configured paths that listed no file
     warnings: list[str] = field(default_factory=list)  # for the report: what was bounded
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -270,6 +271,12 @@ class SourceType:
     def unlisted(self) -> str | None:
         """Why a run without inputs would find nothing to read (``sync`` skips the
         source, saying so); None when the source lists its own items."""
+        return None
+
+    def scope(self) -> list[Path] | None:
+        """Where a run without inputs looks (files and folders): ``prune`` removes only
+        documents stored from under them, so one ingested from elsewhere is kept. None:
+        the listing covers every document of the source."""
         return None
 
     def expected(self) -> int:

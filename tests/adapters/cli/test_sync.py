@@ -90,6 +90,61 @@ def test_a_missing_configured_folder_prunes_nothing_and_says_why(tmp_path: Path)
     assert _uris(kb) == ["extra.md", "ferry.md", "market.md", "tides.md"]
 
 
+def test_an_emptied_configured_folder_prunes_nothing_and_names_it(tmp_path: Path) -> None:
+    _folder(tmp_path, NOTES)
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "extra.md").write_text("# Extra\n\nAn extra note.\n")
+    kb = tmp_path / "kb"
+    write_config(kb, SOURCES.format(paths="../notes, ../share"))
+    assert run("sync", "--kb", str(kb), "--source", "docs").returncode == 0
+    (share / "extra.md").unlink()  # an empty mount point: the share's files are not gone
+    (tmp_path / "notes" / "ferry.md").unlink()
+    synced = run("sync", "--kb", str(kb), "--source", "docs", "--json")
+    assert synced.returncode == 0, synced.stderr
+    warnings = json.loads(synced.stdout)["sources"][0]["report"]["warnings"]
+    assert f"not pruned: {share}: no file listed, 1 documents stored under it" in warnings
+    assert _uris(kb) == ["extra.md", "ferry.md", "market.md", "tides.md"]
+
+
+def test_prune_keeps_documents_ingested_from_outside_the_configured_paths(
+    tmp_path: Path,
+) -> None:
+    _folder(tmp_path, NOTES)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "extra.md").write_text("# Extra\n\nAn extra note.\n")
+    kb = tmp_path / "kb"
+    write_config(kb, SOURCES.format(paths="../notes"))
+    assert run("ingest", "--kb", str(kb), "--source", "docs").returncode == 0
+    assert run("ingest", "--kb", str(kb), "--source", "docs", str(other)).returncode == 0
+    (tmp_path / "notes" / "ferry.md").unlink()
+    synced = run("sync", "--kb", str(kb), "--source", "docs", "--json")
+    assert synced.returncode == 0, synced.stderr
+    removed = json.loads(synced.stdout)["sources"][0]["report"]["removed"]
+    assert [Path(uri).name for uri in removed] == ["ferry.md"]
+    assert _uris(kb) == ["extra.md", "market.md", "tides.md"]
+
+
+def test_a_dry_run_prune_checks_as_the_real_run_and_lists_what_it_would_remove(
+    tmp_path: Path,
+) -> None:
+    _folder(tmp_path, NOTES)
+    kb = tmp_path / "kb"
+    write_config(kb, SOURCES.format(paths="../notes"))
+    with_inputs = ("ingest", "--kb", str(kb), "--prune", str(tmp_path / "notes"))
+    for dry in (True, False):
+        refused = run(*with_inputs, *(["--dry-run"] if dry else []))
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert "name no inputs with it" in " ".join(refused.stderr.split())
+    assert run("ingest", "--kb", str(kb)).returncode == 0
+    (tmp_path / "notes" / "ferry.md").unlink()
+    dry = run("ingest", "--kb", str(kb), "--prune", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert [Path(uri).name for uri in json.loads(dry.stdout)["removed"]] == ["ferry.md"]
+    assert _uris(kb) == ["ferry.md", "market.md", "tides.md"]  # nothing removed
+
+
 def test_prune_of_a_source_without_paths_says_how_to_make_it_prunable(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     write_config(kb, SOURCES.format(paths="../notes"))
