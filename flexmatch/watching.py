@@ -210,7 +210,9 @@ def _synced(plan: WatchPlan, sync: Callable[[str], SyncReport], name: str) -> li
                 started=started,
                 seconds=round(time.perf_counter() - clock, 3),
                 outcome="failed",
-                reason=f"{type(exc).__name__}: {exc}",
+                reason=str(exc)
+                if isinstance(exc, FlexMatchError)
+                else f"{type(exc).__name__}: {exc}",
             )
         ]
 
