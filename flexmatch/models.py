@@ -592,13 +592,15 @@ class WatchEvent(BaseModel):
     says how; ``paths`` are the changes that caused it, none for the first sync), one it
     is ``watching`` (``paths``: its folders and files) or that is ``not_watched``
     (``reason``), and a watched path ``gone`` (missing, or not readable: ``reason``) or
-    ``back``, watched again."""
+    ``back``, watched again. A sync that ``failed`` keeps its changes and is tried
+    again in ``retry_seconds``."""
 
     kind: WatchEventKind
     source: str
     paths: list[str] = Field(default_factory=list)
     reason: str | None = None
     sync: SourceSync | None = None
+    retry_seconds: float | None = None
 
 
 class CostEstimate(BaseModel):

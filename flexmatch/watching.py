@@ -9,7 +9,10 @@ once more after it. Only changes a sync would read count: hidden files and folde
 outside the source's ``include``/``exclude`` globs are passed over. Other sources (web, git,
 plug-ins) are synced once at the start and not watched. A path that is missing, goes
 away or cannot be read is reported once, the rest is still watched, and it is watched
-again when it is back.
+again when it is back. A sync that fails (the store locked by another process past its
+``lock_timeout``, an embedding service down, any error at all) does not end the watch:
+its changes are kept and it is tried again after a pause that doubles each time it fails
+again, up to ``RETRY_MAX_MS``.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ import contextlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from flexmatch.config import KBConfig
 from flexmatch.errors import FlexMatchError
 from flexmatch.inputs.loaders import resolved_paths, selected
-from flexmatch.models import SyncReport, WatchEvent, WatchEventKind
+from flexmatch.models import SourceSync, SyncReport, WatchEvent, WatchEventKind
 
 WATCHED_TYPES = ("files", "records")
 # editors' scratch files that live for a moment while a file is saved (vim's ``4913``
@@ -33,7 +38,9 @@ WATCHED_TYPES = ("files", "records")
 EDITOR_FILE = re.compile(r"^4913$|___jb_(tmp|old)___$")
 QUIET_MS = 300  # a burst ends when the folders are this quiet...
 DEBOUNCE_MS = 1_600  # ...or has gone on this long
-CHECK_MS = 1_000  # how often missing paths are looked for again
+CHECK_MS = 1_000  # how often missing paths (and syncs due again) are looked for
+RETRY_MS = 2_000  # a failed sync is tried again after this long...
+RETRY_MAX_MS = 60_000  # ...doubled each time it fails again, up to this
 
 
 class WatchedSource:
@@ -72,6 +79,7 @@ class WatchPlan:
         self.ignored = ignored
         self.watched: list[WatchedSource] = []
         self.not_watched: dict[str, str] = {}
+        self.types = {name: config.sources[name].type for name in names}
         for name in names:
             source = config.sources[name]
             if source.type not in WATCHED_TYPES:
@@ -125,6 +133,7 @@ def follow(
     for name, reason in plan.not_watched.items():
         yield WatchEvent(kind="not_watched", source=name, reason=reason)
     pending: dict[str, set[str]] = {name: set() for name in plan.names}
+    retries: dict[str, _Retry] = {}
     watched = _present(plan)
     first = True
     while not stop.is_set():
@@ -134,10 +143,26 @@ def follow(
             for _, path in changes:
                 for name in plan.readers(Path(path)):
                     pending.setdefault(name, set()).add(path)
+            for name, retry in retries.items():
+                if name in pending or retry.due <= time.monotonic():
+                    pending.setdefault(name, set()).update(retry.paths)
             for name in [name for name in plan.names if name in pending]:
                 changed = sorted(pending.pop(name))
-                for entry in sync(name).sources:
-                    yield WatchEvent(kind="synced", source=name, paths=changed, sync=entry)
+                entries = _synced(plan, sync, name)
+                retry_seconds = None
+                if any(entry.outcome == "failed" for entry in entries):
+                    retry = retries[name] = _Retry.after(retries.get(name), changed)
+                    retry_seconds = retry.seconds
+                else:
+                    retries.pop(name, None)
+                for entry in entries:
+                    yield WatchEvent(
+                        kind="synced",
+                        source=name,
+                        paths=changed,
+                        sync=entry,
+                        retry_seconds=retry_seconds,
+                    )
             if first:
                 first = False
                 for source in plan.watched:
@@ -153,6 +178,43 @@ def follow(
                 watched = now
                 break
             watched = now  # a path that went is left out by the watcher itself
+
+
+class _Retry:
+    """A failed sync's changes, kept until it is tried again at ``due`` (monotonic)."""
+
+    def __init__(self, paths: list[str], seconds: float):
+        self.paths = set(paths)
+        self.seconds = seconds
+        self.due = time.monotonic() + seconds
+
+    @classmethod
+    def after(cls, failed: _Retry | None, paths: list[str]) -> _Retry:
+        """The next try: ``RETRY_MS`` after a first failure, each pause then twice the last."""
+        pause = RETRY_MS / 1000 if failed is None else failed.seconds * 2
+        return cls(paths, min(pause, RETRY_MAX_MS / 1000))
+
+
+def _synced(plan: WatchPlan, sync: Callable[[str], SyncReport], name: str) -> list[SourceSync]:
+    """Sync ``name``; an error no sync catches (a plug-in's, a bug) is a failed sync
+    reported in one line, not the end of the watch."""
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    try:
+        return sync(name).sources
+    except Exception as exc:  # the watch goes on, whatever a sync raised
+        return [
+            SourceSync(
+                name=name,
+                type=plan.types[name],
+                started=started,
+                seconds=round(time.perf_counter() - clock, 3),
+                outcome="failed",
+                reason=str(exc)
+                if isinstance(exc, FlexMatchError)
+                else f"{type(exc).__name__}: {exc}",
+            )
+        ]
 
 
 def _present(plan: WatchPlan) -> dict[Path, tuple[int, int]]:

@@ -274,6 +274,8 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_client.py::test_the_server_sends_the_public_job_without_its_tenant",
         "tests/test_extras.py::test_ingest_without_the_local_model_extra",
         "tests/test_watching.py::test_a_python_watch_syncs_a_change_and_ends_when_stopped",
+        "tests/test_watching.py::test_a_deletion_while_the_store_is_held_is_synced_once_it_is_free",
+        "tests/test_watching.py::test_a_failed_sync_keeps_its_changes_and_is_tried_again",
         # [all] resolved against PyPI's JSON API for each Python (the wheels' METADATA
         # read by HTTP range requests): about 15 s for all four, run at once
         "tests/test_pythons.py::test_every_dependency_has_wheels_for",

@@ -2,7 +2,8 @@
 they change, until Ctrl-C or SIGTERM.
 
 The work is ``KnowledgeBase.watch``; this prints a line per source synced (what it
-added, changed and removed, and which changes caused it) and per path that goes or comes
+added, changed and removed, and which changes caused it; a failed one says when it is
+tried again) and per path that goes or comes
 back, or each ``WatchEvent`` as a JSON line, and exits 130 when stopped, after saying
 what the whole watch stored and spent.
 """
@@ -79,7 +80,10 @@ def say(event: fm.WatchEvent) -> None:
     elif event.kind == "back":
         console.print(f"{clock} [bold]{name}[/] {_paths(event.paths)} is back, watched again")
     elif event.sync is not None:
-        console.print(f"{clock} [bold]{name}[/] {_counts(event.sync)}{_because(event.paths)}")
+        again = _again(event.retry_seconds)
+        console.print(
+            f"{clock} [bold]{name}[/] {_counts(event.sync)}{_because(event.paths)}{again}"
+        )
         _details(event.sync)
 
 
@@ -94,6 +98,11 @@ def _counts(entry: fm.SourceSync) -> str:
     )
     failed = f", [red]{len(done.failed)} failed[/]" if done.failed else ""
     return f"{counts}{failed} ({entry.seconds:.1f}s)"
+
+
+def _again(retry_seconds: float | None) -> str:
+    """A failed sync's changes are kept: say when it is tried again."""
+    return "" if retry_seconds is None else f"; tried again in {retry_seconds:.0f}s"
 
 
 def _because(paths: list[str]) -> str:

@@ -1,7 +1,8 @@
 """``flexmatch sync --watch`` through the real command: it syncs, then sees a file edited
 (a burst of saves: one sync), added and deleted, each in the index within seconds while
 ``flexmatch query`` and ``docs list`` still open the store; a folder that goes away is
-reported and the rest still watched; Ctrl-C or SIGTERM stops it with exit 130."""
+reported and the rest still watched; a sync that fails (the store held by another
+process) keeps its changes and is tried again; Ctrl-C or SIGTERM stops it with exit 130."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ import queue
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import flexmatch as fm
+from flexmatch.adapters.cli.sync_watch import say
 from tests.adapters.cli.test_sync import NOTES, _folder, _found, _uris
 from tests.conftest import FLEXMATCH, run, write_config
 
@@ -171,6 +177,70 @@ def test_a_folder_that_goes_is_reported_and_the_rest_still_watched(
     assert _uris(kb) == ["ferry.md", "market.md", "tides.md"]
 
     assert watch.stop(signal.SIGTERM)["interrupted"] is True
+
+
+@contextmanager
+def _held(kb: Path) -> Iterator[None]:
+    """The store held open by another process until the block ends."""
+    shard = kb / ".flexmatch" / "qdrant" / "shard"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, qdrant_edge; shard = qdrant_edge.EdgeShard.load(sys.argv[1]); "
+            "print('held', flush=True); sys.stdin.read()",
+            str(shard),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.communicate("", timeout=30)
+
+
+def test_a_deletion_while_the_store_is_held_reaches_the_index_once_it_is_free(
+    tmp_path: Path, watching: list[Watch]
+) -> None:
+    notes = _folder(tmp_path, {k: NOTES[k] for k in ("tides.md", "market.md")})
+    kb = tmp_path / "kb"
+    write_config(kb, CONFIG.format(paths="../notes").replace("lock_timeout: 5", "lock_timeout: 1"))
+    watch = Watch(kb)
+    watching.append(watch)
+    watch.synced(FIRST_WAIT)
+    watch.next("watching")
+
+    with _held(kb):
+        (notes / "market.md").unlink()
+        failed = watch.next("synced")
+    assert failed["sync"]["outcome"] == "failed", failed
+    assert "in use by another FlexMatch process" in failed["sync"]["reason"]
+    assert failed["retry_seconds"] == 2
+    retried = watch.synced()  # no other change needed
+    assert _names(retried) == ["market.md"] and retried["retry_seconds"] is None
+    assert [Path(uri).name for uri in retried["sync"]["report"]["removed"]] == ["market.md"]
+    assert "market.md" not in _found(kb, "when does the fish market open")
+    assert watch.stop(signal.SIGTERM)["interrupted"] is True
+
+
+def test_a_failed_sync_says_when_it_is_tried_again(capsys: pytest.CaptureFixture[str]) -> None:
+    entry = fm.SourceSync(
+        name="notes",
+        type="files",
+        started=datetime.now(UTC),
+        outcome="failed",
+        reason="the store is in use by another FlexMatch process",
+    )
+    say(
+        fm.WatchEvent(kind="synced", source="notes", paths=["/n/a.md"], sync=entry, retry_seconds=4)
+    )
+    assert capsys.readouterr().out.endswith(
+        "notes failed: the store is in use by another FlexMatch process after changes to "
+        "/n/a.md; tried again in 4s\n"
+    )
 
 
 def test_with_no_folder_to_watch_it_syncs_once_and_says_so(tmp_path: Path) -> None:
