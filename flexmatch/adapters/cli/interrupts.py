@@ -53,6 +53,7 @@ class RunWatch:
         self.report: IngestReport | None = None
         self.finished: list[IngestReport] = []  # runs of the same command done before it
         self._usage_before = self._usage()
+        self.unlisted: str | None = None  # why the pending documents could not be listed
 
     def seen(self, report: IngestReport) -> None:
         self.report = report
@@ -69,11 +70,15 @@ class RunWatch:
     def summary(self) -> Interrupted:
         current = [self.report] if self.report is not None else []
         report = fm.IngestReport.combined([*self.finished, *current])
-        pending = [
-            record.uri or record.id
-            for record in self.base.list_documents(tenant=self.tenant)
-            if record.pending_version is not None or record.status == "pending"
-        ]
+        try:
+            pending = [
+                record.uri or record.id
+                for record in self.base.list_documents(tenant=self.tenant)
+                if record.pending_version is not None or record.status == "pending"
+            ]
+        except fm.FlexMatchError as exc:  # the stopped run's thread still holds the store
+            self.unlisted = str(exc)
+            pending = []
         left = report.planned - report.processed - len(pending)
         return Interrupted(
             added=report.added,
@@ -116,6 +121,8 @@ def stopped_cleanly(
             sys.stdout.write(summary.model_dump_json(indent=indent) + "\n")
         else:
             say(summary, errors)
+        if watch.unlisted is not None:
+            errors.print(f"Pending documents not counted: {watch.unlisted}", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         if in_main:
