@@ -7,10 +7,10 @@ in one line."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from tests.conftest import run, write_config
+from tests.inputs.test_git_source import git
 
 APP = '''"""Where uploaded files are kept."""
 import hashlib
@@ -20,11 +20,6 @@ def file_checksum(data: bytes) -> str:
     """Compute the SHA-256 checksum of a file's bytes, as hexadecimal."""
     return hashlib.sha256(data).hexdigest()
 '''
-
-
-def git(repo: Path, *args: str, author: str = "Ann") -> None:
-    identity = ["-c", f"user.name={author}", "-c", f"user.email={author.lower()}@example.org"]
-    subprocess.run(["git", "-C", str(repo), *identity, *args], check=True, capture_output=True)
 
 
 def make_repo(folder: Path) -> Path:
