@@ -89,7 +89,7 @@ async def _sync_one(
             entry.report = await ingest(name, lister.prunable, tick)
     except FlexMatchError as exc:
         entry.outcome, entry.reason = "failed", str(exc)
-    except (OSError, ValueError, RuntimeError) as exc:  # a plug-in's or a disk's; go on
+    except Exception as exc:  # a plug-in's bug, a disk's error: this source fails, the rest go on
         entry.outcome, entry.reason = "failed", f"{type(exc).__name__}: {exc}"
     entry.seconds = round(time.perf_counter() - clock, 3)
     return entry

@@ -192,3 +192,32 @@ def test_a_configured_folder_that_lists_no_file_is_noted(tmp_path: Path) -> None
     reader = _reader(tmp_path / "kb", paths=["../notes", "../share"])
     _read(reader)
     assert reader.log.empty == [tmp_path / "share"] and reader.log.incomplete == []
+
+
+def test_an_unexpected_error_fails_its_source_and_the_next_one_syncs() -> None:
+    """A bug in one source (a plug-in's KeyError) is that source's failure, said in one
+    line; the sources after it still sync."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from flexmatch import KBConfig
+    from flexmatch.sync import sync_sources
+
+    config = KBConfig(
+        sources={"broken": SourceConfig(), "fine": SourceConfig()}, default_source="fine"
+    )
+
+    def reader(name: str) -> SimpleNamespace:
+        if name == "broken":
+            raise KeyError("north")
+        return SimpleNamespace(unlisted=None, prunable=False)
+
+    async def ingest(name: str, prune: bool, tick: object) -> IngestReport:
+        return IngestReport(planned=1)
+
+    report = asyncio.run(
+        sync_sources(config, ["broken", "fine"], "default", reader=reader, ingest=ingest)
+    )
+    broken, fine = report.sources
+    assert (broken.outcome, broken.reason) == ("failed", "KeyError: 'north'")
+    assert fine.outcome == "done" and fine.report is not None
