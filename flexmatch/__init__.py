@@ -115,6 +115,18 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "broken_plugins": ("flexmatch.engine.plugin_failures", "broken_plugins"),
     "search_filters": ("flexmatch.engine.points", "search_filters"),
     "tool_result": ("flexmatch.results", "tool_result"),
+    "AddRecordArguments": ("flexmatch.tools", "AddRecordArguments"),
+    "GetDocumentArguments": ("flexmatch.tools", "GetDocumentArguments"),
+    "IngestUrlArguments": ("flexmatch.tools", "IngestUrlArguments"),
+    "ListDocumentsArguments": ("flexmatch.tools", "ListDocumentsArguments"),
+    "MAX_QUERY_CHARS": ("flexmatch.tools", "MAX_QUERY_CHARS"),
+    "MAX_TOP_N": ("flexmatch.tools", "MAX_TOP_N"),
+    "QueryError": ("flexmatch.errors", "QueryError"),
+    "SearchArguments": ("flexmatch.tools", "SearchArguments"),
+    "TOOL_ARGUMENTS": ("flexmatch.tools", "TOOL_ARGUMENTS"),
+    "ToolArguments": ("flexmatch.tools", "ToolArguments"),
+    "check_query": ("flexmatch.tools", "check_query"),
+    "tool_schema": ("flexmatch.tools", "tool_schema"),
 }
 __all__ = sorted(EXPORTS)
 __version__ = "0.1.0"
@@ -197,6 +209,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ParseError,
         PayloadError,
         PromptError,
+        QueryError,
         ServiceError,
         SourceChoiceError,
         StoreError,
@@ -243,3 +256,16 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         WatchEvent,
     )
     from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result
+    from flexmatch.tools import (
+        MAX_QUERY_CHARS,
+        MAX_TOP_N,
+        TOOL_ARGUMENTS,
+        AddRecordArguments,
+        GetDocumentArguments,
+        IngestUrlArguments,
+        ListDocumentsArguments,
+        SearchArguments,
+        ToolArguments,
+        check_query,
+        tool_schema,
+    )

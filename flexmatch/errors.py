@@ -3,7 +3,8 @@
 FlexMatchError
 ├── ConfigError        a config or chain file is wrong (names the file and field)
 │   ├── SourceChoiceError  a caller named an unknown or unfitting source
-│   └── FilterError    a search filter names a field or value that cannot be filtered on
+│   ├── FilterError    a search filter names a field or value that cannot be filtered on
+│   └── QueryError     a query is empty or too long
 ├── MissingExtraError  an optional dependency is not installed (names the extra)
 ├── ChainError         a chain failed at run time (names the chain, its kind, the source
 │   │                  and the input)
@@ -47,6 +48,14 @@ class SourceChoiceError(ConfigError):
 
 class FilterError(ConfigError):
     """A search filter names a field that is not filterable, or a value of the wrong type."""
+
+
+class QueryError(ConfigError):
+    """A query is empty or over the length limit; ``code`` says which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class MissingExtraError(FlexMatchError):

@@ -68,6 +68,7 @@ from flexmatch.models import (
 )
 from flexmatch.results import Answer, tool_result
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
+from flexmatch.tools import check_query
 from flexmatch.watching import WatchPlan, follow
 
 DEFAULT_TENANT = "default"
@@ -631,8 +632,7 @@ class KnowledgeBase:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
         inside the search; ``None``: everything, the admin's view)."""
-        if not text.strip():
-            raise ConfigError("the query is empty")
+        check_query(text)
         return await search(
             text,
             plan=self.query_plan(),
@@ -673,8 +673,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks most similar to ``text``: no query rewrite, no reranking; only of
         documents ``principal`` may read."""
-        if not text.strip():
-            raise ConfigError("the text is empty")
+        check_query(text, what="text")
         return await similar(
             text,
             embedder=self.embedder,

@@ -1,5 +1,7 @@
 """The knowledge base as an agent tool: OpenAI-style function definitions, a handler that
-runs a tool call, and the "facts" block for a system prompt.
+runs a tool call, and the "facts" block for a system prompt. The definitions and the
+checks of a call's arguments are the argument models of ``flexmatch.tools``, which the
+MCP server's tools are built from too.
 
 Works with any chat API that speaks the OpenAI tools format (litellm passes it on to
 every provider)::
@@ -31,97 +33,22 @@ from pydantic import BaseModel, Field
 
 from flexmatch import (
     DEFAULT_TENANT,
+    AddRecordArguments,
     FlexMatchError,
+    IngestUrlArguments,
     KnowledgeBase,
     LLMError,
     Principal,
+    SearchArguments,
     SearchResult,
     SourceChoiceError,
     ToolCallError,
 )
 
-MAX_TOP_N = 20
-MAX_QUERY_CHARS = 2_000
-
-SEARCH_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "search_knowledge",
-        "description": (
-            "Search the knowledge base for passages that answer a question. Returns the best "
-            "matching passages with their source, title, context and the question each one "
-            "answers. Use it before answering questions about the stored documents."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {
-                    "type": "string",
-                    "description": "What to look for, ideally as a full question.",
-                },
-                "top_n": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_TOP_N,
-                    "description": "How many passages to return (default 5).",
-                },
-                "source": {
-                    "type": "string",
-                    "description": "Only search this data source (optional).",
-                },
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-INGEST_URL_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "ingest_url",
-        "description": (
-            "Import a public web page into the knowledge base so it can be searched later. "
-            "Private and local addresses are refused."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "An http(s) URL."},
-                "source": {"type": "string", "description": "Data source to file it under."},
-            },
-            "required": ["url"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-ADD_RECORD_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "add_record",
-        "description": (
-            "Store a structured fact (a JSON object, e.g. something learned in this "
-            "conversation) in the knowledge base so it can be searched later."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "record": {
-                    "type": "object",
-                    "description": "The fact as a JSON object; give it an 'id' to update it later.",
-                },
-                "source": {
-                    "type": "string",
-                    "description": "A records source (default: the first one configured).",
-                },
-            },
-            "required": ["record"],
-            "additionalProperties": False,
-        },
-    },
-}
-
+# the OpenAI function definitions, from the argument models the MCP server's tools share
+SEARCH_TOOL: dict[str, Any] = SearchArguments.openai_tool()
+INGEST_URL_TOOL: dict[str, Any] = IngestUrlArguments.openai_tool()
+ADD_RECORD_TOOL: dict[str, Any] = AddRecordArguments.openai_tool()
 ALL_TOOLS: list[dict[str, Any]] = [SEARCH_TOOL, INGEST_URL_TOOL, ADD_RECORD_TOOL]
 
 DEFAULT_PREAMBLE = (
@@ -131,54 +58,42 @@ DEFAULT_PREAMBLE = (
 )
 
 
-# -- the operations, shared with the MCP server ----------------------------------------
+# -- the operations, on arguments their models checked -------------------------------
 async def search(
     kb: KnowledgeBase,
-    query: str,
+    arguments: SearchArguments,
     *,
-    top_n: int | None = None,
-    source: str | None = None,
     tenant: str = DEFAULT_TENANT,
     principal: Principal | None = None,
 ) -> dict[str, Any]:
-    """The JSON tool result for ``query`` (what ``flexmatch query --json`` prints), of
+    """The JSON tool result for the query (what ``flexmatch query --json`` prints), of
     the documents ``principal`` may read (None: all)."""
-    if not isinstance(query, str) or not query.strip():
-        raise ToolCallError("'query' must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ToolCallError(f"'query' is over {MAX_QUERY_CHARS} characters")
-    if top_n is not None and (not isinstance(top_n, int) or not 1 <= top_n <= MAX_TOP_N):
-        raise ToolCallError(f"'top_n' must be an integer from 1 to {MAX_TOP_N}")
-    filters = {"source": _source(kb, source)} if source is not None else None
+    named = {"source": _source(kb, arguments.source)} if arguments.source is not None else {}
     answer = await kb.asearch(
-        query, top_n=top_n, filters=filters, tenant=tenant, principal=principal
+        arguments.query,
+        top_n=arguments.top_n,
+        filters={**(arguments.filters or {}), **named} or None,
+        tenant=tenant,
+        principal=principal,
     )
     return json.loads(await kb.aformat_answer(answer, "json"))
 
 
 async def ingest_url(
-    kb: KnowledgeBase, url: str, *, source: str | None = None, tenant: str = DEFAULT_TENANT
+    kb: KnowledgeBase, arguments: IngestUrlArguments, *, tenant: str = DEFAULT_TENANT
 ) -> dict[str, Any]:
     """Import one web page under the web safety rules; what happened to it."""
-    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
-        raise ToolCallError("'url' must be an http(s) URL")
-    name = _source(kb, source) if source is not None else None
-    report = await kb.aingest_urls([url], source=name, tenant=tenant)
-    return report.outcome(url).summary()
+    name = _source(kb, arguments.source) if arguments.source is not None else None
+    report = await kb.aingest_urls([arguments.url], source=name, tenant=tenant)
+    return report.outcome(arguments.url).summary()
 
 
 async def add_record(
-    kb: KnowledgeBase,
-    record: dict[str, Any],
-    *,
-    source: str | None = None,
-    tenant: str = DEFAULT_TENANT,
+    kb: KnowledgeBase, arguments: AddRecordArguments, *, tenant: str = DEFAULT_TENANT
 ) -> dict[str, Any]:
     """Store one record through a records source's template; what happened to it."""
-    if not isinstance(record, dict) or not record:
-        raise ToolCallError("'record' must be a non-empty JSON object")
-    name = _source(kb, source, records=True)
-    report = await kb.aadd_records([record], source=name, tenant=tenant)
+    name = _source(kb, arguments.source, records=True)
+    report = await kb.aadd_records([arguments.record], source=name, tenant=tenant)
     return report.outcome("record").summary()
 
 
@@ -205,25 +120,15 @@ async def handle_tool_call(
     try:
         arguments = _arguments(arguments_json)
         if name == "search_knowledge":
-            _only(arguments, {"query", "top_n", "source"})
             result = await search(
-                kb,
-                arguments.get("query", ""),  # missing: refused as an empty query
-                top_n=arguments.get("top_n"),
-                source=arguments.get("source"),
-                tenant=tenant,
-                principal=principal,
+                kb, SearchArguments.check(arguments), tenant=tenant, principal=principal
             )
         elif name in ("ingest_url", "add_record") and not allow_writes:
             raise ToolCallError(f"'{name}' is not available: the knowledge base is read-only")
         elif name == "ingest_url":
-            _only(arguments, {"url", "source"})
-            url = arguments.get("url", "")  # missing: refused as no URL
-            result = await ingest_url(kb, url, source=arguments.get("source"), tenant=tenant)
+            result = await ingest_url(kb, IngestUrlArguments.check(arguments), tenant=tenant)
         elif name == "add_record":
-            _only(arguments, {"record", "source"})
-            record = arguments.get("record", {})  # missing: refused as an empty record
-            result = await add_record(kb, record, source=arguments.get("source"), tenant=tenant)
+            result = await add_record(kb, AddRecordArguments.check(arguments), tenant=tenant)
         else:
             raise ToolCallError(f"unknown tool '{name}'")
     except FlexMatchError as exc:
@@ -243,12 +148,6 @@ def _arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolCallError("the arguments must be a JSON object")
     return value
-
-
-def _only(arguments: dict[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(arguments) - allowed)
-    if extra:
-        raise ToolCallError(f"unexpected arguments: {', '.join(extra)}")
 
 
 # -- the facts block -----------------------------------------------------------------------

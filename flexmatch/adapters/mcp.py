@@ -29,21 +29,30 @@ import ipaddress
 import json
 import socket
 import sys
+from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from flexmatch import (
     DEFAULT_TENANT,
+    TOOL_ARGUMENTS,
+    AddRecordArguments,
     ConfigError,
     FlexMatchError,
+    GetDocumentArguments,
+    IngestUrlArguments,
     KeyRequestError,
     KnowledgeBase,
+    ListDocumentsArguments,
     Principal,
+    SearchArguments,
     SourceConfig,
+    ToolArguments,
     __version__,
+    tool_schema,
 )
 from flexmatch.service import ApiKey, KeyStore, Permission, check_tenant
 
@@ -63,9 +72,6 @@ TOOL_NEEDS: dict[str, Permission] = {
     **dict.fromkeys(READ_ONLY_TOOLS, "read"),
     **dict.fromkeys(WRITE_TOOLS, "write"),
 }
-MAX_TOP_N = 20
-MAX_QUERY_CHARS = 2_000
-
 
 PRINCIPAL_HEADER = "X-FlexMatch-Principal"  # the end user, set by the host application
 GROUPS_HEADER = "X-FlexMatch-Groups"  # their groups, comma-separated
@@ -113,19 +119,21 @@ class _KeyVerifier:
         )
 
 
-DESCRIPTIONS = {
-    "search_knowledge": (
-        "Search the knowledge base for the passages that best answer a question. Returns "
-        "the same JSON tool result as `flexmatch query --json`: each passage with its "
-        "source, title, context and the question it answers."
-    ),
-    "list_documents": (
-        "The documents in the knowledge base: id, title, uri, source, status, chunks."
-    ),
-    "get_document": "A document with its chunks, the questions each answers, and its context.",
-    "ingest_url": "Import a web page (private and local addresses are refused).",
-    "add_record": "Store a structured fact (a JSON object) so it can be searched later.",
-}
+# each tool's own sentence, the agent tool's too (``mcp.tools`` in flexmatch.yaml replaces it)
+DESCRIPTIONS = {name: model.tool_description for name, model in TOOL_ARGUMENTS.items()}
+ToolFunction = TypeVar("ToolFunction", bound=Callable[..., Any])
+
+
+def takes(model: type[ToolArguments]) -> Callable[[ToolFunction], ToolFunction]:
+    """Give a tool function ``model``'s arguments as its signature: the SDK builds a tool's
+    input schema and checks its calls from its function's parameters, so the MCP tool
+    takes exactly what the agent tool of the same name takes."""
+
+    def signed(function: ToolFunction) -> ToolFunction:
+        function.__signature__ = model.signature().replace(return_annotation=str)  # type: ignore[attr-defined]
+        return function
+
+    return signed
 
 
 def _source_lines(sources: dict[str, SourceConfig]) -> str:
@@ -212,7 +220,7 @@ def build_server(
 
         async def list_tools(self) -> list[Tool]:
             return [
-                tool.model_copy(update={"input_schema": _closed(tool.input_schema)})
+                tool.model_copy(update={"input_schema": tool_schema(tool.input_schema)})
                 for tool in await super().list_tools()
                 if may_call(tool.name)
             ]
@@ -235,8 +243,9 @@ def build_server(
                     f"{exc}: an internal error (the server's log has the details)"
                 ) from exc.__cause__
             except ToolError as exc:  # pydantic's report spans lines and links: one line
-                if isinstance(exc.__cause__, ValidationError):
-                    raise ToolError(_invalid_arguments(name, exc.__cause__)) from exc.__cause__
+                if isinstance(exc.__cause__, ValidationError) and name in TOOL_ARGUMENTS:
+                    said = TOOL_ARGUMENTS[name].invalid_arguments(exc.__cause__)
+                    raise ToolError(said) from exc.__cause__
                 raise
             finally:
                 _NAMED.reset(asked)
@@ -289,39 +298,22 @@ def build_server(
         return kb.choose_source(name, records=records)
 
     @server.tool(annotations=reading, description=descriptions["search_knowledge"])
-    async def search_knowledge(
-        query: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=MAX_QUERY_CHARS,
-                description="What to look for, ideally a full question.",
-            ),
-        ],
-        top_n: Annotated[
-            int, Field(ge=1, le=MAX_TOP_N, description="How many passages to return.")
-        ] = 5,
-        source: Annotated[str | None, Field(description="Only this data source.")] = None,
-        filters: Annotated[
-            dict[str, Any] | None,
-            Field(
-                description=(
-                    "Field conditions, all of which must match: source, document_id, "
-                    "chunk_id, match_kind, or metadata.<name> (a bare name means "
-                    "metadata.<name>); a list matches any of its values."
-                )
-            ),
-        ] = None,
-    ) -> str:
-        """The JSON tool result of ``flexmatch query --json`` for ``query``."""
+    @takes(SearchArguments)
+    async def search_knowledge(**checked: Any) -> str:
+        """The JSON tool result of ``flexmatch query --json`` for the query."""
+        arguments = SearchArguments.model_construct(**checked)  # checked by the SDK
         scope = caller("read")
         who = reader()
         await warm.ready()
         try:
-            name = source_of(source)
-            filters = {**(filters or {}), **({"source": name} if name is not None else {})}
+            name = source_of(arguments.source)
+            named = {"source": name} if name is not None else {}
             answer = await kb.asearch(
-                query, top_n=top_n, filters=filters, tenant=scope, principal=who
+                arguments.query,
+                top_n=arguments.top_n,
+                filters={**(arguments.filters or {}), **named},
+                tenant=scope,
+                principal=who,
             )
             return await kb.aformat_answer(answer, "json")
         except FlexMatchError as exc:
@@ -329,33 +321,34 @@ def build_server(
 
     # async, so they run on the server's loop like every other call on the knowledge base
     @server.tool(annotations=reading, description=descriptions["list_documents"])
-    async def list_documents(
-        source: Annotated[str | None, Field(description="Only this data source.")] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        offset: Annotated[int, Field(ge=0)] = 0,
-    ) -> str:
+    @takes(ListDocumentsArguments)
+    async def list_documents(**checked: Any) -> str:
         """The documents in the knowledge base: id, title, uri, source, status, chunks."""
+        arguments = ListDocumentsArguments.model_construct(**checked)
         scope = caller("read")
         who = reader()
         try:  # an unknown source is said, not answered with an empty list
-            records = kb.list_documents(source=source_of(source), tenant=scope, principal=who)
+            records = kb.list_documents(
+                source=source_of(arguments.source), tenant=scope, principal=who
+            )
         except FlexMatchError as exc:
             raise failed(exc) from exc
+        first = arguments.offset
         page = [
             r.model_dump(include={"id", "title", "uri", "source", "status", "chunks"})
-            for r in records[offset : offset + limit]
+            for r in records[first : first + arguments.limit]
         ]
         return json.dumps({"total": len(records), "documents": page}, ensure_ascii=False)
 
     @server.tool(annotations=reading, description=descriptions["get_document"])
-    async def get_document(
-        document_id: Annotated[str, Field(description="An id from list_documents.")],
-    ) -> str:
+    @takes(GetDocumentArguments)
+    async def get_document(**checked: Any) -> str:
         """A document with its chunks, the questions each answers, and its context."""
+        arguments = GetDocumentArguments.model_construct(**checked)
         scope = caller("read")
         who = reader()
         try:
-            detail = kb.get_document(document_id, tenant=scope, principal=who)
+            detail = kb.get_document(arguments.document_id, tenant=scope, principal=who)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return detail.model_dump_json()
@@ -367,22 +360,19 @@ def build_server(
         annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True),
         description=descriptions["ingest_url"],
     )
-    async def ingest_url(
-        url: Annotated[str, Field(description="A public http(s) URL.")],
-        source: Annotated[str | None, Field(description="Data source to file it under.")] = None,
-    ) -> str:
+    @takes(IngestUrlArguments)
+    async def ingest_url(**checked: Any) -> str:
         """Import a web page (private and local addresses are refused)."""
+        arguments = IngestUrlArguments.model_construct(**checked)
         scope = caller("write")
         await warm.ready()
-        if not url.lower().startswith(("http://", "https://")):
-            raise ToolError("'url' must be an http(s) URL")
         try:  # fetched outside the write lock: a slow server holds up no other import
-            pages = await kb.afetch_pages([url], source=source_of(source))
+            pages = await kb.afetch_pages([arguments.url], source=source_of(arguments.source))
             async with writes:
                 report = await kb.aingest_documents(pages, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
-        return _succeeded(report.outcome(url).summary())
+        return _succeeded(report.outcome(arguments.url).summary())
 
     if not any(s.type == "records" for s in kb.config.sources.values()):
         return server  # add_record could only fail
@@ -391,21 +381,18 @@ def build_server(
         annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False),
         description=descriptions["add_record"],
     )
-    async def add_record(
-        record: Annotated[dict[str, Any], Field(description="The fact as a JSON object.")],
-        source: Annotated[str | None, Field(description="A records source.")] = None,
-    ) -> str:
+    @takes(AddRecordArguments)
+    async def add_record(**checked: Any) -> str:
         """Store a structured fact so it can be searched later."""
+        arguments = AddRecordArguments.model_construct(**checked)
         scope = caller("write")
         await warm.ready()
-        if not record:
-            raise ToolError("'record' must be a non-empty JSON object")
-        if "access" in record and not admin_key():  # as over HTTP: only an admin sets it
+        if "access" in arguments.record and not admin_key():  # as over HTTP: admins only
             raise ToolError("only an admin key may set a record's access (record.access)")
         try:
-            name = source_of(source, records=True)
+            name = source_of(arguments.source, records=True)
             async with writes:
-                report = await kb.aadd_records([record], source=name, tenant=scope)
+                report = await kb.aadd_records([arguments.record], source=name, tenant=scope)
         except FlexMatchError as exc:
             raise failed(exc) from exc
         return _succeeded(report.outcome("record").summary())
@@ -423,16 +410,6 @@ def _succeeded(summary: dict[str, str]) -> str:
     return json.dumps(summary, ensure_ascii=False)
 
 
-def _invalid_arguments(tool: str, error: ValidationError) -> str:
-    """Pydantic's report as one line: each argument at fault and what it must be."""
-    problems = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "the arguments"
-        message = str(item["msg"])
-        problems.append(f"'{where}': {message[:1].lower()}{message[1:]}")
-    return f"invalid arguments for {tool}: {'; '.join(problems)}"
-
-
 def _unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
     plural = "s" if len(unknown) > 1 else ""
     message = (
@@ -442,11 +419,6 @@ def _unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
     if "tenant" in unknown:
         message += "; the tenant is set by the server: the API key's, or its --tenant"
     return message
-
-
-def _closed(schema: dict[str, Any]) -> dict[str, Any]:
-    """The input schema, saying that no other argument is taken."""
-    return {**schema, "additionalProperties": False}
 
 
 class _Warm:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from flexmatch import MAX_QUERY_CHARS
 from flexmatch.adapters.http.errors import error_body
 
 
@@ -26,7 +27,7 @@ class Limits:
     """What one server allows; every field has a sensible default for a small team."""
 
     max_body_bytes: int = 64 * 1024 * 1024  # a bulk upload of several documents
-    max_query_chars: int = 2_000
+    max_query_chars: int = MAX_QUERY_CHARS  # the tools' limit, unless the server sets its own
     rate_per_second: float = 10.0  # sustained requests per key; 0 turns the limit off
     burst: int = 30  # requests a key may make at once before the rate applies
     cache_entries: int = 1_024

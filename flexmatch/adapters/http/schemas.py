@@ -6,7 +6,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from flexmatch import Access, DocumentOutcome, DocumentRecord, JobStatus, Principal, ToolResult
+from flexmatch import (
+    MAX_QUERY_CHARS,
+    Access,
+    DocumentOutcome,
+    DocumentRecord,
+    JobStatus,
+    Principal,
+    ToolResult,
+)
 from flexmatch.service import ApiKey, KeyStore, Permission, SyncRun
 
 FILTERS_DOC = (
@@ -99,8 +107,14 @@ class AccessRequest(_Strict):
     access: Access | None
 
 
+QUERY_DOC = (
+    f"Not blank, and at most the server's limit ({MAX_QUERY_CHARS:,} characters unless it "
+    "sets another): a 422 empty_query or query_too_long otherwise."
+)
+
+
 class SearchRequest(_Strict):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, description=QUERY_DOC)
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
     filters: RawFilters = Field(None, description=FILTERS_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")

@@ -7,7 +7,15 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from flexmatch import Principal, Stats, answer_result, search_filters, tool_result
+from flexmatch import (
+    Principal,
+    QueryError,
+    Stats,
+    answer_result,
+    check_query,
+    search_filters,
+    tool_result,
+)
 from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
 from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
@@ -20,16 +28,11 @@ State = Annotated[ServiceState, Depends(get_state)]
 
 
 def check_text(state: ServiceState, text: str, what: str = "query") -> str:
-    if not text.strip():
-        raise ApiError(422, f"empty_{what}", f"the {what} is empty")
-    if len(text) > state.limits.max_query_chars:
-        raise ApiError(
-            422,
-            f"{what}_too_long",
-            f"the {what} is {len(text):,} characters, over the "
-            f"{state.limits.max_query_chars:,}-character limit",
-        )
-    return text
+    """The query rule every interface keeps, with this server's length limit."""
+    try:
+        return check_query(text, limit=state.limits.max_query_chars, what=what)
+    except QueryError as exc:
+        raise ApiError(422, exc.code, str(exc)) from None
 
 
 async def run_search(

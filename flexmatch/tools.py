@@ -1,0 +1,299 @@
+"""The knowledge base's tools for agents, defined once: what a valid query is, and one
+argument model per tool whose JSON schema every tool surface publishes.
+
+The agent tool (OpenAI function calling) and the MCP server offer the same tools with the
+same arguments, limits and descriptions, because both are built from these models:
+``SearchArguments.openai_tool()`` is the OpenAI function definition, the MCP server takes
+each tool's signature from ``ToolArguments.signature()``, and ``tool_schema`` cleans
+either's schema to the same plain JSON schema. A bad argument is said the same way
+everywhere, in one line naming it (``ToolArguments.invalid_arguments``).
+
+``check_query`` is the one rule for a query, used by the knowledge base, the tools and the
+HTTP API (whose length limit is configurable; ``MAX_QUERY_CHARS`` is its default).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    StringConstraints,
+    ValidationError,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+
+from flexmatch.errors import QueryError, ToolCallError
+
+MAX_QUERY_CHARS = 2_000
+MAX_TOP_N = 20
+MAX_LISTED = 500
+
+
+def check_query(text: str, *, limit: int | None = None, what: str = "query") -> str:
+    """``text`` if it is a valid query: not blank, and at most ``limit`` characters
+    (None: any length; the knowledge base's own calls take long texts, such as a passage
+    to find similar ones to). Else a ``QueryError`` whose ``code`` says which rule failed
+    (``empty_query``, ``query_too_long``; ``what`` names the text in both)."""
+    if not text.strip():
+        raise QueryError(f"empty_{what}", f"the {what} is empty")
+    if limit is not None and len(text) > limit:
+        raise QueryError(
+            f"{what}_too_long",
+            f"the {what} is {len(text):,} characters, over the {limit:,}-character limit",
+        )
+    return text
+
+
+_BROKEN = object()
+
+
+@dataclass(frozen=True)
+class Must:
+    """An argument's rule in words, checked: any way the argument fails it (its type
+    included) and its absence are said as "'NAME' must be WORDS", one sentence a model
+    can act on, rather than pydantic's report of the check that happened to fail."""
+
+    words: str
+    holds: Callable[[Any], bool] = bool
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        def check(value: Any, inner: core_schema.ValidatorFunctionWrapHandler) -> Any:
+            try:
+                valid = inner(value)
+            except ValidationError:
+                valid = _BROKEN
+            if valid is _BROKEN or not self.holds(valid):
+                raise PydanticCustomError("must", "must be {words}", {"words": self.words})
+            return valid
+
+        return core_schema.no_info_wrap_validator_function(check, handler(source))
+
+
+def _is_query(text: str) -> bool:
+    try:
+        check_query(text, limit=MAX_QUERY_CHARS)
+    except QueryError:
+        return False
+    return True
+
+
+def _is_web_address(url: str) -> bool:
+    return url.lower().startswith(("http://", "https://"))
+
+
+Query = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS),
+    Must(f"a non-empty string of at most {MAX_QUERY_CHARS:,} characters", _is_query),
+]
+WebAddress = Annotated[str, Must("an http(s) URL", _is_web_address)]
+Record = Annotated[dict[str, Any], Field(min_length=1), Must("a non-empty JSON object")]
+
+
+def _annotation(field: FieldInfo) -> Any:
+    """A field's type with its limits, rule and description, as one annotation."""
+    return Annotated[(field.annotation, *field.metadata, Field(description=field.description))]
+
+
+class ToolArguments(BaseModel):
+    """The arguments of one tool: its name and description for the model, each field's
+    type, limits and description, and no argument beyond them (a misspelt ``top_k`` or a
+    ``tenant`` would otherwise do nothing, silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_name: ClassVar[str]
+    tool_description: ClassVar[str]
+
+    @classmethod
+    def parameters(cls) -> dict[str, Any]:
+        """The arguments' JSON schema, as a tool's parameters."""
+        return tool_schema(cls.model_json_schema())
+
+    @classmethod
+    def openai_tool(cls) -> dict[str, Any]:
+        """The tool in the OpenAI function-calling format (which litellm passes on to
+        every provider)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": cls.tool_name,
+                "description": cls.tool_description,
+                "parameters": cls.parameters(),
+            },
+        }
+
+    @classmethod
+    def signature(cls) -> inspect.Signature:
+        """The arguments as a function's keyword-only parameters, each annotated with its
+        field's type, limits and description: how an SDK that reads a tool's arguments
+        from its function (the MCP server's) takes them from this model."""
+        parameters = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=_annotation(field),
+                default=inspect.Parameter.empty if field.is_required() else field.default,
+            )
+            for name, field in cls.model_fields.items()
+        ]
+        return inspect.Signature(parameters)
+
+    @classmethod
+    def check(cls, arguments: Mapping[str, Any]) -> Self:
+        """The arguments validated, or a ``ToolCallError`` naming each one at fault."""
+        try:
+            return cls.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolCallError(cls.invalid_arguments(exc)) from None
+
+    @classmethod
+    def invalid_arguments(cls, error: ValidationError) -> str:
+        """Pydantic's report on these arguments as one line: each argument at fault and
+        what it must be, then any argument the tool does not take."""
+        problems: list[str] = []
+        unexpected: list[str] = []
+        for item in error.errors(include_url=False):
+            where = ".".join(str(part) for part in item["loc"]) or "the arguments"
+            field = cls.model_fields.get(str(item["loc"][0])) if item["loc"] else None
+            rule = next((m for m in field.metadata if isinstance(m, Must)), None) if field else None
+            message = str(item["msg"])
+            if item["type"] == "extra_forbidden":
+                unexpected.append(where)
+            elif item["type"] == "must":
+                problems.append(f"'{where}' {message}")
+            elif item["type"] == "missing" and rule is not None:
+                problems.append(f"'{where}' must be {rule.words}")
+            else:
+                problems.append(f"'{where}': {message[:1].lower()}{message[1:]}")
+        if unexpected:
+            takes = ", ".join(cls.model_fields) or "none"
+            problems.append(f"unexpected arguments: {', '.join(unexpected)} (it takes: {takes})")
+        return f"invalid arguments for {cls.tool_name}: {'; '.join(problems)}"
+
+
+class SearchArguments(ToolArguments):
+    """``search_knowledge``: a question, and what to narrow the search to."""
+
+    tool_name: ClassVar[str] = "search_knowledge"
+    tool_description: ClassVar[str] = (
+        "Search the knowledge base for the passages that best answer a question. Returns "
+        "each passage with its source, title, context and the question it answers. Use it "
+        "before answering questions about the stored documents."
+    )
+
+    query: Query = Field(description="What to look for, ideally as a full question.")
+    top_n: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TOP_N,
+        description="How many passages to return (default 5, or as the knowledge base is set up).",
+    )
+    source: str | None = Field(None, description="Only search this data source.")
+    filters: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "Field conditions, all of which must match: source, document_id, chunk_id, "
+            "match_kind, or metadata.<name> (a bare name means metadata.<name>); a list "
+            "matches any of its values."
+        ),
+    )
+
+
+class ListDocumentsArguments(ToolArguments):
+    """``list_documents``: a page of the stored documents."""
+
+    tool_name: ClassVar[str] = "list_documents"
+    tool_description: ClassVar[str] = (
+        "The documents in the knowledge base: id, title, uri, source, status, chunks."
+    )
+
+    source: str | None = Field(None, description="Only this data source.")
+    limit: int = Field(50, ge=1, le=MAX_LISTED, description="How many to list (default 50).")
+    offset: int = Field(0, ge=0, description="How many to skip first (default 0).")
+
+
+class GetDocumentArguments(ToolArguments):
+    """``get_document``: one stored document, whole."""
+
+    tool_name: ClassVar[str] = "get_document"
+    tool_description: ClassVar[str] = (
+        "A document with its chunks, the questions each answers, and its context."
+    )
+
+    document_id: str = Field(description="An id from list_documents.")
+
+
+class IngestUrlArguments(ToolArguments):
+    """``ingest_url``: one public web page to import."""
+
+    tool_name: ClassVar[str] = "ingest_url"
+    tool_description: ClassVar[str] = (
+        "Import a public web page into the knowledge base so it can be searched later. "
+        "Private and local addresses are refused."
+    )
+
+    url: WebAddress = Field(description="A public http(s) URL.")
+    source: str | None = Field(None, description="Data source to file it under.")
+
+
+class AddRecordArguments(ToolArguments):
+    """``add_record``: one structured fact to store."""
+
+    tool_name: ClassVar[str] = "add_record"
+    tool_description: ClassVar[str] = (
+        "Store a structured fact (a JSON object, e.g. something learned in this "
+        "conversation) in the knowledge base so it can be searched later."
+    )
+
+    record: Record = Field(
+        description="The fact as a JSON object; give it an 'id' to update it later."
+    )
+    source: str | None = Field(
+        None, description="A records source (default: the first one configured)."
+    )
+
+
+# every tool, by name, in the order they are offered
+TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {
+    model.tool_name: model
+    for model in (
+        SearchArguments,
+        ListDocumentsArguments,
+        GetDocumentArguments,
+        IngestUrlArguments,
+        AddRecordArguments,
+    )
+}
+
+
+def tool_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON schema of arguments as plain tool parameters, which every
+    function-calling API reads alike: no titles, no defaults (the descriptions say them),
+    an optional argument as its own type rather than "it or null" (leaving it out is how
+    a model says none), every argument listed and no other taken."""
+    required = list(schema.get("required", []))
+    properties: dict[str, Any] = {}
+    for name, raw in schema.get("properties", {}).items():
+        prop = {k: v for k, v in raw.items() if k not in ("title", "default")}
+        branches = prop.pop("anyOf", None)
+        if branches is not None:
+            kept = [b for b in branches if b != {"type": "null"}]
+            prop = {**kept[0], **prop} if len(kept) == 1 else {"anyOf": kept, **prop}
+        properties[name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
