@@ -4,8 +4,9 @@ Tools: ``search_knowledge``, ``list_documents``, ``get_document`` and, unless re
 ``ingest_url`` and (with a source of type ``records``) ``add_record``. Their descriptions
 name the knowledge base's sources and what each holds (``description`` of a source, and
 the ``mcp`` section of ``flexmatch.yaml``), so an agent knows what it can find before it
-searches. The server holds the knowledge base open for its whole life (the embedded store
-admits one process at a time). Transports:
+searches. Each tool's arguments, limits and own sentence are its argument model's in
+``flexmatch.tools``, as the agent tool's are. The server holds the knowledge base open
+for its whole life (the embedded store admits one process at a time). Transports:
 
 - stdio, for a desktop client that starts the server: one tenant (``--tenant``);
 - streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``, said on start-up):
