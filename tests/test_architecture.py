@@ -77,6 +77,7 @@ CONCEPT_PACKAGES = (
     "flexmatch.engine.stores",
     "flexmatch.inputs.parsing",
     "flexmatch.inputs.sources",
+    "flexmatch.models",
     "flexmatch.service",
     "flexmatch.adapters.http",
     "flexmatch.adapters.cli",

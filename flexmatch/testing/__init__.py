@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    # lazy too, so ``python -m flexmatch.testing.fake_llm`` runs the module only once
+    # lazy too: a test that wants only the embedder does not load the server
     "FakeLLMServer": "flexmatch.testing.fake_llm",
     "RecordedRequest": "flexmatch.testing.fake_llm",
     "InMemoryStore": "flexmatch.testing.store",

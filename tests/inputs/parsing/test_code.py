@@ -11,8 +11,7 @@ import pytest
 
 from flexmatch.errors import EmptyDocumentError, MissingExtraError, ParseError
 from flexmatch.inputs.parsing import SUPPORTED_SUFFIXES, parse_file
-from flexmatch.inputs.parsing import code as code_parser
-from flexmatch.inputs.parsing.code import LANGUAGES, outline, symbol_name
+from flexmatch.inputs.parsing.code import LANGUAGES, grammars, outline, symbol_name
 from flexmatch.models import ParsedDocument
 
 PYTHON = '''"""Tools for greeting."""
@@ -313,9 +312,9 @@ def test_a_missing_extra_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     path = tmp_path / "a.py"
     path.write_text("x = 1\n")
     monkeypatch.setitem(sys.modules, "tree_sitter_language_pack", None)  # not installed
-    code_parser._language.cache_clear()
+    grammars._language.cache_clear()
     try:
         with pytest.raises(MissingExtraError, match=r"'code' extra.*flexmatch\[code\]"):
             parse_file(path)
     finally:
-        code_parser._language.cache_clear()
+        grammars._language.cache_clear()

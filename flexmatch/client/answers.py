@@ -1,0 +1,96 @@
+"""The server's answers read back: a success parsed into the model the embedded call
+returns, an error answer raised as the ``FlexMatchError`` the embedded call would raise
+(with the server's message)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from flexmatch.errors import (
+    ChainError,
+    ConfigError,
+    EmbeddingError,
+    FilterError,
+    FlexMatchError,
+    LLMError,
+    ParseError,
+    ServiceError,
+    SourceChoiceError,
+    StoreError,
+    WebImportError,
+    WriteConflictError,
+)
+from flexmatch.models import Job, SearchResult
+
+T = TypeVar("T")
+
+RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+JOBS: TypeAdapter[list[Job]] = TypeAdapter(list[Job])
+
+# the error the embedded call raises, by the server's error code
+_BY_CODE: dict[str, type[FlexMatchError]] = {
+    "invalid_filter": FilterError,
+    "web_import_refused": WebImportError,
+    "parse_error": ParseError,
+    "invalid_request": ConfigError,
+    "store_unavailable": StoreError,
+    "embedding_unavailable": EmbeddingError,
+    "llm_error": LLMError,
+    "chain_error": ChainError,
+    "write_conflict": WriteConflictError,
+}
+_SOURCE_CODES = ("unknown_source", "no_records_source", "not_a_records_source")
+
+
+def error_for(
+    status: int, code: str, message: str, missing: type[FlexMatchError] | None = None
+) -> FlexMatchError:
+    """The ``FlexMatchError`` for an error answer: the class the embedded call raises
+    (a 404 is ``missing``, e.g. ``DocumentNotFoundError``), else a ``ServiceError``."""
+    if code in _SOURCE_CODES:
+        return SourceChoiceError(code, message)
+    if status == 404 and code == "not_found" and missing is not None:
+        return missing(message)
+    kind = _BY_CODE.get(code)
+    if kind is not None:
+        return kind(message)
+    if status == 422:  # a request the server's rules refuse (empty query, too many items)
+        return ConfigError(message)
+    return ServiceError(status, code, message)
+
+
+def answer_error(response: httpx.Response, missing: type[FlexMatchError] | None) -> FlexMatchError:
+    """The error an answer that is not a success stands for."""
+    try:
+        body = response.json()["error"]
+        code, message = str(body["code"]), str(body["message"])
+    except (ValueError, KeyError, TypeError):
+        reason = response.reason_phrase or "error"
+        code = "http_error"
+        message = f"{response.request.url} answered HTTP {response.status_code} {reason}"
+    return error_for(response.status_code, code, message, missing)
+
+
+def parsed(response: httpx.Response, model: type[T] | TypeAdapter[T]) -> T:
+    adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+    try:
+        return adapter.validate_json(response.content)
+    except ValidationError as exc:
+        raise ServiceError(
+            response.status_code,
+            "unexpected_answer",
+            f"{response.request.url} answered something that is not a FlexMatch response "
+            f"({exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}); "
+            "is the URL that of a flexmatch serve?",
+        ) from None
+
+
+def search_result(item: dict[str, Any]) -> SearchResult:
+    """A result of the tool result as the ``SearchResult`` the embedded query returns
+    (its explanation is its signals; fields added to both later carry over)."""
+    data = {k: v for k, v in item.items() if k not in ("rank", "explanation")}
+    data["signals"] = item.get("explanation") or {}
+    return SearchResult.model_validate(data)

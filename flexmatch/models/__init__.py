@@ -1,0 +1,112 @@
+"""The data that flows through FlexMatch, one model per stage.
+
+load → ``Document`` (made of ``Element``s) → chunk → ``Section`` → enrich → ``Chunk``
+(with its ``MatchingText``s and qualifying text) → embed + store; a query comes back as
+``SearchResult``s.
+
+One module per kind of shape (documents, chunks, reports, sync, estimates, records,
+jobs); they import only each other, pydantic and the standard library, so any module
+of FlexMatch may use them. Import them from here.
+"""
+
+from __future__ import annotations
+
+from flexmatch.models.chunks import (
+    MATCH_KINDS,
+    Chunk,
+    MatchingText,
+    MatchKind,
+    SearchResult,
+    Signals,
+    cite,
+    cite_name,
+    shared_fields,
+)
+from flexmatch.models.documents import (
+    ELEMENTS_A_JOIN,
+    Document,
+    Element,
+    ElementKind,
+    Location,
+    ParsedDocument,
+    Section,
+    joined_text,
+)
+from flexmatch.models.estimates import (
+    CostEstimate,
+    ReindexPlan,
+)
+from flexmatch.models.jobs import (
+    Job,
+    JobCounts,
+    JobKind,
+    JobStatus,
+)
+from flexmatch.models.records import (
+    ChainUse,
+    ChunkView,
+    DocumentDetail,
+    DocumentRecord,
+    DocumentStatus,
+    SourceStats,
+    Stats,
+)
+from flexmatch.models.reports import (
+    DocumentOutcome,
+    FailedDocument,
+    IngestReport,
+    Outcome,
+    SkippedDocument,
+    Usage,
+)
+from flexmatch.models.sync import (
+    SourceSync,
+    SyncOutcome,
+    SyncReport,
+    WatchEvent,
+    WatchEventKind,
+)
+
+__all__ = [
+    "ELEMENTS_A_JOIN",
+    "MATCH_KINDS",
+    "ChainUse",
+    "Chunk",
+    "ChunkView",
+    "CostEstimate",
+    "Document",
+    "DocumentDetail",
+    "DocumentOutcome",
+    "DocumentRecord",
+    "DocumentStatus",
+    "Element",
+    "ElementKind",
+    "FailedDocument",
+    "IngestReport",
+    "Job",
+    "JobCounts",
+    "JobKind",
+    "JobStatus",
+    "Location",
+    "MatchKind",
+    "MatchingText",
+    "Outcome",
+    "ParsedDocument",
+    "ReindexPlan",
+    "SearchResult",
+    "Section",
+    "Signals",
+    "SkippedDocument",
+    "SourceStats",
+    "SourceSync",
+    "Stats",
+    "SyncOutcome",
+    "SyncReport",
+    "Usage",
+    "WatchEvent",
+    "WatchEventKind",
+    "cite",
+    "cite_name",
+    "joined_text",
+    "shared_fields",
+]

@@ -1,0 +1,130 @@
+"""A chunk as it is stored (``Chunk`` with its ``MatchingText``s) and as a query finds it
+(``SearchResult`` with its ``Signals`` and citation)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field, computed_field
+
+from flexmatch.models.documents import Location
+
+MatchKind = Literal["question", "sentence", "keyword", "content", "title"]
+"""What a matching text is: a generated question, a sentence or keyword of the chunk, the
+chunk's own text (``content``) or its document's title. The one list of match kinds."""
+MATCH_KINDS: tuple[MatchKind, ...] = get_args(MatchKind)
+
+
+class MatchingText(BaseModel):
+    """A short text that is embedded and matched against queries for one chunk."""
+
+    text: str
+    kind: MatchKind = "question"
+
+
+class Chunk(BaseModel):
+    """A section after enrichment: what gets stored and returned to the agent."""
+
+    id: str
+    document_id: str
+    index: int
+    text: str
+    heading_path: list[str] = Field(default_factory=list)
+    qualifying_text: str = ""
+    matching_texts: list[MatchingText] = Field(default_factory=list)
+    location: Location | None = None
+
+
+@functools.cache
+def _shared_names(source: type[BaseModel], target: type[BaseModel]) -> tuple[str, ...]:
+    fields = {**source.model_fields, **source.model_computed_fields}
+    return tuple(name for name in target.model_fields if name in fields)
+
+
+def shared_fields(source: BaseModel, target: type[BaseModel]) -> dict[str, Any]:
+    """The values of ``source``'s fields (computed ones too) that ``target`` also has, by
+    name: the one conversion between the shapes a chunk takes (``Chunk``, the stored
+    ``MatchPayload``, ``SearchResult``, ``ResultItem``, ``ChunkView``), so a field they
+    share is copied here and nowhere else."""
+    return {name: getattr(source, name) for name in _shared_names(type(source), target)}
+
+
+class Signals(BaseModel):
+    """Why a chunk matched: first-stage scores and ranks, and the rerank score."""
+
+    dense: float | None = None  # best cosine over the chunk's matching texts
+    dense_rank: int | None = None
+    question: float | None = None  # best cosine over its questions / sentences
+    content: float | None = None  # cosine with the chunk text itself
+    lexical: float | None = None  # BM25 of the chunk text
+    lexical_rank: int | None = None
+    first_stage: float | None = None  # the fused first-stage score
+    rerank: float | None = None
+
+
+class SearchResult(BaseModel):
+    """One chunk answering a query, with the text that matched it."""
+
+    chunk_id: str
+    document_id: str
+    uri: str
+    source: str
+    title: str
+    heading_path: list[str]
+    content: str
+    qualifying_text: str
+    matched_text: str
+    score: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    signals: Signals = Field(default_factory=Signals)
+    location: Location | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cite(self) -> str:
+        """A short reference to where the chunk is: ``handbook.pdf p. 7``."""
+        return cite(self.uri, self.title, self.location)
+
+
+def cite_name(uri: str, title: str = "") -> str:
+    """The name a citation gives a document: its file name (the last part of its path or
+    URL, without a query; with its fragment: a record's ``corpus.jsonl#42``), else its
+    title, else its whole URI."""
+    address, _, fragment = uri.partition("#")
+    path = address.removeprefix("upload:").split("?", 1)[0].rstrip("/\\")
+    name = path.replace("\\", "/").rsplit("/", 1)[-1] if path else ""
+    if not name:
+        return title or uri
+    return f"{name}#{fragment}" if fragment else name
+
+
+def cite(uri: str, title: str, location: Location | None) -> str:
+    """A short citation: ``handbook.pdf p. 7``, ``shutil.py:512-560``, ``sales.xlsx › Q3
+    rows 2-40``, ``deck.pptx slide 3``, ``guide.html#install``, ``mail.eml › report.pdf
+    p. 2``; just the name when the location is not known."""
+    text = cite_name(uri, title)
+    if location is None:
+        return text
+    loc = location
+    if loc.fragment:  # the part of the page, not the one the address named
+        text = text.split("#", 1)[0]
+    if loc.attachment:
+        text += f" › {loc.attachment}"
+    if loc.line_start is not None:
+        end = loc.line_end if loc.line_end is not None else loc.line_start
+        text += f":{loc.line_start}" if end == loc.line_start else f":{loc.line_start}-{end}"
+    if loc.fragment:
+        text += f"#{loc.fragment}"
+    if loc.page is not None:
+        end = loc.page_end or loc.page
+        text += f" p. {loc.page}" if end == loc.page else f" pp. {loc.page}-{end}"
+    if loc.slide is not None:
+        end = loc.slide_end or loc.slide
+        text += f" slide {loc.slide}" if end == loc.slide else f" slides {loc.slide}-{end}"
+    if loc.sheet:
+        text += f" › {loc.sheet}"
+    if loc.row_start is not None:
+        end = loc.row_end or loc.row_start
+        text += f" row {loc.row_start}" if end == loc.row_start else f" rows {loc.row_start}-{end}"
+    return text
