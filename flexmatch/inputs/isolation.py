@@ -32,7 +32,7 @@ T = TypeVar("T")
 # imported before forking: a worker then never needs the import lock a thread may hold
 _PRELOAD = (
     "flexmatch.inputs.parsing",
-    "flexmatch.inputs.web",
+    "flexmatch.inputs.sources.fetch",
     "bs4",
     "lxml.html",
     "markdown_it",

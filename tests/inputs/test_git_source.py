@@ -14,7 +14,7 @@ from flexmatch.errors import ConfigError
 from flexmatch.inputs.sources import git as git_source
 from flexmatch.inputs.sources.git import GitOptions, GitSource, shown
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, StoredCopies, source_options
-from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.inputs.sources.validators import VERSION_KEY
 from flexmatch.models import Document, FailedDocument
 
 

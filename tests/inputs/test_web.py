@@ -12,7 +12,13 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import WebImportError
-from flexmatch.inputs.web import WebPolicy, _guarded_session, check_url, fetch, refused_address
+from flexmatch.inputs.sources.fetch import (
+    WebPolicy,
+    _guarded_session,
+    check_url,
+    fetch,
+    refused_address,
+)
 from tests.conftest import write_config
 
 PAGE = b"""<!doctype html><html><head><title>Harbour guide</title>

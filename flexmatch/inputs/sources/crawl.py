@@ -35,9 +35,7 @@ from urllib.parse import urlsplit
 
 from flexmatch.config import CrawlConfig
 from flexmatch.errors import FlexMatchError
-from flexmatch.inputs.loaders import Item
-from flexmatch.inputs.sources.types import ItemRef, SourceContext
-from flexmatch.inputs.web import (
+from flexmatch.inputs.sources.fetch import (
     HTML_TYPES,
     ROBOT_NAME,
     VALIDATORS,
@@ -50,6 +48,8 @@ from flexmatch.inputs.web import (
     read_crawled,
     sitemap_urls,
 )
+from flexmatch.inputs.sources.items import Item
+from flexmatch.inputs.sources.types import ItemRef, SourceContext
 from flexmatch.models import FailedDocument
 
 ROBOTS_MAX_BYTES = 512 * 1024  # what RFC 9309 asks crawlers to read at least: read no more

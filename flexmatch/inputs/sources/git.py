@@ -31,10 +31,11 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch.errors import ConfigError, DocumentTooLargeError
-from flexmatch.inputs.loaders import Item, LoadTask, attempt, load, selected
 from flexmatch.inputs.sources.builtin import is_url
+from flexmatch.inputs.sources.files import LoadTask, load, selected
+from flexmatch.inputs.sources.items import Item, attempt
 from flexmatch.inputs.sources.types import ItemRef, SourceType
-from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.inputs.sources.validators import VERSION_KEY
 from flexmatch.models import Document, FailedDocument
 
 STATE_VERSION = 1
