@@ -33,6 +33,7 @@ T = TypeVar("T")
 _PRELOAD = (
     "flexmatch.inputs.parsing",
     "flexmatch.inputs.sources.fetch",
+    "flexmatch.inputs.sources.pages",
     "bs4",
     "lxml.html",
     "markdown_it",
