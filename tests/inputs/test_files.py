@@ -1,3 +1,5 @@
+"""Files and folders as a files source reads them (``sources/files.py``): the walk."""
+
 from __future__ import annotations
 
 import os
