@@ -110,7 +110,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "load_setup": ("flexmatch.evaluation", "load_setup"),
     "prepare_local_model": ("flexmatch.engine.embedders", "prepare_local_model"),
     "readable_suffixes": ("flexmatch.inputs.parsing", "readable_suffixes"),
-    "record_id": ("flexmatch.inputs.records", "record_id"),
+    "record_id": ("flexmatch.inputs.sources.records", "record_id"),
     "registered_chains": ("flexmatch.engine.chains.registry", "registered"),
     "broken_plugins": ("flexmatch.engine.plugin_failures", "broken_plugins"),
     "search_filters": ("flexmatch.engine.points", "search_filters"),
@@ -220,7 +220,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.inputs.parsing import readable_suffixes
-    from flexmatch.inputs.records import record_id
+    from flexmatch.inputs.sources.records import record_id
     from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups
     from flexmatch.models import (
         ChainUse,

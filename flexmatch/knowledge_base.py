@@ -51,7 +51,7 @@ from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stores import VectorStore
 from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate
-from flexmatch.inputs.loaders import Item
+from flexmatch.inputs.sources.items import Item
 from flexmatch.models import (
     ChainUse,
     CostEstimate,

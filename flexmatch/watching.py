@@ -29,7 +29,7 @@ from typing import Any
 
 from flexmatch.config import KBConfig
 from flexmatch.errors import FlexMatchError
-from flexmatch.inputs.loaders import resolved_paths, selected
+from flexmatch.inputs.sources.files import resolved_paths, selected
 from flexmatch.models import SourceSync, SyncReport, WatchEvent, WatchEventKind
 
 WATCHED_TYPES = ("files", "records")

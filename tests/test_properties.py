@@ -20,7 +20,7 @@ from flexmatch.engine.points import FILTERABLE_FIELDS, METADATA_PREFIX, search_f
 from flexmatch.errors import FilterError, ParseError
 from flexmatch.inputs.parsing import parse_text
 from flexmatch.inputs.parsing.html import parse_html_bytes
-from flexmatch.inputs.records import load_template, record_document
+from flexmatch.inputs.sources.records import load_template, record_document
 from flexmatch.templates import TAG_NAMES, boundary_for, fence
 from tests.conftest import examples
 

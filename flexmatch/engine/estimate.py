@@ -26,7 +26,7 @@ from flexmatch.engine.ingest import (
 )
 from flexmatch.engine.llm import LLM, import_litellm
 from flexmatch.errors import FlexMatchError
-from flexmatch.inputs.loaders import Item
+from flexmatch.inputs.sources.items import Item
 from flexmatch.models import (
     CostEstimate,
     Document,

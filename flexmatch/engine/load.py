@@ -21,8 +21,8 @@ from flexmatch.engine.ingest import SourceChains
 from flexmatch.engine.runtime import Runtime
 from flexmatch.errors import ConfigError
 from flexmatch.inputs.isolation import IsolatedPool
-from flexmatch.inputs.loaders import Item
 from flexmatch.inputs.sources import Plan, SourceReader, spooled
+from flexmatch.inputs.sources.items import Item
 from flexmatch.inputs.sources.types import StoredCopies, state_file
 from flexmatch.models import DocumentRecord, IngestReport
 

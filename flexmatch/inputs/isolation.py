@@ -32,7 +32,8 @@ T = TypeVar("T")
 # imported before forking: a worker then never needs the import lock a thread may hold
 _PRELOAD = (
     "flexmatch.inputs.parsing",
-    "flexmatch.inputs.web",
+    "flexmatch.inputs.sources.fetch",
+    "flexmatch.inputs.sources.pages",
     "bs4",
     "lxml.html",
     "markdown_it",

@@ -20,8 +20,9 @@ from flexmatch import KnowledgeBase
 from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.inputs.sources.crawl import ROBOTS_MAX_BYTES, Crawler, UrlFilter
+from flexmatch.inputs.sources.fetch import FetchedPage
+from flexmatch.inputs.sources.pages import normalise_url, read_crawled, sitemap_urls
 from flexmatch.inputs.sources.types import ItemRef, SourceContext
-from flexmatch.inputs.web import FetchedPage, normalise_url, read_crawled, sitemap_urls
 from flexmatch.models import Document, FailedDocument, IngestReport
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, run, write_config

@@ -11,10 +11,10 @@ import pytest
 
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.errors import ConfigError
-from flexmatch.inputs.sources import git as git_source
+from flexmatch.inputs.sources import git_commands
 from flexmatch.inputs.sources.git import GitOptions, GitSource, shown
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, StoredCopies, source_options
-from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.inputs.sources.validators import VERSION_KEY
 from flexmatch.models import Document, FailedDocument
 
 
@@ -178,7 +178,7 @@ def test_a_run_that_failed_a_file_keeps_the_commit_before(
         raise ConfigError("git stopped")
 
     with monkeypatch.context() as patch:
-        patch.setattr(git_source.Blobs, "read", broken)
+        patch.setattr(git_commands.Blobs, "read", broken)
         _, failed, _ = run(tmp_path, store, repository=str(repo))
     assert [type(item) for item in failed] == [FailedDocument]
     assert (tmp_path / "state.json").read_text() == state  # this run repeats next time
@@ -229,7 +229,7 @@ def test_errors_are_one_line_naming_the_source(
 def test_options_and_a_missing_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="give a branch or a commit, not both"):
         run(tmp_path, Store(), repository="x", branch="a", commit="b")
-    monkeypatch.setattr(git_source.shutil, "which", lambda _: None)
+    monkeypatch.setattr(git_commands.shutil, "which", lambda _: None)
     with pytest.raises(ConfigError, match="source 'repo': the 'git' command is not installed"):
         run(tmp_path, Store(), repository=str(tmp_path))
     assert GitOptions(repository="x").timeout > 0

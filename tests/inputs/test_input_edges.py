@@ -13,10 +13,10 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, ParseError
-from flexmatch.inputs.loaders import LoadTask, load
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.parsing.code import MAX_NESTING, nesting_depth
-from flexmatch.inputs.records import entries_in_file
+from flexmatch.inputs.sources.files import LoadTask, load
+from flexmatch.inputs.sources.records import entries_in_file
 from flexmatch.models import Document, FailedDocument
 from flexmatch.service import safe_filename
 from flexmatch.yamlio import MAX_YAML_DEPTH, read_yaml

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch.inputs.loaders import LoadTask, discover, load
+from flexmatch.inputs.sources.files import LoadTask, discover, load
 from flexmatch.models import Document, FailedDocument
 from tests.conftest import run
 from tests.inputs.parsing.test_formats import MAN_PAGE, RST

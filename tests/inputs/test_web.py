@@ -12,7 +12,13 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import WebImportError
-from flexmatch.inputs.web import WebPolicy, _guarded_session, check_url, fetch, refused_address
+from flexmatch.inputs.sources.fetch import fetch
+from flexmatch.inputs.sources.web_policy import (
+    WebPolicy,
+    check_url,
+    guarded_session,
+    refused_address,
+)
 from tests.conftest import write_config
 
 PAGE = b"""<!doctype html><html><head><title>Harbour guide</title>
@@ -107,7 +113,7 @@ def test_check_url_refuses(url: str, message: str) -> None:
 
 
 def test_connection_guard_checks_the_address_actually_reached(site: str) -> None:
-    session = _guarded_session(WebPolicy())  # no allow-list; check_url deliberately skipped
+    session = guarded_session(WebPolicy())  # no allow-list; check_url deliberately skipped
     with pytest.raises(WebImportError, match=r"connected to a loopback address 127\.0\.0\.1"):
         session.get(f"{site}/page.html", timeout=5)
 

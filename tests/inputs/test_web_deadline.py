@@ -25,8 +25,10 @@ from flexmatch.config import CrawlConfig, IngestConfig, SourceConfig
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import WebImportError
 from flexmatch.inputs.sources.crawl import Crawler
+from flexmatch.inputs.sources.fetch import fetch
+from flexmatch.inputs.sources.pages import page_document, parse_page
 from flexmatch.inputs.sources.types import SourceContext
-from flexmatch.inputs.web import WebPolicy, fetch, page_document, parse_page
+from flexmatch.inputs.sources.web_policy import WebPolicy
 from flexmatch.models import Document, FailedDocument
 from flexmatch.service import KeyStore
 from flexmatch.sources import ItemRef, SourceType, register
@@ -341,10 +343,10 @@ def test_the_watchdog_reaches_a_socket_whose_first_object_was_detached() -> None
     on the new one (a trickling HTTPS server) still ends at the deadline."""
     import socket
 
-    from flexmatch.inputs.web import _Deadline
+    from flexmatch.inputs.sources.web_policy import FetchDeadline
 
     ours, theirs = socket.socketpair()
-    deadline = _Deadline(0.5)
+    deadline = FetchDeadline(0.5)
     try:
         deadline.watch(ours)
         wrapped = socket.socket(fileno=ours.detach())  # as ssl's wrap_socket does

@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from flexmatch.errors import WebImportError
-from flexmatch.inputs.web import WebPolicy, request
+from flexmatch.inputs.sources.fetch import request
+from flexmatch.inputs.sources.web_policy import WebPolicy
 from tests.conftest import run, write_config
 
 POLICY = WebPolicy(allow_hosts=frozenset({"127.0.0.1"}), timeout=5)

@@ -27,8 +27,8 @@ from flexmatch.engine.ingest.versions import (
 from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import ConfigError, DocumentTooLargeError, FlexMatchError, WriteConflictError
-from flexmatch.inputs.loaders import NAMING_METADATA
-from flexmatch.inputs.validators import validators
+from flexmatch.inputs.sources.files import NAMING_METADATA
+from flexmatch.inputs.sources.validators import validators
 from flexmatch.models import (
     Chunk,
     Document,

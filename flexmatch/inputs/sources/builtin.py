@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch.errors import WebImportError
-from flexmatch.inputs.loaders import Item, LoadTask, attempt, discover, load, resolved_paths
-from flexmatch.inputs.records import entries_in_file, load_template, record_documents
 from flexmatch.inputs.sources.crawl import Crawler
+from flexmatch.inputs.sources.fetch import VALIDATORS, conditional_headers
+from flexmatch.inputs.sources.files import LoadTask, discover, load, resolved_paths
+from flexmatch.inputs.sources.items import Item, attempt
+from flexmatch.inputs.sources.pages import page_document, parse_page
+from flexmatch.inputs.sources.records import entries_in_file, load_template, record_documents
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, SourceType, WebPage
-from flexmatch.inputs.web import VALIDATORS, conditional_headers, page_document, parse_page
 from flexmatch.models import Document, FailedDocument
 from flexmatch.templates import PromptTemplate
 

@@ -35,21 +35,19 @@ from urllib.parse import urlsplit
 
 from flexmatch.config import CrawlConfig
 from flexmatch.errors import FlexMatchError
-from flexmatch.inputs.loaders import Item
-from flexmatch.inputs.sources.types import ItemRef, SourceContext
-from flexmatch.inputs.web import (
+from flexmatch.inputs.sources.fetch import VALIDATORS, FetchedPage, conditional_headers
+from flexmatch.inputs.sources.items import Item
+from flexmatch.inputs.sources.pages import (
     HTML_TYPES,
-    ROBOT_NAME,
-    VALIDATORS,
     CrawledPage,
-    FetchedPage,
-    conditional_headers,
     normalise_url,
     page_document,
     parseable,
     read_crawled,
     sitemap_urls,
 )
+from flexmatch.inputs.sources.types import ItemRef, SourceContext
+from flexmatch.inputs.sources.web_policy import ROBOT_NAME
 from flexmatch.models import FailedDocument
 
 ROBOTS_MAX_BYTES = 512 * 1024  # what RFC 9309 asks crawlers to read at least: read no more

@@ -15,9 +15,10 @@ from flexmatch import deadlines
 from flexmatch.config import CONFIG_FILE, IngestConfig, SourceConfig
 from flexmatch.errors import FlexMatchError
 from flexmatch.inputs.isolation import IsolatedPool
-from flexmatch.inputs.loaders import Item, LoadTask, document_id, load
 from flexmatch.inputs.parsing import check_parsers
 from flexmatch.inputs.sources.builtin import RecordsSource, page_ref, read_page
+from flexmatch.inputs.sources.files import LoadTask, load
+from flexmatch.inputs.sources.items import Item, document_id
 from flexmatch.inputs.sources.types import (
     ItemRef,
     ReadLog,
@@ -29,7 +30,7 @@ from flexmatch.inputs.sources.types import (
     source_options,
     source_type,
 )
-from flexmatch.inputs.validators import VERSION_KEY
+from flexmatch.inputs.sources.validators import VERSION_KEY
 from flexmatch.models import Document, FailedDocument
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

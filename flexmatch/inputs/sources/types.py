@@ -30,9 +30,10 @@ from flexmatch import plugins
 from flexmatch.config import IngestConfig, SourceConfig
 from flexmatch.errors import ConfigError, WebImportError
 from flexmatch.inputs.isolation import IsolatedPool
-from flexmatch.inputs.loaders import Item, document_id
 from flexmatch.inputs.parsing import parse_file
-from flexmatch.inputs.web import FetchedPage, WebPolicy, request
+from flexmatch.inputs.sources.fetch import FetchedPage, request
+from flexmatch.inputs.sources.items import Item, document_id
+from flexmatch.inputs.sources.web_policy import WebPolicy
 from flexmatch.models import Document, FailedDocument, ParsedDocument
 from flexmatch.yamlio import validation_message
 

@@ -24,7 +24,7 @@ from flexmatch.adapters.http import Limits, create_app
 from flexmatch.adapters.http.logs import EscapingFormatter
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import search_filters
-from flexmatch.inputs.records import MAX_RECORD_DEPTH
+from flexmatch.inputs.sources.records import MAX_RECORD_DEPTH
 from flexmatch.service import KeyStore, safe_filename
 from tests.adapters.http.harness import KB_CONFIG, Api, upload
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job

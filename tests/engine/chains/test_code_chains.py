@@ -12,7 +12,7 @@ from typing import TypeVar
 from flexmatch.chains import Chain, ChainContext, Chunker, MatchingTextChain, build_chain
 from flexmatch.config import ChainRef
 from flexmatch.engine.llm import LLM
-from flexmatch.inputs.loaders import discover, load
+from flexmatch.inputs.sources.files import discover, load
 from flexmatch.models import Document, Section
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import MALFORMED_CONTENT

@@ -17,8 +17,8 @@ from flexmatch.chains import ChainContext, Chunker, build_chain
 from flexmatch.config import ChainRef
 from flexmatch.engine.chains.chunker._budget import REVISION
 from flexmatch.engine.points import MatchPayload
-from flexmatch.inputs.loaders import discover, load
 from flexmatch.inputs.parsing import parse_file
+from flexmatch.inputs.sources.files import discover, load
 from flexmatch.models import Document, Location, Section, cite
 from tests.conftest import SHARED_DATA
 

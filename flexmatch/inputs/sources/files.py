@@ -25,15 +25,8 @@ from flexmatch.errors import (
     ParseError,
     UnsupportedFormatError,
 )
-from flexmatch.inputs.items import (  # noqa: F401  (also named here, where they were)
-    Item,
-    SeenIds,
-    attempt,
-    document_id,
-    given_id,
-    json_lines,
-)
 from flexmatch.inputs.parsing import parse_file, parse_text, skip_reason
+from flexmatch.inputs.sources.items import SeenIds, attempt, document_id, given_id, json_lines
 from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from flexmatch.access import ACCESS_FIELD
 from flexmatch.config import SourceConfig
 from flexmatch.errors import ParseError
-from flexmatch.inputs.items import Item, SeenIds, attempt, given_id, json_lines
+from flexmatch.inputs.sources.items import Item, SeenIds, attempt, given_id, json_lines
 from flexmatch.models import Document, Element, FailedDocument
 from flexmatch.payloads import derived_metadata
 from flexmatch.templates import PromptTemplate, load_prompt

@@ -1,9 +1,11 @@
+"""Files and folders as a files source reads them (``sources/files.py``): the walk."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from flexmatch.inputs.loaders import discover
+from flexmatch.inputs.sources.files import discover
 
 
 def test_walk_skips_hidden_and_symlinks_and_applies_globs(tmp_path: Path) -> None:
