@@ -79,6 +79,7 @@ CONCEPT_PACKAGES = (
     "flexmatch.service",
     "flexmatch.adapters.http",
     "flexmatch.adapters.cli",
+    "flexmatch.adapters.frameworks",  # one integration per agent framework, on one shared base
     "flexmatch.testing",
 )
 MAX_DEPTH = 10
