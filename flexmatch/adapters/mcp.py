@@ -33,6 +33,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import typer
 from pydantic import Field, ValidationError
 
 from flexmatch import (
@@ -40,15 +41,29 @@ from flexmatch import (
     ConfigError,
     FlexMatchError,
     KeyRequestError,
-    KnowledgeBase,
     Principal,
     SourceConfig,
     __version__,
 )
-from flexmatch.service import ApiKey, KeyStore, Permission, check_tenant
+from flexmatch.service import (
+    ApiKey,
+    AsOption,
+    GroupOption,
+    HostOption,
+    KbOption,
+    KeyStore,
+    Permission,
+    PortOption,
+    check_tenant,
+    kb_folder,
+    reader,
+    require_extra,
+)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the knowledge base loads when the server starts, not with the CLI
     from mcp.server.mcpserver import MCPServer
+
+    from flexmatch import KnowledgeBase
 
 Transport = Literal["stdio", "http"]
 
@@ -501,6 +516,8 @@ def run(
             f"--no-auth); with keys, the host application names them on each request "
             f"({PRINCIPAL_HEADER}, {GROUPS_HEADER}) for a service key"
         )
+    from flexmatch import KnowledgeBase
+
     with KnowledgeBase.open(kb_dir) as kb:
         if transport == "stdio":
             build_server(kb, tenant=tenant, read_only=read_only, principal=principal).run("stdio")
@@ -539,3 +556,47 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError(f"cannot listen on {host}:{port}: {reason.lower()}") from exc
+
+
+def mcp(
+    kb: KbOption = Path("."),
+    tenant: Annotated[
+        str, typer.Option(help="The tenant served over stdio (or over HTTP with --no-auth).")
+    ] = DEFAULT_TENANT,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Offer no tools that write.")
+    ] = False,
+    transport: Annotated[
+        str, typer.Option(help="stdio, or http (streamable HTTP at /mcp).")
+    ] = "stdio",
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    no_auth: Annotated[
+        bool,
+        typer.Option("--no-auth", help="HTTP without API keys (loopback only): serves --tenant."),
+    ] = False,
+    as_user: AsOption = None,
+    group: GroupOption = None,
+) -> None:
+    """Serve the knowledge base as an MCP server (stdio, or streamable HTTP where every
+    call needs an API key from 'flexmatch keys create')."""
+    require_extra("mcp", "mcp", "flexmatch mcp")
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("use stdio or http", param_hint="--transport")
+    chosen: Transport = "stdio" if transport == "stdio" else "http"
+    run(
+        kb_folder(kb),
+        tenant=tenant,
+        read_only=read_only,
+        transport=chosen,
+        host=host,
+        port=port,
+        auth=not no_auth,
+        principal=reader(as_user, group),  # without keys: the end user it reads as
+    )
+
+
+def add_commands(app: typer.Typer) -> None:
+    """The ``flexmatch.commands`` entry point ``mcp``: the command above, added to the
+    CLI like any plug-in's."""
+    app.command()(mcp)
