@@ -9,10 +9,9 @@ admits one process at a time). Transports:
 
 - stdio, for a desktop client that starts the server: one tenant (``--tenant``);
 - streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``, said on start-up):
-  every call carries
-  an API key (``Authorization: Bearer fm_...``, the REST API's keys), which gives the
-  tenant and the permissions (read for the reading tools, write for the others). Without
-  keys (``--no-auth``) it serves ``--tenant``, and only on a loopback address.
+  every call carries an API key (``Authorization: Bearer fm_...``, the REST API's keys),
+  which gives the tenant and the permissions (read for the reading tools, write for the
+  others). Without keys (``--no-auth``) it serves ``--tenant``, only on a loopback address.
 
 ``tools/list`` shows a key only the tools it may call (a read-only key sees no writing
 tools), and a call with an argument the tool does not take (``tenant``, a misspelt
@@ -597,6 +596,5 @@ def mcp(
 
 
 def add_commands(app: typer.Typer) -> None:
-    """The ``flexmatch.commands`` entry point ``mcp``: the command above, added to the
-    CLI like any plug-in's."""
+    """The ``flexmatch.commands`` entry point ``mcp``: the CLI adds the command so."""
     app.command()(mcp)
