@@ -41,28 +41,24 @@ from flexmatch import (
     FlexMatchError,
     KeyRequestError,
     Principal,
-    SourceConfig,
     __version__,
 )
 from flexmatch.service import (
-    ApiKey,
     AsOption,
     GroupOption,
     HostOption,
     KbOption,
-    KeyStore,
-    Permission,
     PortOption,
-    check_tenant,
     kb_folder,
     reader,
     require_extra,
 )
 
-if TYPE_CHECKING:  # the knowledge base loads when the server starts, not with the CLI
+if TYPE_CHECKING:  # the knowledge base and keys load when the server starts, not with the CLI
     from mcp.server.mcpserver import MCPServer
 
-    from flexmatch import KnowledgeBase
+    from flexmatch import KnowledgeBase, SourceConfig
+    from flexmatch.service import ApiKey, KeyStore, Permission
 
 Transport = Literal["stdio", "http"]
 
@@ -195,6 +191,8 @@ def build_server(
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.types import Tool, ToolAnnotations
+
+    from flexmatch.service import check_tenant
 
     check_tenant(tenant)
     descriptions = describe_tools(kb)
@@ -516,6 +514,7 @@ def run(
             f"({PRINCIPAL_HEADER}, {GROUPS_HEADER}) for a service key"
         )
     from flexmatch import KnowledgeBase
+    from flexmatch.service import KeyStore
 
     with KnowledgeBase.open(kb_dir) as kb:
         if transport == "stdio":

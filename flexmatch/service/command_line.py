@@ -23,7 +23,6 @@ from rich.markup import escape
 
 from flexmatch import plugins
 from flexmatch.access import Principal
-from flexmatch.config import CONFIG_FILE
 from flexmatch.errors import ConfigError
 
 KbOption = Annotated[
@@ -53,6 +52,8 @@ def kb_folder(kb: Path) -> Path:
     ``flexmatch.yaml``); else one line naming it and how to make one (exit 2). Without
     this a wrong folder answered "No results", and ``ingest`` made a store there that
     no config described."""
+    from flexmatch.config import CONFIG_FILE  # with the command, not with `flexmatch --help`
+
     folder = kb.expanduser().resolve()
     init = f"create one with `flexmatch init {folder}`, or name one with --kb (or $FLEXMATCH_KB)"
     if not folder.exists():
