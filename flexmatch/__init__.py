@@ -33,7 +33,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "Client": ("flexmatch.client", "Client"),
     "ConfigError": ("flexmatch.errors", "ConfigError"),
     "CostEstimate": ("flexmatch.models", "CostEstimate"),
-    "DEFAULT_TENANT": ("flexmatch.knowledge_base", "DEFAULT_TENANT"),
+    "DEFAULT_TENANT": ("flexmatch.access", "DEFAULT_TENANT"),
     "Document": ("flexmatch.models", "Document"),
     "DoctorReport": ("flexmatch.engine.stores.repair", "DoctorReport"),
     "DocumentDetail": ("flexmatch.models", "DocumentDetail"),
@@ -174,6 +174,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from flexmatch.access import DEFAULT_TENANT
     from flexmatch.client import Client
     from flexmatch.config import (
         CONFIG_FILE,
@@ -221,7 +222,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.inputs.parsing import readable_suffixes
     from flexmatch.inputs.sources.records import record_id
-    from flexmatch.knowledge_base import DEFAULT_TENANT, KnowledgeBase, evaluate_setups
+    from flexmatch.knowledge_base import KnowledgeBase, evaluate_setups
     from flexmatch.models import (
         ChainUse,
         Chunk,

@@ -29,6 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flexmatch.errors import ConfigError
 
+# the tenant a call reads and writes when it names none: a light module, so the adapters
+# (and ``flexmatch --help``) have it without importing the knowledge base
+DEFAULT_TENANT = "default"
 ACCESS_FIELD = "access"  # the payload field of points and records, and the metadata key
 PUBLIC = "public"  # the token of a public document
 NOBODY = "nobody"  # the token of a document no principal may read (admins only)

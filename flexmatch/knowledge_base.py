@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from flexmatch import config_templates
-from flexmatch.access import Access, Principal, access_filter
+from flexmatch.access import DEFAULT_TENANT, Access, Principal, access_filter
 from flexmatch.async_bridge import run_sync, sync_twin
 from flexmatch.config import (
     CONFIG_FILE,
@@ -71,7 +71,6 @@ from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.tools import check_query
 from flexmatch.watching import WatchPlan, follow
 
-DEFAULT_TENANT = "default"
 __all__ = ["DEFAULT_TENANT", "LLM_CACHE_FILE", "STATE_DIR", "KnowledgeBase", "evaluate_setups"]
 T = TypeVar("T")
 

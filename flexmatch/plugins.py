@@ -7,6 +7,10 @@ The hooks (one entry-point group each; a plug-in package declares its objects th
 ``flexmatch.sources``  source types: ``type = "pkg:Class"``, a ``SourceType`` subclass.
 ``flexmatch.parsers``  parsers: ``name = "pkg:function"``, ``Path -> ParsedDocument``; a
                        ``suffixes`` attribute claims file suffixes no built-in reads.
+``flexmatch.commands`` commands: ``name = "pkg:function"``, given the ``flexmatch`` typer
+                       app, adds the command ``name`` (or a group of that name) to it,
+                       in the manner of llm's ``register_commands``; ``serve``, ``mcp``
+                       and ``agent-demo`` come from the HTTP, MCP and agent adapters so.
 
 The built-ins register through the very same path: each hook's registry loads its
 built-in table (name → ``module:attribute``, the entry points this package declares)
@@ -15,8 +19,8 @@ first, then the installed entry points, then takes in-process ``register`` calls
 One failure rule for every hook: a plug-in that fails to load, has the wrong shape,
 claims a name two plug-ins declare, or a built-in's name, is remembered with the reason
 and never raised. It is named when a setting asks for a name nobody registered (and by
-``flexmatch chains``); every other plug-in keeps working, and no plug-in replaces a
-built-in.
+``flexmatch chains``; a broken command, when it is run); every other plug-in keeps
+working, and no plug-in replaces a built-in.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ class Hook:
 CHAIN_TYPES = Hook("chain type", "flexmatch.chains")
 SOURCE_TYPES = Hook("source type", "flexmatch.sources")
 PARSERS = Hook("parser", "flexmatch.parsers")
-HOOKS = (CHAIN_TYPES, SOURCE_TYPES, PARSERS)
+HOOKS = (CHAIN_TYPES, SOURCE_TYPES, PARSERS)  # what the knowledge base reads
+COMMANDS = Hook("command", "flexmatch.commands")  # what the command line reads
 
 Accept = Callable[[str, Any, str], Iterable[tuple[Any, Any]]]
 """Checks one loaded object (its name, the object, where it came from) and gives the
@@ -153,6 +158,13 @@ class Registry(Generic[K, T]):
         if isinstance(key, tuple):  # (kind, name)
             return f"{key[0]} {self.hook.what} '{key[1]}'"
         return f"{self.hook.what} '{key}'"
+
+    def refuse(self, name: str, reason: str) -> None:
+        """A plug-in found broken once used (a command plug-in that fails as it adds its
+        command): taken out, and remembered like one that failed to load."""
+        for key in [key for key in self.items if _key_text(key) == name]:
+            del self.items[key]
+        self._broken(name, reason)
 
     def _broken(self, name: str, reason: str) -> None:
         self.broken[name] = reason

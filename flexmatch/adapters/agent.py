@@ -16,8 +16,10 @@ model can read what went wrong and try again; a bad tool call never raises.
 
 ``run_agent`` is that loop, whole: the model is asked with the tools, each tool call it
 makes runs against the knowledge base, until it answers in words. ``flexmatch
-agent-demo`` runs it from the command line; offline, against the fake LLM server
-(``python -m flexmatch.testing.fake_llm``, which calls the search tool when offered it).
+agent-demo`` (``agent_demo``, added to the CLI through the ``flexmatch.commands`` hook)
+runs it from the command line; offline, against the fake LLM server
+(``python -m flexmatch.testing.fake_llm --port 8001``, which calls the search tool when
+offered it), with ``--model openai/fake --api-base http://127.0.0.1:8001/v1``.
 """
 
 from __future__ import annotations
@@ -27,16 +29,19 @@ import importlib
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from pydantic import BaseModel, Field
+from rich.console import Console
 
 from flexmatch import (
     DEFAULT_TENANT,
     AddRecordArguments,
+    ConfigError,
     FlexMatchError,
     IngestUrlArguments,
-    KnowledgeBase,
     LLMError,
     Principal,
     SearchArguments,
@@ -44,6 +49,10 @@ from flexmatch import (
     SourceChoiceError,
     ToolCallError,
 )
+from flexmatch.service import KbOption, TenantOption, kb_folder, shown
+
+if TYPE_CHECKING:  # the knowledge base loads when the agent runs, not with the CLI
+    from flexmatch import KnowledgeBase
 
 # the OpenAI function definitions, from the argument models the MCP server's tools share
 SEARCH_TOOL: dict[str, Any] = SearchArguments.openai_tool()
@@ -257,3 +266,63 @@ async def run_agent(
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     text = "(no answer: the model was still calling tools)"
     return AgentAnswer(text=text, tool_calls=made, finished=False)
+
+
+def agent_demo(
+    question: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    kb: KbOption = Path("."),
+    model: Annotated[
+        str | None,
+        typer.Option("--model", envvar="FLEXMATCH_LLM", help="litellm model that calls tools."),
+    ] = None,
+    api_base: Annotated[
+        str | None,
+        typer.Option(
+            "--api-base", envvar="FLEXMATCH_LLM_API_BASE", help="An OpenAI-compatible server."
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="FLEXMATCH_LLM_API_KEY", help="Its key.")
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", min=1, max=20, help="Model turns at most.")
+    ] = 5,
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """Ask an agent a question: the model searches the knowledge base through the
+    search_knowledge tool (each call shown), then answers from what it found."""
+    from flexmatch import KnowledgeBase
+
+    if not model:
+        raise ConfigError(
+            "agent-demo needs a model that calls tools: --model or $FLEXMATCH_LLM (offline: "
+            "start `python -m flexmatch.testing.fake_llm` and use --model openai/fake "
+            "--api-base http://127.0.0.1:8001/v1)"
+        )
+    errors = Console(stderr=True)
+
+    def said(call: AgentToolCall) -> None:
+        errors.print(f"[dim]tool[/] {shown(call.name)}({shown(call.arguments)})", highlight=False)
+
+    with KnowledgeBase.open(kb_folder(kb)) as base:
+        answer = base.run_sync(
+            run_agent(
+                base,
+                question,
+                model=model,
+                api_base=api_base or None,
+                api_key=api_key or None,
+                max_steps=max_steps,
+                tenant=tenant,
+                on_tool_call=said,
+            )
+        )
+    Console().print(shown(answer.text), highlight=False, soft_wrap=True)
+    if not answer.finished:
+        raise typer.Exit(1)
+
+
+def add_commands(app: typer.Typer) -> None:
+    """The ``flexmatch.commands`` entry point ``agent-demo``: the command above, added to
+    the CLI like any plug-in's."""
+    app.command("agent-demo")(agent_demo)

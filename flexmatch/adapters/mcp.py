@@ -10,10 +10,9 @@ for its whole life (the embedded store admits one process at a time). Transports
 
 - stdio, for a desktop client that starts the server: one tenant (``--tenant``);
 - streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``, said on start-up):
-  every call carries
-  an API key (``Authorization: Bearer fm_...``, the REST API's keys), which gives the
-  tenant and the permissions (read for the reading tools, write for the others). Without
-  keys (``--no-auth``) it serves ``--tenant``, and only on a loopback address.
+  every call carries an API key (``Authorization: Bearer fm_...``, the REST API's keys),
+  which gives the tenant and the permissions (read for the reading tools, write for the
+  others). Without keys (``--no-auth``) it serves ``--tenant``, only on a loopback address.
 
 ``tools/list`` shows a key only the tools it may call (a read-only key sees no writing
 tools), and a call with an argument the tool does not take (``tenant``, a misspelt
@@ -33,8 +32,9 @@ import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
+import typer
 from pydantic import ValidationError
 
 from flexmatch import (
@@ -46,19 +46,29 @@ from flexmatch import (
     GetDocumentArguments,
     IngestUrlArguments,
     KeyRequestError,
-    KnowledgeBase,
     ListDocumentsArguments,
     Principal,
     SearchArguments,
-    SourceConfig,
     ToolArguments,
     __version__,
     tool_schema,
 )
-from flexmatch.service import ApiKey, KeyStore, Permission, check_tenant
+from flexmatch.service import (
+    AsOption,
+    GroupOption,
+    HostOption,
+    KbOption,
+    PortOption,
+    kb_folder,
+    reader,
+    require_extra,
+)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the knowledge base and keys load when the server starts, not with the CLI
     from mcp.server.mcpserver import MCPServer
+
+    from flexmatch import KnowledgeBase, SourceConfig
+    from flexmatch.service import ApiKey, KeyStore, Permission
 
 Transport = Literal["stdio", "http"]
 
@@ -190,6 +200,8 @@ def build_server(
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.types import Tool, ToolAnnotations
+
+    from flexmatch.service import check_tenant
 
     check_tenant(tenant)
     descriptions = describe_tools(kb)
@@ -474,6 +486,9 @@ def run(
             f"--no-auth); with keys, the host application names them on each request "
             f"({PRINCIPAL_HEADER}, {GROUPS_HEADER}) for a service key"
         )
+    from flexmatch import KnowledgeBase
+    from flexmatch.service import KeyStore
+
     with KnowledgeBase.open(kb_dir) as kb:
         if transport == "stdio":
             build_server(kb, tenant=tenant, read_only=read_only, principal=principal).run("stdio")
@@ -512,3 +527,46 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError(f"cannot listen on {host}:{port}: {reason.lower()}") from exc
+
+
+def mcp(
+    kb: KbOption = Path("."),
+    tenant: Annotated[
+        str, typer.Option(help="The tenant served over stdio (or over HTTP with --no-auth).")
+    ] = DEFAULT_TENANT,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Offer no tools that write.")
+    ] = False,
+    transport: Annotated[
+        str, typer.Option(help="stdio, or http (streamable HTTP at /mcp).")
+    ] = "stdio",
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    no_auth: Annotated[
+        bool,
+        typer.Option("--no-auth", help="HTTP without API keys (loopback only): serves --tenant."),
+    ] = False,
+    as_user: AsOption = None,
+    group: GroupOption = None,
+) -> None:
+    """Serve the knowledge base as an MCP server (stdio, or streamable HTTP where every
+    call needs an API key from 'flexmatch keys create')."""
+    require_extra("mcp", "mcp", "flexmatch mcp")
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("use stdio or http", param_hint="--transport")
+    chosen: Transport = "stdio" if transport == "stdio" else "http"
+    run(
+        kb_folder(kb),
+        tenant=tenant,
+        read_only=read_only,
+        transport=chosen,
+        host=host,
+        port=port,
+        auth=not no_auth,
+        principal=reader(as_user, group),  # without keys: the end user it reads as
+    )
+
+
+def add_commands(app: typer.Typer) -> None:
+    """The ``flexmatch.commands`` entry point ``mcp``: the CLI adds the command so."""
+    app.command()(mcp)

@@ -21,8 +21,8 @@ import typer
 from rich.console import Console
 
 import flexmatch as fm  # names load on first use
-from flexmatch.adapters.cli.options import JsonOption
 from flexmatch.adapters.cli.output import shown
+from flexmatch.service import JsonOption
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, ResultItem

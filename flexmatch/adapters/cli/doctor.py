@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 
 import flexmatch as fm  # names load on first use
-from flexmatch.adapters.cli.options import JsonOption, KbOption, knowledge_base
 from flexmatch.adapters.cli.output import shown
+from flexmatch.service import JsonOption, KbOption, kb_folder
 
 if TYPE_CHECKING:
     from flexmatch import DoctorReport
@@ -40,7 +40,7 @@ def doctor(
 ) -> None:
     """Check the store for entries and points it cannot read (exit code 1 when it finds
     any and --fix is not given); --fix repairs it, keeping every readable point."""
-    folder = knowledge_base(kb)
+    folder = kb_folder(kb)
     settings = fm.load_config(folder).store
     if settings.url:
         raise fm.ConfigError(

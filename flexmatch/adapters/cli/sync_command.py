@@ -18,17 +18,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import flexmatch as fm  # names load on first use
+from flexmatch import DEFAULT_TENANT
 from flexmatch.adapters.cli.interrupts import RunWatch, stopped_cleanly
-from flexmatch.adapters.cli.options import (
-    DEFAULT_TENANT,
-    JsonOption,
-    KbOption,
-    TenantOption,
-    knowledge_base,
-)
 from flexmatch.adapters.cli.output import shown
 from flexmatch.adapters.cli.replicas import forget_cached_answers
 from flexmatch.adapters.cli.sync_watch import follow
+from flexmatch.service import (
+    JsonOption,
+    KbOption,
+    TenantOption,
+    kb_folder,
+)
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, SyncReport
@@ -57,7 +57,7 @@ def sync(
 ) -> None:
     """Bring every source up to date: list it, ingest what is new or changed, remove what
     is gone (files and records sources with paths, web sources with urls)."""
-    with fm.KnowledgeBase.open(knowledge_base(kb)) as base:
+    with fm.KnowledgeBase.open(kb_folder(kb)) as base:
         if watch:
             follow(base, source or None, tenant, as_json)
             return

@@ -79,9 +79,13 @@ def test_an_error_quoting_hostile_text_shows_it_as_text(hostile_kb: Path) -> Non
 
 
 def test_shown_is_the_only_way_cli_modules_escape_text() -> None:
-    """One helper: a CLI module that escapes with Rich's ``escape`` alone would let
-    control characters through again."""
-    cli = Path(shown.__code__.co_filename).parent
-    for path in sorted(cli.glob("*.py")):
-        if path.name != "output.py":
+    """One helper, shared by every command (the CLI's and those other adapters add): a
+    module that escapes with Rich's ``escape`` alone would let control characters
+    through again."""
+    home = Path(shown.__code__.co_filename)
+    package = home.parents[1]
+    modules = [*(package / "adapters").rglob("*.py"), *(package / "service").glob("*.py")]
+    assert len(modules) > 20
+    for path in sorted(modules):
+        if path != home:
             assert "rich.markup" not in path.read_text(encoding="utf-8"), path

@@ -1,0 +1,123 @@
+"""``flexmatch eval``: retrieval quality of setups side by side, on a BEIR dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
+import flexmatch.service as fm_service
+from flexmatch.adapters.cli.output import console, errors, shown
+from flexmatch.service import (
+    JsonOption,
+)
+
+if TYPE_CHECKING:
+    from flexmatch import IngestReport, Scores
+
+
+def evaluate(
+    dataset: Annotated[
+        Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/.")
+    ],
+    setup: Annotated[
+        list[str] | None,
+        typer.Option("--setup", help="Setup file or built-in name (repeatable); default: default."),
+    ] = None,
+    baselines: Annotated[
+        bool, typer.Option("--baselines", help="Add BM25, dense-passage and RRF baselines.")
+    ] = False,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Base flexmatch.yaml the setups apply to.")
+    ] = None,
+    split: Annotated[str, typer.Option(help="qrels split.")] = "test",
+    limit: Annotated[int | None, typer.Option(help="Only the first N queries.")] = None,
+    save_to: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-to",
+            file_okay=False,
+            help="Keep the results in this knowledge base (the web console shows the latest).",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by side."""
+    import tempfile
+
+    if save_to is not None and not save_to.expanduser().is_dir():  # before the long run
+        message = f"{save_to} is not a knowledge-base folder"
+        raise typer.BadParameter(message, param_hint="--save-to")
+    data = fm.BeirDataset.load(dataset, split)
+    base = fm.load_config(config.parent) if config else fm.KBConfig()
+    names = list(setup or ["default"]) + (list(fm_service.BASELINES) if baselines else [])
+    setups = [fm.load_setup(name, base) for name in dict.fromkeys(names)]
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        with tempfile.TemporaryDirectory(prefix="flexmatch-eval-") as work:
+            results = fm_service.run_sync(
+                fm.evaluate_setups(setups, data, Path(work), limit=limit, progress=progress)
+            )
+    if save_to is not None:
+        _save_eval(save_to, dataset, split, results)
+    if as_json:
+        rows = [
+            {"setup": name, **scores.model_dump(), "ingest_seconds": report.seconds}
+            for name, (report, scores) in results.items()
+        ]
+        console.print_json(json.dumps(rows))
+        return
+    queries = next(iter(results.values()))[1].queries
+    table = Table(title=f"{shown(dataset.name)}: {queries} queries")
+    for column in ("setup", "nDCG@10", "recall@5", "recall@10", "MRR@10", "median ms", "p95 ms"):
+        table.add_column(column, justify="left" if column == "setup" else "right")
+    for name, (_, s) in results.items():
+        table.add_row(
+            shown(name),
+            f"{s.ndcg_at_10:.4f}",
+            f"{s.recall_at_5:.4f}",
+            f"{s.recall_at_10:.4f}",
+            f"{s.mrr_at_10:.4f}",
+            f"{s.latency_median_ms:.1f}",
+            f"{s.latency_p95_ms:.1f}",
+        )
+    console.print(table)
+
+
+def _save_eval(
+    kb: Path, dataset: Path, split: str, results: dict[str, tuple[IngestReport, Scores]]
+) -> None:
+    """The run as the knowledge base's latest eval results (what the console shows)."""
+    folder = kb.expanduser().resolve()
+    rows = [
+        fm_service.EvalRow(setup=name, ingest_seconds=report.seconds, **scores.model_dump())
+        for name, (report, scores) in results.items()
+    ]
+    path = fm_service.save_eval(
+        folder, fm_service.EvalRun(dataset=dataset.name, split=split, rows=rows)
+    )
+    errors.print(f"saved to {shown(str(path))}")

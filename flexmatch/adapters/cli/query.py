@@ -1,0 +1,124 @@
+"""``flexmatch query``: an answer, as panels for a person or as the tool result (``--json``)
+or facts block (``--markdown``) an agent reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.panel import Panel
+
+import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
+from flexmatch import DEFAULT_TENANT
+from flexmatch.adapters.cli.output import console, errors, open_kb, say_notices, shown
+from flexmatch.service import (
+    AsOption,
+    GroupOption,
+    KbOption,
+    TenantOption,
+    reader,
+)
+
+if TYPE_CHECKING:
+    from flexmatch import ResultItem
+
+
+def query(
+    text: Annotated[str, typer.Argument(help="What to look for.")],
+    kb: KbOption = Path("."),
+    top_n: Annotated[int | None, typer.Option("--top-n", min=1, max=100)] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON tool result.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the agent's facts block.")
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each result matched (scores, ranks).")
+    ] = False,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="FIELD=VALUE (repeatable; tags, source, document_id, …)."),
+    ] = None,
+    as_user: AsOption = None,
+    groups: GroupOption = None,
+) -> None:
+    """Answer a query with the chunks that best match it."""
+    principal = reader(as_user, groups)
+    with open_kb(kb) as base:
+        answer = base.search(
+            text,
+            top_n=top_n,
+            tenant=tenant,
+            filters=_parse_filters(filters),
+            principal=principal,
+        )
+        for warning in answer.warnings:
+            errors.print(f"[yellow]warning:[/] {shown(warning)}")
+        if as_json or markdown:
+            chain = "json" if as_json else "markdown"
+            output = base.run_sync(base.aformat_answer(answer, chain, explain=explain))
+            sys.stdout.write(output.rstrip("\n") + "\n")
+        else:
+            say_notices(base)
+            result = fm.tool_result(
+                text,
+                answer.results,
+                explain=explain,
+                variants=answer.variants,
+                warnings=answer.warnings,
+            )
+            _print_results(result.query, result.variants, result.results)
+
+
+def _parse_filters(items: list[str] | None) -> dict[str, str | list[str]] | None:
+    """``--filter tags=a --filter tags=b`` → {"tags": ["a", "b"]} (any of them)."""
+    if not items:
+        return None
+    parsed: dict[str, list[str]] = {}
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise typer.BadParameter(f"'{item}': expected FIELD=VALUE", param_hint="--filter")
+        parsed.setdefault(field.strip(), []).append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in parsed.items()}
+
+
+def _explanation(r: ResultItem) -> str:
+    s = r.explanation
+    if s is None:
+        return ""
+
+    def show(value: float | None, rank: int | None = None) -> str:
+        text = "—" if value is None else f"{value:.3f}"
+        return f"{text} (#{rank})" if rank else text
+
+    return (
+        f"[dim]why:[/] dense {show(s.dense, s.dense_rank)} · question {show(s.question)} · "
+        f"content {show(s.content)} · lexical {show(s.lexical, s.lexical_rank)} · "
+        f"first stage {show(s.first_stage)} · rerank {show(s.rerank)}\n"
+    )
+
+
+def _print_results(text: str, variants: list[str] | None, results: list[ResultItem]) -> None:
+    """Rich panels over the tool result (the same items ``--json`` prints)."""
+    console.print(f"[bold]Query:[/] {shown(text)}")
+    if variants:
+        console.print(f"[dim]searched as:[/] {shown(' | '.join(variants))}")
+    if not results:
+        console.print("No results: the knowledge base holds nothing that matches.")
+    for r in results:
+        where = " › ".join(part for part in [r.title, *r.heading_path] if part)
+        content = r.content if len(r.content) <= 700 else r.content[:700] + "…"
+        body = (
+            f"[dim]cite:[/] {shown(r.cite)}\n"
+            f"[dim]source:[/] {shown(r.source)}  [dim]uri:[/] {shown(r.uri)}\n"
+            f"[dim]matched:[/] {shown(r.matched_text[:300])}\n"
+            + _explanation(r)
+            + f"[dim]context:[/] {shown(r.qualifying_text, lines=True)}\n\n"
+            + shown(content, lines=True)
+        )
+        title = f"{r.rank}. {shown(where)}  ({r.score:.3f})"
+        console.print(Panel(body, title=title, title_align="left"))
