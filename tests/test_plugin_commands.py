@@ -24,7 +24,7 @@ from pathlib import Path
 
 import typer
 
-from flexmatch.service import KbOption, kb_folder
+from flexmatch.adapters.command_line import KbOption, kb_folder
 
 
 def add_commands(app):

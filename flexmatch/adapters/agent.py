@@ -49,7 +49,7 @@ from flexmatch import (
     SourceChoiceError,
     ToolCallError,
 )
-from flexmatch.service import KbOption, TenantOption, kb_folder, shown
+from flexmatch.adapters.command_line import KbOption, TenantOption, kb_folder, shown
 
 if TYPE_CHECKING:  # the knowledge base loads when the agent runs, not with the CLI
     from flexmatch import KnowledgeBase

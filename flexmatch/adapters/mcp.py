@@ -53,7 +53,7 @@ from flexmatch import (
     __version__,
     tool_schema,
 )
-from flexmatch.service import (
+from flexmatch.adapters.command_line import (
     AsOption,
     GroupOption,
     HostOption,
@@ -61,8 +61,8 @@ from flexmatch.service import (
     PortOption,
     kb_folder,
     reader,
-    require_extra,
 )
+from flexmatch.service import require_extra
 
 if TYPE_CHECKING:  # the knowledge base and keys load when the server starts, not with the CLI
     from mcp.server.mcpserver import MCPServer

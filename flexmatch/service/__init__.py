@@ -3,8 +3,7 @@
 API keys (``keys``), the state every replica shares (``shared_state``: keys, job records,
 cache generations, sync leases and last runs, in ``syncs``) in one database
 (``state_db``), saved eval runs for the console (``evals``), sandboxed prompt previews
-(``previews``), and what every command shares, the CLI's and those the other adapters
-add to it through the ``flexmatch.commands`` hook (``command_line``). It sits between
+(``previews``). It sits between
 the facade (``flexmatch``) and the adapters, which import from here the names in
 ``__all__`` and, from ``flexmatch``, the public API. Applications need none of it: they
 use ``flexmatch.__all__``. Names load on first use, as in ``flexmatch``.
@@ -17,17 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 # name → (module, name in it)
 EXPORTS: dict[str, tuple[str, str]] = {
-    "AsOption": ("flexmatch.service.command_line", "AsOption"),
-    "COMMAND_PLUGINS": ("flexmatch.service.command_line", "COMMAND_PLUGINS"),
-    "GroupOption": ("flexmatch.service.command_line", "GroupOption"),
-    "HostOption": ("flexmatch.service.command_line", "HostOption"),
-    "JsonOption": ("flexmatch.service.command_line", "JsonOption"),
-    "KbOption": ("flexmatch.service.command_line", "KbOption"),
-    "PortOption": ("flexmatch.service.command_line", "PortOption"),
-    "TenantOption": ("flexmatch.service.command_line", "TenantOption"),
-    "kb_folder": ("flexmatch.service.command_line", "kb_folder"),
-    "reader": ("flexmatch.service.command_line", "reader"),
-    "shown": ("flexmatch.service.command_line", "shown"),
     "ApiKey": ("flexmatch.service.keys", "ApiKey"),
     "BASELINES": ("flexmatch.evaluation", "BASELINES"),
     "EvalRow": ("flexmatch.service.evals", "EvalRow"),
@@ -71,19 +59,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.evaluation import BASELINES
     from flexmatch.extras import require as require_extra
     from flexmatch.inputs.sources import safe_filename
-    from flexmatch.service.command_line import (
-        COMMAND_PLUGINS,
-        AsOption,
-        GroupOption,
-        HostOption,
-        JsonOption,
-        KbOption,
-        PortOption,
-        TenantOption,
-        kb_folder,
-        reader,
-        shown,
-    )
     from flexmatch.service.evals import EvalRow, EvalRun, load_eval, save_eval
     from flexmatch.service.keys import (
         PERMISSIONS,

@@ -17,7 +17,7 @@ from rich.table import Table
 
 import flexmatch as fm  # names load on first use
 from flexmatch.adapters.cli.output import console, errors, open_kb, say_notices, shown
-from flexmatch.service import JsonOption, KbOption, kb_folder
+from flexmatch.adapters.command_line import JsonOption, KbOption, kb_folder
 
 prompts_app = typer.Typer(
     help="The built-in prompts; copy one into the knowledge base to edit it.",

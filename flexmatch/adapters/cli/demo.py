@@ -22,7 +22,7 @@ from rich.console import Console
 
 import flexmatch as fm  # names load on first use
 from flexmatch.adapters.cli.output import shown
-from flexmatch.service import JsonOption
+from flexmatch.adapters.command_line import JsonOption
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, ResultItem

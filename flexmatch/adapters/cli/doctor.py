@@ -15,7 +15,7 @@ from rich.console import Console
 
 import flexmatch as fm  # names load on first use
 from flexmatch.adapters.cli.output import shown
-from flexmatch.service import JsonOption, KbOption, kb_folder
+from flexmatch.adapters.command_line import JsonOption, KbOption, kb_folder
 
 if TYPE_CHECKING:
     from flexmatch import DoctorReport

@@ -16,7 +16,7 @@ import flexmatch as fm  # names load on first use: `flexmatch --help` imports no
 from flexmatch import DEFAULT_TENANT
 from flexmatch.adapters.cli.output import console, errors, open_kb, shown
 from flexmatch.adapters.cli.replicas import forget_cached_answers
-from flexmatch.service import (
+from flexmatch.adapters.command_line import (
     AsOption,
     GroupOption,
     JsonOption,

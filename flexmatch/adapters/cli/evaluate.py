@@ -20,9 +20,7 @@ from rich.table import Table
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
 import flexmatch.service as fm_service
 from flexmatch.adapters.cli.output import console, errors, shown
-from flexmatch.service import (
-    JsonOption,
-)
+from flexmatch.adapters.command_line import JsonOption
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, Scores

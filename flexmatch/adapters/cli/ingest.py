@@ -23,11 +23,7 @@ from flexmatch import DEFAULT_TENANT
 from flexmatch.adapters.cli.interrupts import RunWatch, stopped_cleanly
 from flexmatch.adapters.cli.output import console, errors, open_kb, say_notices, shown
 from flexmatch.adapters.cli.replicas import forget_cached_answers
-from flexmatch.service import (
-    JsonOption,
-    KbOption,
-    TenantOption,
-)
+from flexmatch.adapters.command_line import JsonOption, KbOption, TenantOption
 
 if TYPE_CHECKING:
     from flexmatch import CostEstimate, IngestReport

@@ -16,7 +16,7 @@ from rich.table import Table
 import flexmatch as fm  # names load on first use
 import flexmatch.service as fm_service
 from flexmatch.adapters.cli.output import console, shown
-from flexmatch.service import KbOption, kb_folder
+from flexmatch.adapters.command_line import KbOption, kb_folder
 
 keys_app = typer.Typer(
     help="API keys for the HTTP API: a tenant and permissions each, stored hashed.",

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
-from flexmatch.service import kb_folder, shown
+from flexmatch.adapters.command_line import kb_folder, shown
 
 console = Console()
 errors = Console(stderr=True)

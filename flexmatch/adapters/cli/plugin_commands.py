@@ -14,7 +14,7 @@ import typer
 from typer.main import get_command_name
 
 import flexmatch as fm  # names load on first use
-from flexmatch.service import COMMAND_PLUGINS
+from flexmatch.adapters.command_line import COMMAND_PLUGINS
 
 # a stand-in takes whatever it is given, to say why it cannot run rather than how to call it
 _ANY_ARGUMENTS = {"allow_extra_args": True, "ignore_unknown_options": True}

@@ -14,13 +14,7 @@ from rich.panel import Panel
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
 from flexmatch import DEFAULT_TENANT
 from flexmatch.adapters.cli.output import console, errors, open_kb, say_notices, shown
-from flexmatch.service import (
-    AsOption,
-    GroupOption,
-    KbOption,
-    TenantOption,
-    reader,
-)
+from flexmatch.adapters.command_line import AsOption, GroupOption, KbOption, TenantOption, reader
 
 if TYPE_CHECKING:
     from flexmatch import ResultItem

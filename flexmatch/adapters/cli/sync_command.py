@@ -23,12 +23,7 @@ from flexmatch.adapters.cli.interrupts import RunWatch, stopped_cleanly
 from flexmatch.adapters.cli.output import shown
 from flexmatch.adapters.cli.replicas import forget_cached_answers
 from flexmatch.adapters.cli.sync_watch import follow
-from flexmatch.service import (
-    JsonOption,
-    KbOption,
-    TenantOption,
-    kb_folder,
-)
+from flexmatch.adapters.command_line import JsonOption, KbOption, TenantOption, kb_folder
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, SyncReport

@@ -12,7 +12,13 @@ from typing import Annotated, Literal
 
 import typer
 
-from flexmatch.service import HostOption, KbOption, PortOption, kb_folder, require_extra
+from flexmatch.adapters.command_line import (
+    HostOption,
+    KbOption,
+    PortOption,
+    kb_folder,
+)
+from flexmatch.service import require_extra
 
 
 def serve(
