@@ -33,9 +33,9 @@ from flexmatch.engine.archive import Original
 from flexmatch.engine.chains import Formatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
-from flexmatch.engine.estimate import estimate_reading, plan_reindex
-from flexmatch.engine.fanout import RayFanOut, RayOptions
-from flexmatch.engine.formatting import format_result
+from flexmatch.engine.ingest.estimate import estimate_reading, plan_reindex
+from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
+from flexmatch.engine.query.format import format_result
 from flexmatch.engine.ingest import (
     ProgressCallback,
     SourceChainCache,
@@ -44,9 +44,9 @@ from flexmatch.engine.ingest import (
     run_ingest,
 )
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.load import Loader, check_prunable, prunable_records, prune
+from flexmatch.engine.ingest.load import Loader, check_prunable, prunable_records, prune
 from flexmatch.engine.points import search_filters
-from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
+from flexmatch.engine.query.run import QueryChains, QueryPlan, search, similar
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stores import VectorStore
 from flexmatch.errors import ConfigError, DocumentNotFoundError

@@ -16,7 +16,7 @@ import flexmatch as fm
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.query import QueryPlan, SourceGroup, _group_scopes, _rerank
+from flexmatch.engine.query.run import QueryPlan, SourceGroup, _group_scopes, _rerank
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import load_setup
 from flexmatch.models import Document, Element, SearchResult, Section

@@ -11,7 +11,7 @@ import pytest
 
 from flexmatch import ConfigError, IngestReport, SourceConfig, SourceSync, SyncReport
 from flexmatch.config import IngestConfig
-from flexmatch.engine.load import within
+from flexmatch.engine.ingest.load import within
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.inputs.sources.types import StoredCopies
 from flexmatch.models import Document, FailedDocument

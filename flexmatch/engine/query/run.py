@@ -28,7 +28,7 @@ from flexmatch.engine.chains import (
 from flexmatch.engine.chains.base import collecting_warnings, for_sources
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import Filters
-from flexmatch.engine.retrieval import Candidate, Retriever
+from flexmatch.engine.query.search import Candidate, Retriever
 from flexmatch.engine.stores import Hit, VectorStore
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer

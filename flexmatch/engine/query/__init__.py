@@ -1,0 +1,1 @@
+"""The query path, one module a stage."""
