@@ -33,9 +33,6 @@ from flexmatch.engine.archive import Original
 from flexmatch.engine.chains import Formatter, build_chain
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
-from flexmatch.engine.ingest.estimate import estimate_reading, plan_reindex
-from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
-from flexmatch.engine.query.format import format_result
 from flexmatch.engine.ingest import (
     ProgressCallback,
     SourceChainCache,
@@ -43,10 +40,12 @@ from flexmatch.engine.ingest import (
     Work,
     run_ingest,
 )
-from flexmatch.engine.llm import LLM
+from flexmatch.engine.ingest.estimate import estimate_reading, plan_reindex
+from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest.load import Loader, check_prunable, prunable_records, prune
+from flexmatch.engine.llm import LLM
 from flexmatch.engine.points import search_filters
-from flexmatch.engine.query.run import QueryChains, QueryPlan, search, similar
+from flexmatch.engine.query import QueryChains, QueryPlan, format_result, run_query, similar
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stores import VectorStore
 from flexmatch.errors import ConfigError, DocumentNotFoundError
@@ -633,7 +632,7 @@ class KnowledgeBase:
         inside the search; ``None``: everything, the admin's view)."""
         if not text.strip():
             raise ConfigError("the query is empty")
-        return await search(
+        return await run_query(
             text,
             plan=self.query_plan(),
             embedder=self.embedder,

@@ -72,6 +72,7 @@ ADAPTER_PLUMBING = {"flexmatch.lifecycle"}
 CONCEPT_PACKAGES = (
     "flexmatch.engine.chains",
     "flexmatch.engine.ingest",
+    "flexmatch.engine.query",
     "flexmatch.engine.embedders",
     "flexmatch.engine.stores",
     "flexmatch.inputs.parsing",

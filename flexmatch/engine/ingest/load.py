@@ -17,8 +17,8 @@ from pathlib import Path
 
 from flexmatch.config import CONFIG_FILE
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.ingest import SourceChains
-from flexmatch.engine.runtime import Runtime
+from flexmatch.engine.ingest.resources import Resources
+from flexmatch.engine.ingest.source_chains import SourceChains
 from flexmatch.errors import ConfigError
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.loaders import Item
@@ -50,7 +50,7 @@ class Loader:
     """The reading side of one knowledge base's ingests (``chains``: a source's ingest
     chains, which validate its name and chains before anything is read)."""
 
-    def __init__(self, runtime: Runtime, chains: Callable[[str], SourceChains]) -> None:
+    def __init__(self, runtime: Resources, chains: Callable[[str], SourceChains]) -> None:
         self.runtime = runtime
         self.chains = chains
 
@@ -135,7 +135,7 @@ def within(uri: str, root: Path) -> bool:
 
 
 def prunable_records(
-    reader: SourceReader, runtime: Runtime, tenant: str
+    reader: SourceReader, runtime: Resources, tenant: str
 ) -> tuple[list[DocumentRecord], str | None]:
     """The source's documents a run did not reach, or found gone, or why none may be
     removed after it (it did not see the whole source). Only documents from where the
@@ -163,7 +163,7 @@ def prunable_records(
     return [record for record in records if record.id not in keep], None
 
 
-def prune(reader: SourceReader, report: IngestReport, runtime: Runtime, tenant: str) -> None:
+def prune(reader: SourceReader, report: IngestReport, runtime: Resources, tenant: str) -> None:
     """Remove the source's documents this run did not reach, or found gone; never after a
     run that did not see the whole source (``prunable_records``)."""
     records, refused = prunable_records(reader, runtime, tenant)

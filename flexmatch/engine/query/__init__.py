@@ -1,1 +1,30 @@
-"""The query path, one module a stage."""
+"""The query path, one module a stage: transform → embed → search → complete → rerank →
+format, and the run that drives them.
+
+``plan``: the chains each source's queries go through, and the groups of sources
+searched together (``QueryPlan``); a group's transform puts the query in its sources'
+form, and ``run`` embeds the variants.
+``search``: the first stage, dense and BM25 search over matching texts, fused
+(``Retriever``); ``complete``: each candidate given every signal, a typed ``Candidate``.
+``rerank``: the candidates ranked on one scale, the top-N kept read into results.
+``format``: the tool result made the text an agent reads (``format_result``).
+``run``: one query through all of it (``run_query``; ``similar``), timed per stage.
+"""
+
+from flexmatch.engine.query.complete import Candidate
+from flexmatch.engine.query.format import format_result
+from flexmatch.engine.query.plan import QueryChains, QueryPlan, SourceGroup
+from flexmatch.engine.query.run import StageTimer, run_query, similar
+from flexmatch.engine.query.search import Retriever
+
+__all__ = [
+    "Candidate",
+    "QueryChains",
+    "QueryPlan",
+    "Retriever",
+    "SourceGroup",
+    "StageTimer",
+    "format_result",
+    "run_query",
+    "similar",
+]
