@@ -15,10 +15,10 @@ import pytest
 import flexmatch as fm
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
+from flexmatch.engine.chains.plan import QueryPlan, SourceGroup
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.query import QueryPlan, SourceGroup
-from flexmatch.engine.query.plan import group_scopes
 from flexmatch.engine.query.rerank import rerank
+from flexmatch.engine.query.run import group_scopes
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import load_setup
 from flexmatch.models import Document, Element, SearchResult, Section

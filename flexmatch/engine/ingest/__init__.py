@@ -22,7 +22,6 @@ from flexmatch.engine.ingest.run import (
     read_ahead,
     run_ingest,
 )
-from flexmatch.engine.ingest.source_chains import SourceChainCache, SourceChains
 from flexmatch.engine.ingest.versions import is_current, version_of
 
 __all__ = [
@@ -32,8 +31,6 @@ __all__ = [
     "IngestRun",
     "LocalWork",
     "ProgressCallback",
-    "SourceChainCache",
-    "SourceChains",
     "VectorSet",
     "Work",
     "check_size",

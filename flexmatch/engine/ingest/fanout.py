@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from flexmatch.config import KBConfig
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.ingest.embed import Enriched
 from flexmatch.engine.ingest.ray_worker import IngestWorker, Raised, WorkerInfo, WorkResult
-from flexmatch.engine.ingest.source_chains import SourceChains
 from flexmatch.errors import ConfigError, FlexMatchError, ParseError
 from flexmatch.extras import require
 from flexmatch.inputs.isolation import IsolatedPool
@@ -79,6 +79,15 @@ class RayOptions:
     address: str | None = None
     workers: int = 2
     retries: int = 2
+
+    @classmethod
+    def chosen(cls, ray: bool | str, workers: int, retries: int) -> RayOptions | None:
+        """The options an ingest's ``ray=`` asks for: ``False``, none (a local run);
+        ``True`` or ``""``, a cluster started here; else the address of a running one."""
+        if ray is False:
+            return None
+        address = ray if isinstance(ray, str) and ray else None
+        return cls(address=address, workers=workers, retries=retries)
 
     def check(self) -> None:
         if self.workers < 1:

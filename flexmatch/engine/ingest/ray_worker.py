@@ -19,9 +19,9 @@ import numpy as np
 
 from flexmatch.config import LOCAL_EMBEDDING_MODELS, KBConfig
 from flexmatch.engine.chains import ChainContext
+from flexmatch.engine.chains.sources import SourceChainCache
 from flexmatch.engine.embedders import EmbeddingBatcher, make_embedder
 from flexmatch.engine.ingest.embed import prepare
-from flexmatch.engine.ingest.source_chains import SourceChainCache
 from flexmatch.engine.llm import LLM
 from flexmatch.errors import FlexMatchError
 from flexmatch.inputs.isolation import IsolatedPool

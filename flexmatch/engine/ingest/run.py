@@ -17,12 +17,12 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from typing import Any, TypeVar
 
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import ActiveRuns, DocumentRegistry
 from flexmatch.engine.embedders import EmbeddingBatcher
 from flexmatch.engine.ingest.commit import Indexer
 from flexmatch.engine.ingest.embed import LocalWork, Work
 from flexmatch.engine.ingest.resources import Resources
-from flexmatch.engine.ingest.source_chains import SourceChains
 from flexmatch.engine.llm import LLM
 from flexmatch.models import Document, FailedDocument, IngestReport, Usage
 

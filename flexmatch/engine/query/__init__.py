@@ -1,9 +1,9 @@
 """The query path, one module a stage: transform → embed → search → complete → rerank →
 format, and the run that drives them.
 
-``plan``: the chains each source's queries go through, and the groups of sources
-searched together (``QueryPlan``); a group's transform puts the query in its sources'
-form, and ``run`` embeds the variants.
+Which chains a query goes through is ``engine.chains.plan`` (``QueryPlan``: each source's
+transform, reranker and formatter, and the groups of sources searched together); a
+group's transform puts the query in its sources' form, and ``run`` embeds the variants.
 ``search``: the first stage, dense and BM25 search over matching texts, fused
 (``Retriever``); ``complete``: each candidate given every signal, a typed ``Candidate``.
 ``rerank``: the candidates ranked on one scale, the top-N kept read into results.
@@ -13,16 +13,12 @@ form, and ``run`` embeds the variants.
 
 from flexmatch.engine.query.complete import Candidate
 from flexmatch.engine.query.format import format_result
-from flexmatch.engine.query.plan import QueryChains, QueryPlan, SourceGroup
 from flexmatch.engine.query.run import StageTimer, run_query, similar
 from flexmatch.engine.query.search import Retriever
 
 __all__ = [
     "Candidate",
-    "QueryChains",
-    "QueryPlan",
     "Retriever",
-    "SourceGroup",
     "StageTimer",
     "format_result",
     "run_query",

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from flexmatch.engine.chains import Reranker
 from flexmatch.engine.chains.base import for_sources
+from flexmatch.engine.chains.plan import SourceGroup
 from flexmatch.engine.query.complete import Candidate
-from flexmatch.engine.query.plan import SourceGroup
 from flexmatch.engine.query.search import Retriever
 from flexmatch.models import SearchResult
 

@@ -18,14 +18,44 @@ from contextlib import contextmanager
 
 from flexmatch.config import QueryConfig
 from flexmatch.engine.chains.base import collecting_warnings, for_sources
+from flexmatch.engine.chains.plan import QueryPlan, SourceGroup
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import Filters
-from flexmatch.engine.query.plan import QueryPlan, group_scopes
 from flexmatch.engine.query.rerank import read_kept, rerank
 from flexmatch.engine.query.search import Retriever
 from flexmatch.engine.stores import Hit, VectorStore
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer
+
+
+def group_scopes(
+    groups: list[SourceGroup], default_source: str, filters: Filters | None
+) -> list[tuple[SourceGroup, Filters, Filters | None]]:
+    """Each group with what it searches: its own sources (when there are several groups)
+    within any source the caller asked for. The default source's group also searches
+    the sources the configuration no longer names (documents of a removed source stay
+    findable), by leaving out the other groups' sources instead of naming its own. A
+    group the caller's sources exclude is left out."""
+    if len(groups) == 1:
+        return [(groups[0], dict(filters or {}), None)]
+    asked = (filters or {}).get("source")
+    wanted: set[str] | None = None
+    if asked is not None:
+        wanted = {str(s) for s in asked} if isinstance(asked, list) else {str(asked)}
+    configured = {s for g in groups for s in g.sources}
+    scopes: list[tuple[SourceGroup, Filters, Filters | None]] = []
+    for group in groups:
+        if default_source in group.sources:
+            others = sorted(configured - set(group.sources))
+            if wanted is None:
+                scopes.append((group, dict(filters or {}), {"source": others}))
+                continue
+            mine = [s for s in wanted if s in group.sources or s not in configured]
+        else:
+            mine = [s for s in group.sources if wanted is None or s in wanted]
+        if mine:
+            scopes.append((group, {**(filters or {}), "source": sorted(mine)}, None))
+    return scopes
 
 
 async def run_query(

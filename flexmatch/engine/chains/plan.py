@@ -1,6 +1,6 @@
-"""The plan of a query: the chains each source's queries go through (its own, else
+"""The query side of each source: the chains its queries go through (its own, else
 ``query.*``), and the groups of sources searched together, one transform and one
-reranker each."""
+reranker each (``QueryPlan``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 from dataclasses import dataclass
 
 from flexmatch.config import ChainRef, KBConfig, source_chain_refs
-from flexmatch.engine.chains import ChainContext, Formatter, QueryTransform, Reranker, build_chain
-from flexmatch.engine.points import Filters
+from flexmatch.engine.chains.base import ChainContext
+from flexmatch.engine.chains.kinds import Formatter, QueryTransform, Reranker
+from flexmatch.engine.chains.registry import build_chain
 
 
 @dataclass
@@ -73,33 +74,3 @@ class QueryPlan:
             default_source=config.default_source,
             arbiter=arbiter,
         )
-
-
-def group_scopes(
-    groups: list[SourceGroup], default_source: str, filters: Filters | None
-) -> list[tuple[SourceGroup, Filters, Filters | None]]:
-    """Each group with what it searches: its own sources (when there are several groups)
-    within any source the caller asked for. The default source's group also searches
-    the sources the configuration no longer names (documents of a removed source stay
-    findable), by leaving out the other groups' sources instead of naming its own. A
-    group the caller's sources exclude is left out."""
-    if len(groups) == 1:
-        return [(groups[0], dict(filters or {}), None)]
-    asked = (filters or {}).get("source")
-    wanted: set[str] | None = None
-    if asked is not None:
-        wanted = {str(s) for s in asked} if isinstance(asked, list) else {str(asked)}
-    configured = {s for g in groups for s in g.sources}
-    scopes: list[tuple[SourceGroup, Filters, Filters | None]] = []
-    for group in groups:
-        if default_source in group.sources:
-            others = sorted(configured - set(group.sources))
-            if wanted is None:
-                scopes.append((group, dict(filters or {}), {"source": others}))
-                continue
-            mine = [s for s in wanted if s in group.sources or s not in configured]
-        else:
-            mine = [s for s in group.sources if wanted is None or s in wanted]
-        if mine:
-            scopes.append((group, {**(filters or {}), "source": sorted(mine)}, None))
-    return scopes
