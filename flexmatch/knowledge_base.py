@@ -1,21 +1,23 @@
 """``KnowledgeBase``: the public Python API, async first, each method with a sync twin.
 
 A thin facade: it opens the folder's config and its ``engine.runtime`` (store, models,
-workers), and hands each call to the unit that does the work: ``engine.ingest`` (load →
-chunk → enrich → embed → commit), ``engine.query`` (transform → embed → search →
-complete → rerank) and ``engine.formatting``, ``engine.documents`` for document
-management, ``engine.estimate`` for what an ingest would cost.
+workers), and hands each call to the unit that does the work: ``chains``
+(``engine.chains.ResolvedChains``: what each source and the query path resolve to),
+``ingestor`` (``engine.ingest``: load → chunk → enrich → embed → commit, estimates,
+re-indexes), ``querier`` (``engine.query``: transform → embed → search → complete →
+rerank → format) and ``documents`` (``engine.stored_documents``: records and copies).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from flexmatch import config_templates
-from flexmatch.access import Access, Principal, access_filter
+from flexmatch.access import Access, Principal
 from flexmatch.async_bridge import run_sync, sync_twin
 from flexmatch.config import KBConfig, QueryConfig, SourceConfig, choose_source, load_config
 from flexmatch.engine.archive import Original
@@ -33,8 +35,7 @@ from flexmatch.engine.ingest import ProgressCallback
 from flexmatch.engine.ingest.fanout import RayOptions
 from flexmatch.engine.ingest.ingestor import Ingestor
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.points import search_filters
-from flexmatch.engine.query import format_result, run_query, similar
+from flexmatch.engine.query.querier import Querier
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.engine.stores import VectorStore
@@ -54,7 +55,7 @@ from flexmatch.models import (
     SyncReport,
     WatchEvent,
 )
-from flexmatch.results import Answer, tool_result
+from flexmatch.results import Answer
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.watching import WatchPlan, follow
 
@@ -82,6 +83,7 @@ class KnowledgeBase:
         self.chains = ResolvedChains(lambda: self.config, self.context, path)
         self.ingestor = Ingestor(self.runtime, self.chains.source)
         self.documents = StoredDocuments(lambda: self.store, self.archive)
+        self.querier = Querier(self.runtime, self.chains)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -251,13 +253,7 @@ class KnowledgeBase:
         gone; one that cannot list itself is skipped, one that fails does not stop the
         others. ``progress`` gets each source's name and its report so far."""
         names = chosen_sources(self.config, source, str(self.path))
-
-        def ingest(
-            name: str, prune: bool, tick: ProgressCallback
-        ) -> Coroutine[Any, Any, IngestReport]:
-            return self.aingest(source=name, tenant=tenant, progress=tick, prune=prune)
-
-        reader = self.ingestor.reader
+        ingest, reader = functools.partial(self.aingest, tenant=tenant), self.ingestor.reader
         return await sync_sources(
             self.config, names, tenant, reader=reader, ingest=ingest, progress=progress
         )
@@ -273,13 +269,12 @@ class KnowledgeBase:
         """Sync every source (or those named), then follow the folders and files of the
         files and records sources and sync a source again, within seconds, each time
         what it reads changes; until ``stop`` is set (or Ctrl-C; at once when no source
-        is watched). Each sync, and each
-        path that goes or comes back, is a ``WatchEvent``. The store is closed between
-        syncs, so another process (``flexmatch query``) can open it meanwhile."""
+        is watched). Each sync, and each path that goes or comes back, is a
+        ``WatchEvent``. The store is closed between syncs, so another process
+        (``flexmatch query``) can open it meanwhile."""
         names = chosen_sources(self.config, source, str(self.path))
-        store = Path(self.config.store.path)
-        ignored = [self.path / STATE_DIR, store if store.is_absolute() else self.path / store]
-        plan = WatchPlan(self.config, self.path, names, ignored)
+        own = [self.runtime.state_dir, self.runtime.store_path]  # not the user's changes
+        plan = WatchPlan(self.config, self.path, names, own)
 
         def sync_one(name: str) -> SyncReport:
             try:
@@ -463,19 +458,7 @@ class KnowledgeBase:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
         inside the search; ``None``: everything, the admin's view)."""
-        if not text.strip():
-            raise ConfigError("the query is empty")
-        return await run_query(
-            text,
-            plan=self.query_plan(),
-            embedder=self.embedder,
-            store=self.store,
-            tenant=tenant,
-            settings=self.config.query,
-            top_k=top_k or self.config.query.top_k,
-            top_n=top_n or self.config.query.top_n,
-            filters={**search_filters(filters), **access_filter(principal)},
-        )
+        return await self.querier.search(text, top_n, top_k, filters, tenant, principal)
 
     async def aquery(
         self,
@@ -505,17 +488,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks most similar to ``text``: no query rewrite, no reranking; only of
         documents ``principal`` may read."""
-        if not text.strip():
-            raise ConfigError("the text is empty")
-        return await similar(
-            text,
-            embedder=self.embedder,
-            store=self.store,
-            tenant=tenant,
-            top_k=max(top_n * 4, 20),
-            top_n=top_n,
-            filters={**search_filters(filters), **access_filter(principal)},
-        )
+        return await self.querier.similar(text, top_n, filters, tenant, principal)
 
     async def aformat(
         self,
@@ -531,13 +504,8 @@ class KnowledgeBase:
         (its own, else ``query.formatter``), over the tool result; ``explain`` adds each
         result's signals and the variants searched. Results whose sources format
         differently are formatted in parts, in their rank order."""
-        result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
-        if formatter is not None:
-            return await self.formatter(formatter).run(result)
-        known = self.config.sources  # a removed source's results format as the default's
-        return await format_result(
-            result, lambda source: self.formatter(source=source if source in known else None)
-        )
+        querier = self.querier
+        return await querier.format(text, results, formatter, explain, variants, warnings)
 
     async def aformat_answer(
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False

@@ -212,7 +212,7 @@ def test_an_unexpected_error_fails_its_source_and_the_next_one_syncs() -> None:
             raise KeyError("north")
         return SimpleNamespace(unlisted=None, prunable=False)
 
-    async def ingest(name: str, prune: bool, tick: object) -> IngestReport:
+    async def ingest(*, source: str, prune: bool, progress: object) -> IngestReport:
         return IngestReport(planned=1)
 
     report = asyncio.run(
