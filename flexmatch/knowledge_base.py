@@ -472,9 +472,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
-        answer = await self.asearch(
-            text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
-        )
+        answer = await self.querier.search(text, top_n, top_k, filters, tenant, principal)
         return answer.results
 
     async def asimilar(
@@ -511,13 +509,9 @@ class KnowledgeBase:
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False
     ) -> str:
         """``aformat`` of a whole answer (its variants and warnings included)."""
-        return await self.aformat(
-            answer.query,
-            answer.results,
-            formatter,
-            explain=explain,
-            variants=answer.variants,
-            warnings=answer.warnings,
+        found, variants, warnings = answer.results, answer.variants, answer.warnings
+        return await self.querier.format(
+            answer.query, found, formatter, explain, variants, warnings
         )
 
     # -- sync twins: each async method above, run to its end (the same parameters) --------

@@ -19,7 +19,7 @@ from flexmatch.models import SearchResult
 from flexmatch.results import Answer, tool_result
 
 
-class Resources(Protocol):
+class QueryResources(Protocol):
     """What a query takes of an open knowledge base (``engine.runtime.Runtime`` is one)."""
 
     @property
@@ -33,7 +33,7 @@ class Resources(Protocol):
 class Querier:
     """The queries of one open knowledge base, over its chains."""
 
-    def __init__(self, resources: Resources, chains: ResolvedChains) -> None:
+    def __init__(self, resources: QueryResources, chains: ResolvedChains) -> None:
         self.resources = resources
         self.chains = chains
 
