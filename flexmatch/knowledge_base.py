@@ -579,7 +579,7 @@ async def evaluate_setups(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, tuple[IngestReport, Scores]]:
     """Ingest the corpus once per distinct ingest side, then run each setup's queries."""
-    opened = KnowledgeBase.open
+    open_kb = KnowledgeBase.open
     return await run_setups(
-        opened, setups, dataset, work_dir, limit=limit, embedder=embedder, progress=progress
+        open_kb, setups, dataset, work_dir, limit=limit, embedder=embedder, progress=progress
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 from flexmatch.engine.chains import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.ingest.embed import Work
 from flexmatch.engine.ingest.estimate import estimate_reading, plan_reindex
 from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest.load import Loader, check_prunable, prunable_records, prune
@@ -99,9 +100,11 @@ class Ingestor:
         tenant: str,
         progress: ProgressCallback | None = None,
         planned: int = 0,
-        **options: Any,
+        *,
+        work: Work | None = None,
+        concurrency: int | None = None,
     ) -> IngestReport:
-        """``items`` indexed in ``tenant`` (``run.run_ingest``, its ``options`` too)."""
+        """``items`` indexed in ``tenant`` (``run.run_ingest``)."""
         return await run_ingest(
             items,
             self.resources,
@@ -109,7 +112,8 @@ class Ingestor:
             tenant,
             progress=progress,
             planned=planned,
-            **options,
+            work=work,
+            concurrency=concurrency,
         )
 
     async def fetch_pages(self, urls: Iterable[str], source: str | None) -> list[Item]:
