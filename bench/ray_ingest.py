@@ -29,7 +29,7 @@ from run import corpus, llm_config  # bench/run.py: squad-dev paragraphs, the LL
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.fanout import NAMESPACE
+from flexmatch.engine.ingest.fanout import NAMESPACE
 from flexmatch.testing import FakeLLMServer
 
 

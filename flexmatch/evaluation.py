@@ -1,7 +1,9 @@
 """Retrieval evaluation on labelled data in BEIR layout: nDCG@10, recall@k, MRR@10.
 
-Metrics, data sets and setups live here; ``knowledge_base.evaluate_setups`` runs setups
-side by side on knowledge bases it opens (there, as it opens them).
+Metrics, data sets and setups live here, and ``run_setups``, which runs setups side by
+side on knowledge bases it opens (``flexmatch.evaluate_setups`` opens them as
+``KnowledgeBase.open`` does: this module stays below the facade, which the service
+layer's evaluation records need).
 
 A BEIR folder holds ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``
 (query-id, corpus-id, score; scores above 1 are graded relevance).
@@ -13,7 +15,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,10 +23,11 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from flexmatch.async_bridge import run_sync
-from flexmatch.config import QUERY_SIDE, KBConfig, current_query_keys
+from flexmatch.config import QUERY_SIDE, KBConfig, QueryConfig, SourceConfig, current_query_keys
 from flexmatch.config_templates import deep_merge
+from flexmatch.engine.embedders import Embedder
 from flexmatch.errors import ConfigError
-from flexmatch.models import SearchResult
+from flexmatch.models import IngestReport, SearchResult
 from flexmatch.resources import builtin_dir
 from flexmatch.yamlio import read_yaml, validate
 
@@ -202,3 +205,76 @@ def load_setup(name_or_path: str, base: KBConfig) -> Setup:
             )
         return Setup(name=path.stem, config=config, corpus_sources=tuple(dealt))
     return Setup(name=path.stem, config=config)
+
+
+# -- running setups side by side ---------------------------------------------------------
+class Evaluated(Searchable, Protocol):
+    """What running setups needs of a knowledge base it opens: ingest, a switch of the
+    query settings, its embedding model (shared with the next one), and closing."""
+
+    @property
+    def embedder(self) -> Embedder: ...
+    async def aingest(
+        self, inputs: Iterable[str | Path] = (), *, source: str | None = None
+    ) -> IngestReport: ...
+    def use_query_config(
+        self, query: QueryConfig, sources: dict[str, SourceConfig] | None = None
+    ) -> None: ...
+    def close(self) -> None: ...
+
+
+class Opener(Protocol):
+    """How ``run_setups`` opens a knowledge base (``KnowledgeBase.open``)."""
+
+    def __call__(
+        self, path: Path, *, config: KBConfig, env: dict[str, str], embedder: Embedder | None
+    ) -> Evaluated: ...
+
+
+async def run_setups(
+    open_kb: Opener,
+    setups: list[Setup],
+    dataset: BeirDataset,
+    work_dir: Path,
+    *,
+    limit: int | None = None,
+    embedder: Embedder | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, tuple[IngestReport, Scores]]:
+    """Ingest the corpus once per distinct ingest side (into a knowledge base ``open_kb``
+    opens), then run each setup's queries on it."""
+    groups: dict[str, list[Setup]] = {}
+    for setup in setups:
+        groups.setdefault(setup.ingest_key, []).append(setup)
+    results: dict[str, tuple[IngestReport, Scores]] = {}
+    total = min(limit or len(dataset.queries), len(dataset.queries))
+    loaded: dict[str, Embedder] = {}  # without ``embedder``: each model loaded once
+    for index, members in enumerate(groups.values()):
+        folder = work_dir / f"kb-{index}"
+        model = members[0].config.models.embedding
+        kb = open_kb(
+            folder, config=members[0].config, env={}, embedder=embedder or loaded.get(model)
+        )
+        try:
+            loaded.setdefault(model, kb.embedder)
+            if progress is not None:
+                progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
+            parts = members[0].corpus_parts(dataset.corpus, work_dir / f"corpus-{index}")
+            report = IngestReport.combined(
+                [await kb.aingest([part], source=source) for part, source in parts]
+            )
+            for setup in members:
+                kb.use_query_config(setup.config.query, setup.config.sources)
+                done = 0
+
+                def tick(name: str = setup.name) -> None:
+                    nonlocal done
+                    done += 1
+                    if progress is not None:
+                        progress(name, done, total)
+
+                scores = await evaluate(kb, dataset, limit, on_query=tick)
+                results[setup.name] = (report, scores)
+        finally:
+            kb.close()
+    return results

@@ -1,56 +1,46 @@
 """``KnowledgeBase``: the public Python API, async first, each method with a sync twin.
 
 A thin facade: it opens the folder's config and its ``engine.runtime`` (store, models,
-workers), and hands each call to the unit that does the work: ``engine.ingest`` (load →
-chunk → enrich → embed → commit), ``engine.query`` (transform → embed → search →
-complete → rerank) and ``engine.formatting``, ``engine.documents`` for document
-management, ``engine.estimate`` for what an ingest would cost.
+workers), and hands each call to the unit that does the work: ``chains``
+(``engine.chains.ResolvedChains``: what each source and the query path resolve to),
+``ingestor`` (``engine.ingest``: load → chunk → enrich → embed → commit, estimates,
+re-indexes), ``querier`` (``engine.query``: transform → embed → search → complete →
+rerank → format) and ``documents`` (``engine.stored_documents``: records and copies).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from flexmatch import config_templates
-from flexmatch.access import DEFAULT_TENANT, Access, Principal, access_filter
+from flexmatch.access import DEFAULT_TENANT, Access, Principal
 from flexmatch.async_bridge import run_sync, sync_twin
-from flexmatch.config import (
-    CONFIG_FILE,
-    QUERY_SIDE,
-    ChainRef,
-    KBConfig,
-    QueryConfig,
-    SourceConfig,
-    choose_source,
-    load_config,
-    source_chain_refs,
-)
+from flexmatch.config import KBConfig, QueryConfig, SourceConfig, choose_source, load_config
 from flexmatch.engine.archive import Original
-from flexmatch.engine.chains import Formatter, build_chain
+from flexmatch.engine.chains import (
+    Formatter,
+    QueryChains,
+    QueryPlan,
+    ResolvedChains,
+    SourceChains,
+    with_query_config,
+)
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
-from flexmatch.engine.estimate import estimate_reading, plan_reindex
-from flexmatch.engine.fanout import RayFanOut, RayOptions
-from flexmatch.engine.formatting import format_result
-from flexmatch.engine.ingest import (
-    ProgressCallback,
-    SourceChainCache,
-    SourceChains,
-    Work,
-    run_ingest,
-)
+from flexmatch.engine.ingest import ProgressCallback
+from flexmatch.engine.ingest.fanout import RayOptions
+from flexmatch.engine.ingest.ingestor import Ingestor
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.load import Loader, check_prunable, prunable_records, prune
-from flexmatch.engine.points import search_filters
-from flexmatch.engine.query import QueryChains, QueryPlan, search, similar
+from flexmatch.engine.query.querier import Querier
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
+from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.engine.stores import VectorStore
-from flexmatch.errors import ConfigError, DocumentNotFoundError
-from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate
+from flexmatch.errors import ConfigError
+from flexmatch.evaluation import BeirDataset, Scores, Setup, run_setups
 from flexmatch.inputs.sources.items import Item
 from flexmatch.models import (
     ChainUse,
@@ -58,7 +48,6 @@ from flexmatch.models import (
     Document,
     DocumentDetail,
     DocumentRecord,
-    FailedDocument,
     IngestReport,
     ReindexPlan,
     SearchResult,
@@ -66,9 +55,8 @@ from flexmatch.models import (
     SyncReport,
     WatchEvent,
 )
-from flexmatch.results import Answer, tool_result
+from flexmatch.results import Answer
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
-from flexmatch.tools import check_query
 from flexmatch.watching import WatchPlan, follow
 
 __all__ = ["DEFAULT_TENANT", "LLM_CACHE_FILE", "STATE_DIR", "KnowledgeBase", "evaluate_setups"]
@@ -91,12 +79,10 @@ class KnowledgeBase:
         self.runtime = Runtime(path, lambda: self.config, env=env, embedder=embedder)
         self.context = self.runtime.context
         self.archive = self.runtime.archive
-        self._source_chains = SourceChainCache(
-            lambda: self.config.sources, self.context, str(path / CONFIG_FILE)
-        )
-        self._loader = Loader(self.runtime, self.source_chains)
-        self._query_plan: QueryPlan | None = None
-        self._formatters: dict[str, Formatter] = {}
+        self.chains = ResolvedChains(lambda: self.config, self.context, path)
+        self.ingestor = Ingestor(self.runtime, self.chains.source)
+        self.documents = StoredDocuments(lambda: self.store, self.archive)
+        self.querier = Querier(self.runtime, self.chains)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -180,37 +166,26 @@ class KnowledgeBase:
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
         """The ingest chains ``source`` resolves to (an unknown source is named)."""
-        return self._source_chains.get(source)
+        return self.chains.source(source)
 
     def query_plan(self) -> QueryPlan:
         """Every source's query chains and the groups a search runs."""
-        if self._query_plan is None:
-            self._query_plan = QueryPlan.build(self.config, self.context)
-        return self._query_plan
+        return self.chains.query_plan()
 
     def query_chains(self, source: str | None = None) -> QueryChains:
         """The query transform, reranker and formatter ``source`` resolves to (its own,
         else ``query.*``); no source: those of the default source."""
-        name = self.config.default_source if source is None else source
-        source_chain_refs(self.config, name, str(self.path / CONFIG_FILE))  # names it
-        return self.query_plan().by_source[name]
+        return self.chains.query_chains(source)
 
     def reload_chains(self) -> None:
         """Build every chain again from its files on next use (a prompt or chain file
         changed while the knowledge base is open)."""
-        self._source_chains.clear()
-        self._query_plan = None
-        self._formatters.clear()
+        self.chains.reload()
 
     def formatter(self, name: str | None = None, *, source: str | None = None) -> Formatter:
         """The formatter named, else the one ``source`` resolves to (its own, else
         ``query.formatter``; no source: the default source's)."""
-        if name is None:
-            return self.query_chains(source).formatter
-        if name not in self._formatters:
-            ref = ChainRef(chain=name)
-            self._formatters[name] = build_chain(ref, Formatter, self.context)
-        return self._formatters[name]
+        return self.chains.formatter(name, source=source)
 
     def use_query_config(
         self, query: QueryConfig, sources: dict[str, SourceConfig] | None = None
@@ -218,35 +193,12 @@ class KnowledgeBase:
         """Switch the query settings (and chains) of an open knowledge base, e.g. to compare
         setups on one ingested corpus; ``sources`` gives the sources' own query chains
         too (their ingest side is kept)."""
-        update: dict[str, Any] = {"query": query}
-        if sources is not None:
-            update["sources"] = {
-                name: own.model_copy(
-                    update={f: getattr(sources[name], f) for f in QUERY_SIDE if name in sources}
-                )
-                for name, own in self.config.sources.items()
-            }
-        self.config = self.config.model_copy(update=update)
-        self._query_plan = None
-        self._formatters = {}
+        self.config = with_query_config(self.config, query, sources)
+        self.chains.forget_query()
 
     def chains_in_use(self) -> list[ChainUse]:
         """What each source and the query path resolve to (after any LLM fallback)."""
-        placed = [
-            (f"source {name}", chain)
-            for name in self.config.sources
-            for chain in self.source_chains(name).all()
-        ]
-        for name, chains in self.query_plan().by_source.items():
-            refs = source_chain_refs(self.config, name)
-            for kind in QUERY_SIDE:
-                where = f"source {name}" if refs[kind].own else "query"
-                placed.append((where, getattr(chains, kind)))
-        placed = list(dict.fromkeys(placed))  # a query.* chain once, not once per source
-        return [
-            ChainUse(where=at, kind=c.kind, chain=c.spec.name, type=c.spec.type, file=c.spec.path)
-            for at, c in placed
-        ]
+        return self.chains.in_use()
 
     def choose_source(self, name: object = None, *, records: bool = False) -> str:
         """The source a caller named (or the default one), checked; ``records`` asks for a
@@ -283,69 +235,9 @@ class KnowledgeBase:
         whole-source run (no ``inputs``) of a source that lists itself whole (files and
         records with ``paths``, web), never after a run that could not see all of it (the
         report's ``warnings`` say so)."""
-        inputs = list(inputs)
-        if ray is False:
-            return await self._ingest(inputs, source, tenant, progress, prune)
-        address = ray if isinstance(ray, str) and ray else None
-        options = RayOptions(address=address, workers=workers, retries=retries)
-        # the workers embed with the model this process chose (no second look at the store)
-        models = self.config.models.model_copy(update={"embedding": self.embedder.name})
-        async with RayFanOut.start(
-            options,
-            kb_dir=self.path,
-            config=self.config.model_copy(update={"models": models}),
-            env=self.context.env,
-            llm_cache=self.runtime.llm_cache_file if self.llm else None,
-            usage=self.llm.usage if self.llm else None,
-            embedding_model=models.embedding,
-        ) as fanout:
-            return await self._ingest(inputs, source, tenant, progress, prune, fanout)
-
-    async def _ingest(
-        self,
-        inputs: list[str | Path],
-        source: str | None,
-        tenant: str,
-        progress: ProgressCallback | None,
-        prune_after: bool,
-        fanout: RayFanOut | None = None,
-    ) -> IngestReport:
-        """One ingest: load here, then the run; with ``fanout``, parsing, fetching and each
-        document's work run on its Ray workers, the checks and the writes here."""
-        pools = (fanout.pool("parse"), fanout.pool("fetch")) if fanout else None
-        reader = self._loader.reader(source, tenant, pools)
-        if prune_after:
-            check_prunable(reader, inputs)
-        loaded = await self._loader.load(reader, inputs)
-        work, concurrency = (fanout.work, fanout.concurrency) if fanout else (None, None)
-        run = self._run(
-            loaded.items, tenant, progress, loaded.total, work=work, concurrency=concurrency
-        )
-        report = loaded.finish(await run)
-        if prune_after:
-            await asyncio.to_thread(prune, reader, report, self.runtime, tenant)
-        return report
-
-    async def _run(
-        self,
-        items: Iterable[Item],
-        tenant: str,
-        progress: ProgressCallback | None = None,
-        planned: int = 0,
-        *,
-        work: Work | None = None,
-        concurrency: int | None = None,
-    ) -> IngestReport:
-        """``items`` indexed in ``tenant`` (``engine.ingest.run``)."""
-        return await run_ingest(
-            items,
-            self.runtime,
-            self.source_chains,
-            tenant,
-            progress=progress,
-            planned=planned,
-            work=work,
-            concurrency=concurrency,
+        options = RayOptions.chosen(ray, workers, retries)
+        return await self.ingestor.ingest(
+            list(inputs), source, tenant, progress, prune_after=prune, ray=options
         )
 
     async def async_sync(
@@ -360,13 +252,7 @@ class KnowledgeBase:
         gone; one that cannot list itself is skipped, one that fails does not stop the
         others. ``progress`` gets each source's name and its report so far."""
         names = chosen_sources(self.config, source, str(self.path))
-
-        def ingest(
-            name: str, prune: bool, tick: ProgressCallback
-        ) -> Coroutine[Any, Any, IngestReport]:
-            return self.aingest(source=name, tenant=tenant, progress=tick, prune=prune)
-
-        reader = self._loader.reader
+        ingest, reader = functools.partial(self.aingest, tenant=tenant), self.ingestor.reader
         return await sync_sources(
             self.config, names, tenant, reader=reader, ingest=ingest, progress=progress
         )
@@ -382,13 +268,12 @@ class KnowledgeBase:
         """Sync every source (or those named), then follow the folders and files of the
         files and records sources and sync a source again, within seconds, each time
         what it reads changes; until ``stop`` is set (or Ctrl-C; at once when no source
-        is watched). Each sync, and each
-        path that goes or comes back, is a ``WatchEvent``. The store is closed between
-        syncs, so another process (``flexmatch query``) can open it meanwhile."""
+        is watched). Each sync, and each path that goes or comes back, is a
+        ``WatchEvent``. The store is closed between syncs, so another process
+        (``flexmatch query``) can open it meanwhile."""
         names = chosen_sources(self.config, source, str(self.path))
-        store = Path(self.config.store.path)
-        ignored = [self.path / STATE_DIR, store if store.is_absolute() else self.path / store]
-        plan = WatchPlan(self.config, self.path, names, ignored)
+        own = [self.runtime.state_dir, self.runtime.store_path]  # not the user's changes
+        plan = WatchPlan(self.config, self.path, names, own)
 
         def sync_one(name: str) -> SyncReport:
             try:
@@ -401,14 +286,14 @@ class KnowledgeBase:
     async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
         """Fetch and parse web pages (the source's safety rules and deadline apply), without
         storing them: a service fetches outside its write locks, then ``aingest_documents``."""
-        return await self._loader.fetch(self._loader.reader(source), list(urls))
+        return await self.ingestor.fetch_pages(urls, source)
 
     async def aingest_documents(
         self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Index documents already read (``afetch_pages``); failures are reported as such."""
         items = list(documents)
-        return await self._run(items, tenant, None, len(items))
+        return await self.ingestor.run(items, tenant, None, len(items))
 
     async def aestimate(
         self,
@@ -423,26 +308,13 @@ class KnowledgeBase:
         cache; nothing is stored and no LLM is called (web pages are fetched). What the
         real run would fail on is listed with its reason, and what it would skip counted;
         with ``prune``, the same checks as the real run, and what it would remove."""
-        inputs = list(inputs)
-        reader = self._loader.reader(source, tenant if prune else None)
-        if prune:
-            check_prunable(reader, inputs)
-        plan = await asyncio.to_thread(reader.plan, inputs)
-        pages = await self._loader.fetch(reader, plan.urls)
-        rest = reader.read(plan, urls=False)
-        limit = self.config.ingest.max_document_bytes
-        estimate = await estimate_reading(pages, rest, self.source_chains, self.llm, limit)
-        if prune:
-            gone, refused = await asyncio.to_thread(prunable_records, reader, self.runtime, tenant)
-            estimate.removed = [record.uri for record in gone]
-            estimate.warnings += [refused] if refused else []
-        return estimate
+        return await self.ingestor.estimate(list(inputs), source, prune, tenant)
 
     async def aadd_records(
         self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Ingest structured records (JSON-like objects) through a records source's template."""
-        return await self._run(self._loader.reader(source).records(records), tenant)
+        return await self.ingestor.run(self.ingestor.reader(source).records(records), tenant)
 
     async def aingest_urls(
         self,
@@ -455,7 +327,7 @@ class KnowledgeBase:
         """Import web pages only: anything that is not an http(s) URL is refused, never
         read as a local path (what services exposed to callers must use)."""
         pages = await self.afetch_pages(urls, source=source)
-        return await self._run(pages, tenant, progress, len(pages))
+        return await self.ingestor.run(pages, tenant, progress, len(pages))
 
     async def aread_upload(
         self,
@@ -468,16 +340,14 @@ class KnowledgeBase:
     ) -> list[Item]:
         """The documents in a file given as bytes (read off the event loop, parsed in a
         worker process), not yet stored; ``aingest_documents`` stores them."""
-        reader = self._loader.reader(source)
-        return await asyncio.to_thread(reader.upload, filename, data, document_id, metadata)
+        return await self.ingestor.read_upload(filename, data, source, document_id, metadata)
 
     async def aread_records(
         self, records: Iterable[Any], *, source: str | None = None, first: int = 0
     ) -> list[Item]:
         """Records rendered to documents through a records source's template, not yet
         stored; ``first`` numbers them (``record:N`` in errors) from that index."""
-        reader = self._loader.reader(source)
-        return await asyncio.to_thread(lambda: list(reader.records(records, first)))
+        return await self.ingestor.read_records(records, source, first)
 
     async def aingest_upload(
         self,
@@ -494,38 +364,23 @@ class KnowledgeBase:
         items = await self.aread_upload(
             filename, data, source=source, document_id=document_id, metadata=metadata
         )
-        return await self._run(items, tenant, None, len(items))
+        return await self.ingestor.run(items, tenant, None, len(items))
 
     async def aupdate_metadata(
         self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Replace a document's metadata, re-indexed from its stored copy (no upload; the
         LLM cache answers every chain that saw the same text before)."""
-        self.get_document(document_id, tenant=tenant)  # not found in this tenant: say so
-        document = self.archive.get(tenant, document_id)
-        if document is None:
-            raise DocumentNotFoundError(
-                f"document '{document_id}' has no stored copy (it was ingested before "
-                "FlexMatch kept one); ingest it again from its source"
-            )
+        document = self.documents.required_copy(tenant, document_id)
         changed = document.model_copy(update={"metadata": metadata})
-        return await self._run([changed], tenant, None, 1)
+        return await self.ingestor.run([changed], tenant, None, 1)
 
     async def areindex_plan(
         self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
     ) -> ReindexPlan:
         """Which documents the current chains would index differently (a chain's YAML,
         params, prompt text or model changed), and what re-indexing them would cost."""
-        if source is not None:
-            self.source_chains(source)  # an unknown source is named
-        return await plan_reindex(
-            self.list_documents(source=source, tenant=tenant),
-            self.config.sources,
-            self.source_chains,
-            lambda document_id: self.archive.get(tenant, document_id),
-            self.llm,
-            ReindexPlan(tenant=tenant, source=source),
-        )
+        return await self.ingestor.reindex_plan(source, tenant)
 
     async def areindex(
         self,
@@ -536,27 +391,13 @@ class KnowledgeBase:
     ) -> IngestReport:
         """Re-index, from their stored copies, the documents whose chains changed; only the
         changed chains' LLM calls are paid for (the cache answers the others)."""
-        plan = await self.areindex_plan(source=source, tenant=tenant)
-        missing = set(plan.missing)
-        items: list[Item] = [
-            document
-            for document_id in plan.stale
-            if document_id not in missing
-            and (document := self.archive.get(tenant, document_id)) is not None
-        ]
-        items += [
-            FailedDocument(
-                uri=document_id, error=f"{document_id}: no stored copy; ingest it from its source"
-            )
-            for document_id in plan.missing
-        ]
-        return await self._run(items, tenant, progress, len(items))
+        return await self.ingestor.reindex(source, tenant, progress)
 
     # -- documents -----------------------------------------------------------------------
     @property
     def registry(self) -> DocumentRegistry:
         """The document records of the store (``engine.documents``)."""
-        return DocumentRegistry(self.store)
+        return self.documents.registry
 
     def list_documents(
         self,
@@ -566,40 +407,29 @@ class KnowledgeBase:
         principal: Principal | None = None,
     ) -> list[DocumentRecord]:
         """The documents ``principal`` may read (``None``: all of them)."""
-        return self.registry.list(tenant, source, principal)
+        return self.documents.list(tenant, source, principal)
 
     def get_document(
         self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> DocumentDetail:
         """A document with its chunks, matching texts and qualifying texts; one
         ``principal`` may not read is not found, like one that does not exist."""
-        detail = self.registry.detail(tenant, document_id, principal)
-        if detail is None:
-            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
-        return detail
+        return self.documents.get(tenant, document_id, principal)
 
     def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
         """Remove a document, its points and its stored copy."""
-        if not self.registry.remove(tenant, document_id):
-            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
-        self.archive.remove(tenant, document_id)
+        self.documents.remove(tenant, document_id)
 
     def stored_copy(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Document | None:
         """The document as its last ingest parsed it (what a re-index reads), or None: not
         in this tenant, or ingested before FlexMatch kept copies."""
-        return self.archive.get(tenant, document_id)
+        return self.documents.stored_copy(tenant, document_id)
 
     def get_original(
         self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> Original:
         """The file a document was uploaded as (uploads only)."""
-        self.get_document(document_id, tenant=tenant, principal=principal)
-        original = self.archive.original(tenant, document_id)
-        if original is None:
-            raise DocumentNotFoundError(
-                f"document '{document_id}' was not uploaded as a file: no original is kept"
-            )
-        return original
+        return self.documents.original(tenant, document_id, principal)
 
     def set_access(
         self, document_id: str, access: Access | None, *, tenant: str = DEFAULT_TENANT
@@ -607,15 +437,11 @@ class KnowledgeBase:
         """Change who may read a document (``None``: the whole tenant), an admin's act:
         its points' payload and record are updated, nothing re-embedded, no LLM call. The
         stored copy keeps it too, so a re-index from it keeps the new access."""
-        record = self.registry.get(tenant, document_id)
-        if record is None:
-            raise DocumentNotFoundError(f"no document '{document_id}' in tenant '{tenant}'")
-        self.archive.set_access(tenant, document_id, access)
-        return self.registry.set_access(tenant, record, access.tokens() if access else None)
+        return self.documents.set_access(tenant, document_id, access)
 
     def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
         """Counts of what ``principal`` may read (``None``: everything)."""
-        return self.registry.stats(tenant, principal)
+        return self.documents.stats(tenant, principal)
 
     # -- query -------------------------------------------------------------------------
     async def asearch(
@@ -631,18 +457,7 @@ class KnowledgeBase:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
         inside the search; ``None``: everything, the admin's view)."""
-        check_query(text)
-        return await search(
-            text,
-            plan=self.query_plan(),
-            embedder=self.embedder,
-            store=self.store,
-            tenant=tenant,
-            settings=self.config.query,
-            top_k=top_k or self.config.query.top_k,
-            top_n=top_n or self.config.query.top_n,
-            filters={**search_filters(filters), **access_filter(principal)},
-        )
+        return await self.querier.search(text, top_n, top_k, filters, tenant, principal)
 
     async def aquery(
         self,
@@ -656,9 +471,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
-        answer = await self.asearch(
-            text, top_n=top_n, top_k=top_k, filters=filters, tenant=tenant, principal=principal
-        )
+        answer = await self.querier.search(text, top_n, top_k, filters, tenant, principal)
         return answer.results
 
     async def asimilar(
@@ -672,16 +485,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks most similar to ``text``: no query rewrite, no reranking; only of
         documents ``principal`` may read."""
-        check_query(text, what="text")
-        return await similar(
-            text,
-            embedder=self.embedder,
-            store=self.store,
-            tenant=tenant,
-            top_k=max(top_n * 4, 20),
-            top_n=top_n,
-            filters={**search_filters(filters), **access_filter(principal)},
-        )
+        return await self.querier.similar(text, top_n, filters, tenant, principal)
 
     async def aformat(
         self,
@@ -697,25 +501,16 @@ class KnowledgeBase:
         (its own, else ``query.formatter``), over the tool result; ``explain`` adds each
         result's signals and the variants searched. Results whose sources format
         differently are formatted in parts, in their rank order."""
-        result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
-        if formatter is not None:
-            return await self.formatter(formatter).run(result)
-        known = self.config.sources  # a removed source's results format as the default's
-        return await format_result(
-            result, lambda source: self.formatter(source=source if source in known else None)
-        )
+        querier = self.querier
+        return await querier.format(text, results, formatter, explain, variants, warnings)
 
     async def aformat_answer(
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False
     ) -> str:
         """``aformat`` of a whole answer (its variants and warnings included)."""
-        return await self.aformat(
-            answer.query,
-            answer.results,
-            formatter,
-            explain=explain,
-            variants=answer.variants,
-            warnings=answer.warnings,
+        found, variants, warnings = answer.results, answer.variants, answer.warnings
+        return await self.querier.format(
+            answer.query, found, formatter, explain, variants, warnings
         )
 
     # -- sync twins: each async method above, run to its end (the same parameters) --------
@@ -783,36 +578,7 @@ async def evaluate_setups(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, tuple[IngestReport, Scores]]:
     """Ingest the corpus once per distinct ingest side, then run each setup's queries."""
-    groups: dict[str, list[Setup]] = {}
-    for setup in setups:
-        groups.setdefault(setup.ingest_key, []).append(setup)
-    results: dict[str, tuple[IngestReport, Scores]] = {}
-    total = min(limit or len(dataset.queries), len(dataset.queries))
-    loaded: dict[str, Embedder] = {}  # without ``embedder``: each model loaded once
-    for index, members in enumerate(groups.values()):
-        folder = work_dir / f"kb-{index}"
-        model = members[0].config.models.embedding
-        kb = KnowledgeBase.open(
-            folder, config=members[0].config, env={}, embedder=embedder or loaded.get(model)
-        )
-        with kb:
-            loaded.setdefault(model, kb.embedder)
-            if progress is not None:
-                progress(f"ingest for {', '.join(m.name for m in members)}", 0, 1)
-            parts = members[0].corpus_parts(dataset.corpus, work_dir / f"corpus-{index}")
-            report = IngestReport.combined(
-                [await kb.aingest([part], source=source) for part, source in parts]
-            )
-            for setup in members:
-                kb.use_query_config(setup.config.query, setup.config.sources)
-                done = 0
-
-                def tick(name: str = setup.name) -> None:
-                    nonlocal done
-                    done += 1
-                    if progress is not None:
-                        progress(name, done, total)
-
-                scores = await evaluate(kb, dataset, limit, on_query=tick)
-                results[setup.name] = (report, scores)
-    return results
+    open_kb = KnowledgeBase.open
+    return await run_setups(
+        open_kb, setups, dataset, work_dir, limit=limit, embedder=embedder, progress=progress
+    )

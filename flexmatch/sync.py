@@ -22,8 +22,14 @@ from flexmatch.models import IngestReport, SourceSync, SyncReport
 
 # what sync reports as it goes: the source being ingested, and its report so far
 SyncProgress = Callable[[str, IngestReport], None]
-# one whole-source ingest: the source's name, whether to prune, its progress callback
-SourceIngest = Callable[[str, bool, Callable[[IngestReport], None]], Awaitable[IngestReport]]
+
+
+class SourceIngest(Protocol):
+    """One whole-source ingest (``KnowledgeBase.aingest`` of one tenant)."""
+
+    def __call__(
+        self, *, source: str, prune: bool, progress: Callable[[IngestReport], None]
+    ) -> Awaitable[IngestReport]: ...
 
 
 class Lister(Protocol):
@@ -86,7 +92,7 @@ async def _sync_one(
             entry.outcome, entry.reason = "skipped", reason
         else:
             entry.prune = lister.prunable
-            entry.report = await ingest(name, lister.prunable, tick)
+            entry.report = await ingest(source=name, prune=lister.prunable, progress=tick)
     except FlexMatchError as exc:
         entry.outcome, entry.reason = "failed", str(exc)
     except Exception as exc:  # a plug-in's bug, a disk's error: this source fails, the rest go on

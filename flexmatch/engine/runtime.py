@@ -75,14 +75,19 @@ class Runtime:
         return self.path / STATE_DIR
 
     @property
+    def store_path(self) -> Path:
+        """Where an embedded store keeps its files (``store.path``, from the folder)."""
+        path = Path(self.config.store.path)
+        return path if path.is_absolute() else self.path / path
+
+    @property
     def store(self) -> VectorStore:
         """The store of ``store`` settings, opened on first use."""
         with self._store_lock:  # two threads must not open the embedded store twice
             if self._store is None:
                 settings = self.config.store
-                path = Path(settings.path)
                 self._store = open_store(
-                    path=path if path.is_absolute() else self.path / path,
+                    path=self.store_path,
                     url=settings.url,
                     api_key=settings.api_key,
                     collection=settings.collection,

@@ -25,7 +25,7 @@ import pytest
 from flexmatch import KnowledgeBase
 from flexmatch.config import KBConfig
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.fanout import NAMESPACE, RayFanOut, RayOptions
+from flexmatch.engine.ingest.fanout import NAMESPACE, RayFanOut, RayOptions
 from flexmatch.errors import ParseError
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.testing import FakeLLMServer

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from flexmatch import KnowledgeBase
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.ingest import SourceChains, commit, version_of
+from flexmatch.engine.ingest import commit, version_of
 from flexmatch.models import Document
 from tests.engine.samples import HARBOUR, match_points, write
 

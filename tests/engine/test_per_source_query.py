@@ -15,8 +15,10 @@ import pytest
 import flexmatch as fm
 from flexmatch.config import ChainRef, KBConfig
 from flexmatch.engine.chains import ChainContext, MatchingTextChain, QueryTransform, build_chain
+from flexmatch.engine.chains.plan import QueryPlan, SourceGroup
 from flexmatch.engine.embedders import OnnxEmbedder
-from flexmatch.engine.query import QueryPlan, SourceGroup, _group_scopes, _rerank
+from flexmatch.engine.query.rerank import rerank
+from flexmatch.engine.query.run import group_scopes
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import load_setup
 from flexmatch.models import Document, Element, SearchResult, Section
@@ -52,14 +54,14 @@ def test_sources_with_the_same_query_chains_are_one_group(tmp_path: Path) -> Non
 def test_a_knowledge_base_without_overrides_is_one_unfiltered_group(tmp_path: Path) -> None:
     plan = _plan("sources:\n  a: {}\n  b: {}\ndefault_source: a\n", tmp_path)
     assert len(plan.groups) == 1
-    assert _group_scopes(plan.groups, "a", None) == [(plan.groups[0], {}, None)]
+    assert group_scopes(plan.groups, "a", None) == [(plan.groups[0], {}, None)]
 
 
 def test_group_scopes_keep_the_callers_sources(tmp_path: Path) -> None:
     plan = _plan(MIXED, tmp_path)
 
     def scopes(filters: dict | None) -> list:
-        return [(g.sources, f, x) for g, f, x in _group_scopes(plan.groups, "faq", filters)]
+        return [(g.sources, f, x) for g, f, x in group_scopes(plan.groups, "faq", filters)]
 
     # the default source's group also reaches sources no longer configured
     assert scopes({"tags": "x"}) == [
@@ -274,7 +276,7 @@ def test_groups_with_their_own_rerankers_fill_the_places_the_union_ranking_gives
         SourceGroup(["a"], cast(Any, None), cast(Any, reverse), "t", "reverse"),
         SourceGroup(["b"], cast(Any, None), cast(Any, by_score), "t", "by-score"),
     ]
-    merged = asyncio.run(_rerank("q", groups, [a, b], cast(Any, by_score)))
+    merged = asyncio.run(rerank("q", groups, [a, b], cast(Any, by_score)))
     # the union ranking gives a, b, a, b; a's reranker fills a's places in its order
     assert [r.chunk_id for r in merged] == ["a2", "b1", "a1", "b2"]
     assert [r.score for r in merged] == [0.9, 0.8, 0.7, 0.6]

@@ -174,7 +174,7 @@ def test_a_query_costs_five_round_trips_whatever_its_variants(
     one indexed look-up of unfinished documents (not a read of every hit's record), one
     batch completing the signals, one read of the chunks: not a call per variant and
     signal."""
-    from flexmatch.engine.retrieval import Retriever
+    from flexmatch.engine.query import Retriever
 
     counting = _CountingStore(kb.store)
     retriever = Retriever(counting, "default", QueryConfig(retrieval="hybrid"))  # type: ignore[arg-type]
@@ -190,7 +190,7 @@ def test_ranking_on_signals_reads_only_the_chunks_kept(
 ) -> None:
     """``search``: candidates come with ids, scores and signals; ``read`` then reads the
     chunks (and best matches) of only those kept, and they equal a full read."""
-    from flexmatch.engine.retrieval import Candidate, Retriever
+    from flexmatch.engine.query import Candidate, Retriever
 
     counting = _CountingStore(kb.store)
     retriever = Retriever(counting, "default", QueryConfig(retrieval="hybrid"))  # type: ignore[arg-type]
@@ -217,15 +217,15 @@ def test_a_crowded_content_search_is_redone_chunk_by_chunk(
 ) -> None:
     """The candidates' content points come from one search; when its answer is full
     (more versions than it had room for), each chunk's own is searched: same signals."""
-    from flexmatch.engine import retrieval
+    from flexmatch.engine.query import complete, search
 
     texts = ["what does mooring cost?"]
     vectors = embedder.embed(texts)
     settings = QueryConfig(retrieval="hybrid")
-    normal = retrieval.Retriever(kb.store, "default", settings).retrieve(texts, vectors, 10, None)
-    monkeypatch.setattr(retrieval, "content_room", lambda chunks: 1)
+    normal = search.Retriever(kb.store, "default", settings).retrieve(texts, vectors, 10, None)
+    monkeypatch.setattr(complete, "content_room", lambda chunks: 1)
     counting = _CountingStore(kb.store)
-    crowded = retrieval.Retriever(counting, "default", settings).retrieve(texts, vectors, 10, None)  # type: ignore[arg-type]
+    crowded = search.Retriever(counting, "default", settings).retrieve(texts, vectors, 10, None)  # type: ignore[arg-type]
     # BM25, dense, completion, then one by one
     assert counting.calls.count("search_batch") == 4
     assert [r.model_dump() for r in crowded] == [r.model_dump() for r in normal]

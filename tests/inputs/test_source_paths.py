@@ -11,7 +11,7 @@ import pytest
 
 from flexmatch import ConfigError, IngestReport, SourceConfig, SourceSync, SyncReport
 from flexmatch.config import IngestConfig
-from flexmatch.engine.load import within
+from flexmatch.engine.ingest.load import within
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.inputs.sources.types import StoredCopies
 from flexmatch.models import Document, FailedDocument
@@ -212,7 +212,7 @@ def test_an_unexpected_error_fails_its_source_and_the_next_one_syncs() -> None:
             raise KeyError("north")
         return SimpleNamespace(unlisted=None, prunable=False)
 
-    async def ingest(name: str, prune: bool, tick: object) -> IngestReport:
+    async def ingest(*, source: str, prune: bool, progress: object) -> IngestReport:
         return IngestReport(planned=1)
 
     report = asyncio.run(

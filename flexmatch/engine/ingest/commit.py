@@ -13,10 +13,10 @@ import asyncio
 from flexmatch.access import ACCESS_FIELD
 from flexmatch.config import IngestConfig
 from flexmatch.engine.archive import DocumentArchive
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.ingest.dedup import Duplicates, VectorSet
 from flexmatch.engine.ingest.embed import Work
-from flexmatch.engine.ingest.source_chains import SourceChains
 from flexmatch.engine.ingest.threads import in_ingest_thread
 from flexmatch.engine.ingest.versions import (
     document_version,

@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from flexmatch.config import IngestConfig
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder, EmbeddingBatcher
 from flexmatch.engine.ingest.chunk import sections_of
 from flexmatch.engine.ingest.enrich import enrich, known_texts
-from flexmatch.engine.ingest.source_chains import SourceChains
 from flexmatch.engine.ingest.threads import in_ingest_thread
 from flexmatch.engine.points import MATCH, Filters
 from flexmatch.engine.stores import Hit, VectorStore

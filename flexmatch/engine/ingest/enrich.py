@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from flexmatch.engine.chains import MatchingTextChain, QualifyingTextChain
-from flexmatch.engine.ingest.source_chains import SourceChains
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.ingest.threads import in_ingest_thread, off_loop
 from flexmatch.models import Chunk, Document, Section
 

@@ -4,7 +4,7 @@ Repair first, then documents chunked, enriched and embedded (``embed``) and comm
 (``commit``) concurrently as they are read, progress reported, LLM usage accounted.
 Reading (parsing, fetching) happens on a thread of its own, ahead of the indexing, so
 the event loop stays free for the LLM calls of the documents already read. ``work=``
-replaces this process's chunk → enrich → embed (Ray workers: ``engine.fanout``).
+replaces this process's chunk → enrich → embed (Ray workers: ``fanout``).
 """
 
 from __future__ import annotations
@@ -15,17 +15,15 @@ import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from flexmatch.config import KBConfig
-from flexmatch.engine.archive import DocumentArchive
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import ActiveRuns, DocumentRegistry
-from flexmatch.engine.embedders import Embedder, EmbeddingBatcher
+from flexmatch.engine.embedders import EmbeddingBatcher
 from flexmatch.engine.ingest.commit import Indexer
 from flexmatch.engine.ingest.embed import LocalWork, Work
-from flexmatch.engine.ingest.source_chains import SourceChains
+from flexmatch.engine.ingest.resources import Resources
 from flexmatch.engine.llm import LLM
-from flexmatch.engine.stores import VectorStore
 from flexmatch.models import Document, FailedDocument, IngestReport, Usage
 
 ProgressCallback = Callable[[IngestReport], None]
@@ -177,22 +175,6 @@ class IngestRun:
 
     def _usage_since(self, before: Usage) -> Usage:
         return self._usage() - before
-
-
-class Resources(Protocol):
-    """What a run takes of an open knowledge base (``engine.runtime.Runtime``)."""
-
-    @property
-    def config(self) -> KBConfig: ...
-    @property
-    def store(self) -> VectorStore: ...
-    @property
-    def embedder(self) -> Embedder: ...
-    @property
-    def llm(self) -> LLM | None: ...
-
-    archive: DocumentArchive
-    active_runs: ActiveRuns
 
 
 async def run_ingest(

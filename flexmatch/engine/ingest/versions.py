@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from flexmatch.access import ACCESS_FIELD
-from flexmatch.engine.ingest.source_chains import SourceChains
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.inputs.sources.files import NAMING_METADATA
 from flexmatch.inputs.sources.validators import VOLATILE_METADATA
 from flexmatch.models import Document, DocumentRecord

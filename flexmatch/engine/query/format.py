@@ -1,4 +1,4 @@
-"""Format: the last step of a query, the tool result made the text an agent reads."""
+"""Format: the last stage of a query, the tool result made the text an agent reads."""
 
 from __future__ import annotations
 

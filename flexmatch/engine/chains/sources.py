@@ -9,14 +9,9 @@ from dataclasses import dataclass, field
 
 from flexmatch.access import Access, resolve_access
 from flexmatch.config import SourceConfig, require_source
-from flexmatch.engine.chains import (
-    Chain,
-    ChainContext,
-    Chunker,
-    MatchingTextChain,
-    QualifyingTextChain,
-    build_chain,
-)
+from flexmatch.engine.chains.base import Chain, ChainContext
+from flexmatch.engine.chains.kinds import Chunker, MatchingTextChain, QualifyingTextChain
+from flexmatch.engine.chains.registry import build_chain
 from flexmatch.models import Document
 
 

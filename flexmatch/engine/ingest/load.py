@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flexmatch.config import CONFIG_FILE
+from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.ingest import SourceChains
-from flexmatch.engine.runtime import Runtime
+from flexmatch.engine.ingest.resources import Resources
 from flexmatch.errors import ConfigError
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.sources import Plan, SourceReader, spooled
@@ -50,8 +50,8 @@ class Loader:
     """The reading side of one knowledge base's ingests (``chains``: a source's ingest
     chains, which validate its name and chains before anything is read)."""
 
-    def __init__(self, runtime: Runtime, chains: Callable[[str], SourceChains]) -> None:
-        self.runtime = runtime
+    def __init__(self, resources: Resources, chains: Callable[[str], SourceChains]) -> None:
+        self.resources = resources
         self.chains = chains
 
     def reader(
@@ -63,33 +63,33 @@ class Loader:
         """The source's reader; with ``tenant``, it sees what that tenant holds of the
         source (so unchanged pages and files are not fetched or parsed again); ``pools``:
         the (parse, fetch) workers, else this process's."""
-        config = self.runtime.config
+        config = self.resources.config
         name = source or config.default_source
         self.chains(name)  # validates the name and the chains up front
-        parse, fetch = pools or (self.runtime.parse_workers, self.runtime.fetch_workers)
+        parse, fetch = pools or (self.resources.parse_workers, self.resources.fetch_workers)
         return SourceReader(
             name,
             config.sources[name],
-            self.runtime.path,
+            self.resources.path,
             config.ingest,
             parse,
             fetch,
             stored=None if tenant is None else self._stored(name, tenant),
-            where=str(self.runtime.path / CONFIG_FILE),
+            where=str(self.resources.path / CONFIG_FILE),
         )
 
     def _stored(self, source: str, tenant: str) -> StoredCopies:
         """What ``tenant`` holds of ``source``: committed metadata (validators, version
         hints) and stored copies by document id, and the source's state file. The
         metadata is read now, at once, and a store opened for it closed again."""
-        with self.runtime.store_for_now() as store:
+        with self.resources.store_for_now() as store:
             records = DocumentRegistry(store).list(tenant, source) if store.exists() else []
         committed = {r.id: r.metadata for r in records if r.status == "complete"}
-        archive = self.runtime.archive
+        archive = self.resources.archive
         return StoredCopies(
             metadata=committed.get,
             document=lambda document_id: archive.get(tenant, document_id),
-            state_file=state_file(self.runtime.state_dir / "sources", tenant, source),
+            state_file=state_file(self.resources.state_dir / "sources", tenant, source),
         )
 
     async def load(self, reader: SourceReader, inputs: Iterable[str | Path]) -> Loaded:
@@ -104,7 +104,7 @@ class Loader:
 
     async def fetch(self, reader: SourceReader, urls: list[str]) -> list[Item]:
         """Web pages, fetched concurrently (each one bounded by its deadline)."""
-        slots = asyncio.Semaphore(self.runtime.config.ingest.fetch_workers)
+        slots = asyncio.Semaphore(self.resources.config.ingest.fetch_workers)
 
         async def one(url: str) -> Item:
             async with slots:
@@ -135,7 +135,7 @@ def within(uri: str, root: Path) -> bool:
 
 
 def prunable_records(
-    reader: SourceReader, runtime: Runtime, tenant: str
+    reader: SourceReader, resources: Resources, tenant: str
 ) -> tuple[list[DocumentRecord], str | None]:
     """The source's documents a run did not reach, or found gone, or why none may be
     removed after it (it did not see the whole source). Only documents from where the
@@ -146,7 +146,7 @@ def prunable_records(
     scope = reader.scope
     records = [
         record
-        for record in DocumentRegistry(runtime.store).list(tenant, reader.name, None)
+        for record in DocumentRegistry(resources.store).list(tenant, reader.name, None)
         if scope is None or any(within(record.uri, root) for root in scope)
     ]
     incomplete = list(log.incomplete)
@@ -163,14 +163,14 @@ def prunable_records(
     return [record for record in records if record.id not in keep], None
 
 
-def prune(reader: SourceReader, report: IngestReport, runtime: Runtime, tenant: str) -> None:
+def prune(reader: SourceReader, report: IngestReport, resources: Resources, tenant: str) -> None:
     """Remove the source's documents this run did not reach, or found gone; never after a
     run that did not see the whole source (``prunable_records``)."""
-    records, refused = prunable_records(reader, runtime, tenant)
+    records, refused = prunable_records(reader, resources, tenant)
     if refused is not None:
         report.warnings.append(refused)
-    registry = DocumentRegistry(runtime.store)
+    registry = DocumentRegistry(resources.store)
     for record in records:
         if registry.remove(tenant, record.id):
-            runtime.archive.remove(tenant, record.id)
+            resources.archive.remove(tenant, record.id)
             report.removed.append(record.uri)

@@ -14,10 +14,10 @@ import os
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
+from flexmatch.engine.chains import SourceChains
 from flexmatch.engine.chains.batching import ChunkBatching
 from flexmatch.engine.ingest import (
     READ_AHEAD,
-    SourceChains,
     check_size,
     check_storable,
     is_current,

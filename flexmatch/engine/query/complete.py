@@ -1,0 +1,211 @@
+"""Complete: every candidate the first stage found gets every signal (dense, question,
+content, BM25 and their ranks), not only those of the lists it came from, in one batch
+of searches; the result is a typed ``Candidate``, which ``search.Retriever.read`` reads
+into a ``SearchResult`` once a caller keeps it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from flexmatch.engine import fusion
+from flexmatch.engine.points import CONTENT, QUESTION_KINDS, Filters, match_point_id
+from flexmatch.engine.stores import Hit, Search, VectorStore
+from flexmatch.models import SearchResult, Signals
+
+# the two halves of a dense signal, as filter values
+KINDS: dict[str, list[str]] = {CONTENT: [CONTENT], "question": list(QUESTION_KINDS)}
+VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk the first stage found, with every signal: what ranking needs. ``carrier``
+    and ``best_match`` are the point ids its text and best matching text are read from
+    (``Retriever.read``), so it can be read whenever a caller keeps it."""
+
+    chunk_id: str
+    document_id: str
+    score: float
+    signals: Signals
+    carrier: str
+    best_match: str | None
+
+    def unread(self) -> SearchResult:
+        """The candidate as a reranker that ranks on signals alone sees it
+        (``Reranker.reads_content`` false): ids, score and signals, no text yet."""
+        return SearchResult(
+            chunk_id=self.chunk_id,
+            document_id=self.document_id,
+            uri="",
+            source="",
+            title="",
+            heading_path=[],
+            content="",
+            qualifying_text="",
+            matched_text="",
+            score=self.score,
+            signals=self.signals,
+        )
+
+
+@dataclass
+class FirstStage:
+    """What the first stage found, for ``complete``: the chunks chosen (best
+    first), their best hits, fused scores, and the dense and BM25 hits per chunk."""
+
+    chosen: list[str]
+    best: dict[str, Hit]
+    fused: fusion.Scores
+    dense: dict[str, Hit]
+    lexical: dict[str, Hit]
+    lexical_request: Search
+    scoped: Filters
+
+
+def best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
+    """Each chunk's best hit among ``hits`` (added to ``into``)."""
+    best = into if into is not None else {}
+    for hit in hits:
+        chunk_id = str(hit.payload["chunk_id"])
+        if chunk_id not in best or best[chunk_id].score < hit.score:
+            best[chunk_id] = hit
+    return best
+
+
+def complete(
+    store: VectorStore, tenant: str, stage: FirstStage, vectors: list[list[float]]
+) -> list[Candidate]:
+    """Every candidate gets every signal, not just those of the lists it came from.
+
+    One batch. A chunk has one content point per version, so per variant *one*
+    search among the content points of every candidate missing that signal finds
+    them all (only the version each candidate was found with counts). Its best
+    question match is the best of several points, so each candidate missing it gets
+    a one-hit search without payload (the search's position says whose it is), its
+    version in the filter."""
+    chosen, best, fused, dense, lexical = (
+        stage.chosen,
+        stage.best,
+        stage.fused,
+        stage.dense,
+        stage.lexical,
+    )
+    scoped, lexical_request = stage.scoped, stage.lexical_request
+    if not chosen:
+        return []
+    # a candidate's best dense match over every variant is already known from the
+    # first stage; it is the best of its kind too, so only the other kind is searched
+    known = {
+        key: CONTENT if dense[key].payload.get("match_kind") == CONTENT else "question"
+        for key in chosen
+        if key in dense
+    }
+    found_with = {key: str(best[key].payload["version"]) for key in chosen}
+    no_content = [key for key in chosen if known.get(key) != CONTENT]
+    no_question = [key for key in chosen if known.get(key) != "question"]
+    # (the version is checked on the hits: as a condition it costs more than it saves)
+    contents: Filters = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
+    room = content_room(len(no_content))
+    per_variant = bool(no_content) + len(no_question)
+    searches: list[Search] = []
+    for vector in vectors:
+        if no_content:
+            searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
+        for key in no_question:
+            own: Filters = {**scoped, "chunk_id": key, "version": found_with[key]}
+            own["match_kind"] = KINDS["question"]
+            searches.append(Search(1, vector=vector, filters=own, fields=()))
+    no_bm25 = [key for key in chosen if key not in lexical]
+    if no_bm25:
+        within = {**(lexical_request.filters or {}), "chunk_id": no_bm25}
+        searches.append(replace(lexical_request, limit=2 * len(no_bm25), filters=within))
+    found = store.search_batch(tenant, searches)
+    best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
+    for key, kind in known.items():
+        best_of[kind][key] = dense[key]
+
+    def keep(into: dict[str, Hit], key: str, hit: Hit) -> None:
+        if key not in into or into[key].score < hit.score:
+            into[key] = hit
+
+    for variant, vector in enumerate(vectors):
+        batch = found[variant * per_variant : (variant + 1) * per_variant]
+        if no_content:
+            hits, batch = batch[0], batch[1:]
+            if len(hits) == room:  # crowded out: ask for each chunk's own
+                hits = _contents_one_by_one(store, tenant, vector, no_content, found_with, contents)
+            for hit in hits:
+                key = str(hit.payload["chunk_id"])
+                if hit.payload["version"] == found_with.get(key):
+                    keep(best_of[CONTENT], key, hit)
+        for key, hits in zip(no_question, batch, strict=True):
+            if hits:
+                keep(best_of["question"], key, hits[0])
+    content, question = best_of[CONTENT], best_of["question"]
+    bm25 = dict(lexical)
+    if no_bm25:
+        # only the version each candidate was found with counts (a newer one may have
+        # been written since)
+        best_per_chunk(
+            [h for h in found[-1] if h.payload["version"] == found_with[h.payload["chunk_id"]]],
+            bm25,
+        )
+    top = {
+        key: max(pair, key=lambda h: h.score)
+        for key in chosen
+        if (pair := [h for h in (content.get(key), question.get(key)) if h is not None])
+    }
+    dense_ranks = _ranks(dense)
+    lexical_ranks = _ranks(lexical)
+    return [
+        Candidate(
+            chunk_id=key,
+            document_id=str(best[key].payload["document_id"]),
+            score=fused[key],
+            signals=Signals(
+                dense=top[key].score if key in top else None,
+                dense_rank=dense_ranks.get(key),
+                question=question[key].score if key in question else None,
+                content=content[key].score if key in content else None,
+                lexical=bm25[key].score if key in bm25 else 0.0,
+                lexical_rank=lexical_ranks.get(key),
+                first_stage=fused[key],
+            ),
+            carrier=match_point_id(tenant, key, str(best[key].payload["version"]), 0),
+            best_match=top[key].id if key in top else None,
+        )
+        for key in chosen
+    ]
+
+
+def _contents_one_by_one(
+    store: VectorStore,
+    tenant: str,
+    vector: list[float],
+    keys: list[str],
+    found_with: dict[str, str],
+    scope: Filters,
+) -> list[Hit]:
+    """Each chunk's own content point, one search each (rarely needed: see
+    ``complete``)."""
+    searches = [
+        Search(
+            1,
+            vector=vector,
+            filters={**scope, "chunk_id": key, "version": found_with[key]},
+            fields=VERSIONED,
+        )
+        for key in keys
+    ]
+    return [hit for hits in store.search_batch(tenant, searches) for hit in hits]
+
+
+def content_room(chunks: int) -> int:
+    """Hits the one content search asks for: room for a second version of each chunk (a
+    write in flight); an answer that fills it is redone chunk by chunk."""
+    return 2 * chunks + 8
+
+
+def _ranks(best: dict[str, Hit]) -> dict[str, int]:
+    order = fusion.ranking({key: b.score for key, b in best.items()})
+    return {key: rank for rank, key in enumerate(order, start=1)}

@@ -1,0 +1,101 @@
+"""One knowledge base's queries: the caller's text checked, its filters and the reader's
+access made the search's conditions, then ``run`` (or ``similar``), and the formatting
+of what was found. The facade hands each query call here."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from flexmatch.access import Principal, access_filter
+from flexmatch.config import KBConfig
+from flexmatch.engine.chains import ResolvedChains
+from flexmatch.engine.embedders import Embedder
+from flexmatch.engine.points import search_filters
+from flexmatch.engine.query.format import format_result
+from flexmatch.engine.query.run import run_query, similar
+from flexmatch.engine.stores import VectorStore
+from flexmatch.models import SearchResult
+from flexmatch.results import Answer, tool_result
+from flexmatch.tools import check_query
+
+
+class QueryResources(Protocol):
+    """What a query takes of an open knowledge base (``engine.runtime.Runtime`` is one)."""
+
+    @property
+    def config(self) -> KBConfig: ...
+    @property
+    def store(self) -> VectorStore: ...
+    @property
+    def embedder(self) -> Embedder: ...
+
+
+class Querier:
+    """The queries of one open knowledge base, over its chains."""
+
+    def __init__(self, resources: QueryResources, chains: ResolvedChains) -> None:
+        self.resources = resources
+        self.chains = chains
+
+    async def search(
+        self,
+        text: str,
+        top_n: int | None,
+        top_k: int | None,
+        filters: dict[str, Any] | None,
+        tenant: str,
+        principal: Principal | None,
+    ) -> Answer:
+        """The whole query path; ``principal``'s access applied inside the search."""
+        check_query(text)
+        settings = self.resources.config.query
+        return await run_query(
+            text,
+            plan=self.chains.query_plan(),
+            embedder=self.resources.embedder,
+            store=self.resources.store,
+            tenant=tenant,
+            settings=settings,
+            top_k=top_k or settings.top_k,
+            top_n=top_n or settings.top_n,
+            filters={**search_filters(filters), **access_filter(principal)},
+        )
+
+    async def similar(
+        self,
+        text: str,
+        top_n: int,
+        filters: dict[str, Any] | None,
+        tenant: str,
+        principal: Principal | None,
+    ) -> list[SearchResult]:
+        """The chunks nearest ``text`` by embedding alone."""
+        check_query(text, what="text")
+        return await similar(
+            text,
+            embedder=self.resources.embedder,
+            store=self.resources.store,
+            tenant=tenant,
+            top_k=max(top_n * 4, 20),
+            top_n=top_n,
+            filters={**search_filters(filters), **access_filter(principal)},
+        )
+
+    async def format(
+        self,
+        text: str,
+        results: list[SearchResult],
+        formatter: str | None,
+        explain: bool,
+        variants: list[str] | None,
+        warnings: list[str] | None,
+    ) -> str:
+        """The tool result formatted by the formatter named, else by each result's
+        source's (a removed source's results format as the default source's)."""
+        result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
+        if formatter is not None:
+            return await self.chains.formatter(formatter).run(result)
+        known = self.resources.config.sources
+        return await format_result(
+            result, lambda source: self.chains.formatter(source=source if source in known else None)
+        )
