@@ -1,7 +1,8 @@
 """``KnowledgeBase``: the public Python API, async first, each method with a sync twin.
 
 A thin facade: it opens the folder's config and its ``engine.runtime`` (store, models,
-workers), and hands each call to the unit that does the work: ``chains``
+workers), and hands each call to the unit that does the work (private: the methods
+below are the API): ``chains``
 (``engine.chains.ResolvedChains``: what each source and the query path resolve to),
 ``ingestor`` (``engine.ingest``: load → chunk → enrich → embed → commit, estimates,
 re-indexes), ``querier`` (``engine.query``: transform → embed → search → complete →
@@ -79,10 +80,10 @@ class KnowledgeBase:
         self.runtime = Runtime(path, lambda: self.config, env=env, embedder=embedder)
         self.context = self.runtime.context
         self.archive = self.runtime.archive
-        self.chains = ResolvedChains(lambda: self.config, self.context, path)
-        self.ingestor = Ingestor(self.runtime, self.chains.source)
-        self.documents = StoredDocuments(lambda: self.store, self.archive)
-        self.querier = Querier(self.runtime, self.chains)
+        self._chains = ResolvedChains(lambda: self.config, self.context, path)
+        self._ingestor = Ingestor(self.runtime, self._chains.source)
+        self._documents = StoredDocuments(lambda: self.store, self.archive)
+        self._querier = Querier(self.runtime, self._chains)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -166,26 +167,26 @@ class KnowledgeBase:
     # -- chains ------------------------------------------------------------------------
     def source_chains(self, source: str) -> SourceChains:
         """The ingest chains ``source`` resolves to (an unknown source is named)."""
-        return self.chains.source(source)
+        return self._chains.source(source)
 
     def query_plan(self) -> QueryPlan:
         """Every source's query chains and the groups a search runs."""
-        return self.chains.query_plan()
+        return self._chains.query_plan()
 
     def query_chains(self, source: str | None = None) -> QueryChains:
         """The query transform, reranker and formatter ``source`` resolves to (its own,
         else ``query.*``); no source: those of the default source."""
-        return self.chains.query_chains(source)
+        return self._chains.query_chains(source)
 
     def reload_chains(self) -> None:
         """Build every chain again from its files on next use (a prompt or chain file
         changed while the knowledge base is open)."""
-        self.chains.reload()
+        self._chains.reload()
 
     def formatter(self, name: str | None = None, *, source: str | None = None) -> Formatter:
         """The formatter named, else the one ``source`` resolves to (its own, else
         ``query.formatter``; no source: the default source's)."""
-        return self.chains.formatter(name, source=source)
+        return self._chains.formatter(name, source=source)
 
     def use_query_config(
         self, query: QueryConfig, sources: dict[str, SourceConfig] | None = None
@@ -194,11 +195,11 @@ class KnowledgeBase:
         setups on one ingested corpus; ``sources`` gives the sources' own query chains
         too (their ingest side is kept)."""
         self.config = with_query_config(self.config, query, sources)
-        self.chains.forget_query()
+        self._chains.forget_query()
 
     def chains_in_use(self) -> list[ChainUse]:
         """What each source and the query path resolve to (after any LLM fallback)."""
-        return self.chains.in_use()
+        return self._chains.in_use()
 
     def choose_source(self, name: object = None, *, records: bool = False) -> str:
         """The source a caller named (or the default one), checked; ``records`` asks for a
@@ -236,7 +237,7 @@ class KnowledgeBase:
         records with ``paths``, web), never after a run that could not see all of it (the
         report's ``warnings`` say so)."""
         options = RayOptions.chosen(ray, workers, retries)
-        return await self.ingestor.ingest(
+        return await self._ingestor.ingest(
             list(inputs), source, tenant, progress, prune_after=prune, ray=options
         )
 
@@ -252,7 +253,7 @@ class KnowledgeBase:
         gone; one that cannot list itself is skipped, one that fails does not stop the
         others. ``progress`` gets each source's name and its report so far."""
         names = chosen_sources(self.config, source, str(self.path))
-        ingest, reader = functools.partial(self.aingest, tenant=tenant), self.ingestor.reader
+        ingest, reader = functools.partial(self.aingest, tenant=tenant), self._ingestor.reader
         return await sync_sources(
             self.config, names, tenant, reader=reader, ingest=ingest, progress=progress
         )
@@ -286,14 +287,14 @@ class KnowledgeBase:
     async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
         """Fetch and parse web pages (the source's safety rules and deadline apply), without
         storing them: a service fetches outside its write locks, then ``aingest_documents``."""
-        return await self.ingestor.fetch_pages(urls, source)
+        return await self._ingestor.fetch_pages(urls, source)
 
     async def aingest_documents(
         self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Index documents already read (``afetch_pages``); failures are reported as such."""
         items = list(documents)
-        return await self.ingestor.run(items, tenant, None, len(items))
+        return await self._ingestor.run(items, tenant, None, len(items))
 
     async def aestimate(
         self,
@@ -308,13 +309,13 @@ class KnowledgeBase:
         cache; nothing is stored and no LLM is called (web pages are fetched). What the
         real run would fail on is listed with its reason, and what it would skip counted;
         with ``prune``, the same checks as the real run, and what it would remove."""
-        return await self.ingestor.estimate(list(inputs), source, prune, tenant)
+        return await self._ingestor.estimate(list(inputs), source, prune, tenant)
 
     async def aadd_records(
         self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Ingest structured records (JSON-like objects) through a records source's template."""
-        return await self.ingestor.run(self.ingestor.reader(source).records(records), tenant)
+        return await self._ingestor.run(self._ingestor.reader(source).records(records), tenant)
 
     async def aingest_urls(
         self,
@@ -327,7 +328,7 @@ class KnowledgeBase:
         """Import web pages only: anything that is not an http(s) URL is refused, never
         read as a local path (what services exposed to callers must use)."""
         pages = await self.afetch_pages(urls, source=source)
-        return await self.ingestor.run(pages, tenant, progress, len(pages))
+        return await self._ingestor.run(pages, tenant, progress, len(pages))
 
     async def aread_upload(
         self,
@@ -340,14 +341,14 @@ class KnowledgeBase:
     ) -> list[Item]:
         """The documents in a file given as bytes (read off the event loop, parsed in a
         worker process), not yet stored; ``aingest_documents`` stores them."""
-        return await self.ingestor.read_upload(filename, data, source, document_id, metadata)
+        return await self._ingestor.read_upload(filename, data, source, document_id, metadata)
 
     async def aread_records(
         self, records: Iterable[Any], *, source: str | None = None, first: int = 0
     ) -> list[Item]:
         """Records rendered to documents through a records source's template, not yet
         stored; ``first`` numbers them (``record:N`` in errors) from that index."""
-        return await self.ingestor.read_records(records, source, first)
+        return await self._ingestor.read_records(records, source, first)
 
     async def aingest_upload(
         self,
@@ -364,23 +365,23 @@ class KnowledgeBase:
         items = await self.aread_upload(
             filename, data, source=source, document_id=document_id, metadata=metadata
         )
-        return await self.ingestor.run(items, tenant, None, len(items))
+        return await self._ingestor.run(items, tenant, None, len(items))
 
     async def aupdate_metadata(
         self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
     ) -> IngestReport:
         """Replace a document's metadata, re-indexed from its stored copy (no upload; the
         LLM cache answers every chain that saw the same text before)."""
-        document = self.documents.required_copy(tenant, document_id)
+        document = self._documents.required_copy(tenant, document_id)
         changed = document.model_copy(update={"metadata": metadata})
-        return await self.ingestor.run([changed], tenant, None, 1)
+        return await self._ingestor.run([changed], tenant, None, 1)
 
     async def areindex_plan(
         self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
     ) -> ReindexPlan:
         """Which documents the current chains would index differently (a chain's YAML,
         params, prompt text or model changed), and what re-indexing them would cost."""
-        return await self.ingestor.reindex_plan(source, tenant)
+        return await self._ingestor.reindex_plan(source, tenant)
 
     async def areindex(
         self,
@@ -391,13 +392,13 @@ class KnowledgeBase:
     ) -> IngestReport:
         """Re-index, from their stored copies, the documents whose chains changed; only the
         changed chains' LLM calls are paid for (the cache answers the others)."""
-        return await self.ingestor.reindex(source, tenant, progress)
+        return await self._ingestor.reindex(source, tenant, progress)
 
     # -- documents -----------------------------------------------------------------------
     @property
     def registry(self) -> DocumentRegistry:
         """The document records of the store (``engine.documents``)."""
-        return self.documents.registry
+        return self._documents.registry
 
     def list_documents(
         self,
@@ -407,29 +408,29 @@ class KnowledgeBase:
         principal: Principal | None = None,
     ) -> list[DocumentRecord]:
         """The documents ``principal`` may read (``None``: all of them)."""
-        return self.documents.list(tenant, source, principal)
+        return self._documents.list(tenant, source, principal)
 
     def get_document(
         self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> DocumentDetail:
         """A document with its chunks, matching texts and qualifying texts; one
         ``principal`` may not read is not found, like one that does not exist."""
-        return self.documents.get(tenant, document_id, principal)
+        return self._documents.get(tenant, document_id, principal)
 
     def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
         """Remove a document, its points and its stored copy."""
-        self.documents.remove(tenant, document_id)
+        self._documents.remove(tenant, document_id)
 
     def stored_copy(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Document | None:
         """The document as its last ingest parsed it (what a re-index reads), or None: not
         in this tenant, or ingested before FlexMatch kept copies."""
-        return self.documents.stored_copy(tenant, document_id)
+        return self._documents.stored_copy(tenant, document_id)
 
     def get_original(
         self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> Original:
         """The file a document was uploaded as (uploads only)."""
-        return self.documents.original(tenant, document_id, principal)
+        return self._documents.original(tenant, document_id, principal)
 
     def set_access(
         self, document_id: str, access: Access | None, *, tenant: str = DEFAULT_TENANT
@@ -437,11 +438,11 @@ class KnowledgeBase:
         """Change who may read a document (``None``: the whole tenant), an admin's act:
         its points' payload and record are updated, nothing re-embedded, no LLM call. The
         stored copy keeps it too, so a re-index from it keeps the new access."""
-        return self.documents.set_access(tenant, document_id, access)
+        return self._documents.set_access(tenant, document_id, access)
 
     def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
         """Counts of what ``principal`` may read (``None``: everything)."""
-        return self.documents.stats(tenant, principal)
+        return self._documents.stats(tenant, principal)
 
     # -- query -------------------------------------------------------------------------
     async def asearch(
@@ -457,7 +458,7 @@ class KnowledgeBase:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
         inside the search; ``None``: everything, the admin's view)."""
-        return await self.querier.search(text, top_n, top_k, filters, tenant, principal)
+        return await self._querier.search(text, top_n, top_k, filters, tenant, principal)
 
     async def aquery(
         self,
@@ -471,7 +472,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
-        answer = await self.querier.search(text, top_n, top_k, filters, tenant, principal)
+        answer = await self._querier.search(text, top_n, top_k, filters, tenant, principal)
         return answer.results
 
     async def asimilar(
@@ -485,7 +486,7 @@ class KnowledgeBase:
     ) -> list[SearchResult]:
         """The chunks most similar to ``text``: no query rewrite, no reranking; only of
         documents ``principal`` may read."""
-        return await self.querier.similar(text, top_n, filters, tenant, principal)
+        return await self._querier.similar(text, top_n, filters, tenant, principal)
 
     async def aformat(
         self,
@@ -501,7 +502,7 @@ class KnowledgeBase:
         (its own, else ``query.formatter``), over the tool result; ``explain`` adds each
         result's signals and the variants searched. Results whose sources format
         differently are formatted in parts, in their rank order."""
-        querier = self.querier
+        querier = self._querier
         return await querier.format(text, results, formatter, explain, variants, warnings)
 
     async def aformat_answer(
@@ -509,7 +510,7 @@ class KnowledgeBase:
     ) -> str:
         """``aformat`` of a whole answer (its variants and warnings included)."""
         found, variants, warnings = answer.results, answer.variants, answer.warnings
-        return await self.querier.format(
+        return await self._querier.format(
             answer.query, found, formatter, explain, variants, warnings
         )
 
