@@ -37,6 +37,10 @@ MAX_TOP_N = 20
 MAX_LISTED = 500
 
 
+QUERY_CODES = ("empty_query", "query_too_long", "empty_text", "text_too_long")
+"""The ``code`` of every ``QueryError`` ``check_query`` raises (an HTTP error answer's too)."""
+
+
 def check_query(text: str, *, limit: int | None = None, what: str = "query") -> str:
     """``text`` if it is a valid query: not blank, and at most ``limit`` characters
     (None: any length; the knowledge base's own calls take long texts, such as a passage
@@ -98,6 +102,11 @@ Query = Annotated[
 ]
 WebAddress = Annotated[str, Must("an http(s) URL", _is_web_address)]
 Record = Annotated[dict[str, Any], Field(min_length=1), Must("a non-empty JSON object")]
+TopN = Annotated[
+    int | None,
+    Field(ge=1, le=MAX_TOP_N),
+    Must(f"a whole number from 1 to {MAX_TOP_N}", lambda _: True),
+]
 
 
 def _annotation(field: FieldInfo) -> Any:
@@ -193,10 +202,8 @@ class SearchArguments(ToolArguments):
     )
 
     query: Query = Field(description="What to look for, ideally as a full question.")
-    top_n: int | None = Field(
+    top_n: TopN = Field(
         None,
-        ge=1,
-        le=MAX_TOP_N,
         description="How many passages to return (default 5, or as the knowledge base is set up).",
     )
     source: str | None = Field(None, description="Only search this data source.")

@@ -20,6 +20,7 @@ from flexmatch import (
     IngestReport,
     Job,
     KnowledgeBase,
+    QueryError,
     SearchResult,
     ServiceError,
     SourceChoiceError,
@@ -160,8 +161,9 @@ def test_errors_are_the_same_classes(kb: KB, tmp_path: Path, notes: Path) -> Non
         kb.add_records(RECORDS, source="nowhere")
     with pytest.raises(ConfigError, match="'nowhere'"):
         kb.ingest([notes], source="nowhere")
-    with pytest.raises(ConfigError, match="empty"):
+    with pytest.raises(QueryError, match="empty") as empty:  # embedded and served alike
         kb.query("   ")
+    assert empty.value.code == "empty_query"
     missing = tmp_path / "missing.md"
     report = kb.ingest([missing])
     assert report.failed and str(missing) in report.failed[0].error
@@ -223,7 +225,8 @@ def test_error_answers_map_to_the_embedded_classes() -> None:
     assert isinstance(error_for(422, "invalid_filter", "x"), FilterError)
     source = error_for(422, "unknown_source", "unknown source 'a'")
     assert isinstance(source, SourceChoiceError) and source.code == "unknown_source"
-    assert isinstance(error_for(422, "empty_query", "the query is empty"), ConfigError)
+    too_long = error_for(422, "query_too_long", "the query is 2,001 characters, over …")
+    assert isinstance(too_long, QueryError) and too_long.code == "query_too_long"
     assert isinstance(
         error_for(404, "not_found", "no document 'a'", DocumentNotFoundError), DocumentNotFoundError
     )

@@ -126,8 +126,12 @@ def test_tool_schema_drops_titles_nulls_and_defaults() -> None:
         (SearchArguments, {"query": "  "}, "'query' must be a non-empty string"),
         (SearchArguments, {"query": "x" * (MAX_QUERY_CHARS + 1)}, "'query' must be a non-empty"),
         (SearchArguments, {"query": 7}, "'query' must be a non-empty string"),
-        (SearchArguments, {"query": "x", "top_n": 0}, "'top_n': input should be greater than"),
-        (SearchArguments, {"query": "x", "top_n": MAX_TOP_N + 1}, "'top_n': input should be"),
+        (
+            SearchArguments,
+            {"query": "x", "top_n": 0},
+            "'top_n' must be a whole number from 1 to 20",
+        ),
+        (SearchArguments, {"query": "x", "top_n": MAX_TOP_N + 1}, "'top_n' must be a whole number"),
         (
             SearchArguments,
             {"query": "x", "tenant": "b", "top_k": 2},

@@ -17,6 +17,7 @@ from flexmatch.errors import (
     FlexMatchError,
     LLMError,
     ParseError,
+    QueryError,
     ServiceError,
     SourceChoiceError,
     StoreError,
@@ -24,6 +25,7 @@ from flexmatch.errors import (
     WriteConflictError,
 )
 from flexmatch.models import Job, SearchResult
+from flexmatch.tools import QUERY_CODES
 
 T = TypeVar("T")
 
@@ -57,6 +59,8 @@ def error_for(
     kind = _BY_CODE.get(code)
     if kind is not None:
         return kind(message)
+    if code in QUERY_CODES:  # what ``check_query`` raises in the embedded call
+        return QueryError(code, message)
     if status == 422:  # a request the server's rules refuse (empty query, too many items)
         return ConfigError(message)
     return ServiceError(status, code, message)

@@ -110,8 +110,8 @@ def test_stdio_session_lists_tools_and_searches(stdio_kb: Path) -> None:
             assert "loopback" in text_of(refused)
             bad = await client.call_tool("search_knowledge", {"query": QUESTION, "top_n": 0})
             assert one_line_error(bad).endswith(
-                "invalid arguments for search_knowledge: 'top_n': input should be greater "
-                "than or equal to 1"
+                "invalid arguments for search_knowledge: 'top_n' must be a whole number "
+                "from 1 to 20"
             )
             wrong = await client.call_tool("add_record", {"record": {"a": 1}, "source": "web"})
             assert "source 'web' is not of type 'records'" in one_line_error(wrong)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flexmatch import FlexMatchError, tool_result
+from flexmatch import FlexMatchError, SearchArguments, ToolCallError, tool_result
 from flexmatch.service import require_extra
 
 require_extra("agents", "openai-agents", "The OpenAI Agents SDK tool")
@@ -29,8 +29,6 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     Searchable,
     asearch,
 )
-
-MAX_TOP_N = 20
 
 
 def search_tool(
@@ -53,10 +51,10 @@ def search_tool(
             top_n: How many passages to return (1 to 20).
             source: Only search this data source (optional).
         """
-        if not query.strip():
-            return json.dumps({"error": "'query' must be a non-empty string"})
-        if not 1 <= top_n <= MAX_TOP_N:
-            return json.dumps({"error": f"'top_n' must be from 1 to {MAX_TOP_N}"})
+        try:  # the rules the agent tool and the MCP server check, in the same words
+            SearchArguments.check({"query": query, "top_n": top_n, "source": source})
+        except ToolCallError as exc:
+            return json.dumps({"error": str(exc)})
         chosen = {**(filters or {}), **({"source": source} if source else {})} or None
         try:
             results = await asearch(kb, query, top_n=top_n, filters=chosen, tenant=tenant)

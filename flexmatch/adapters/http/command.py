@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from flexmatch import MAX_QUERY_CHARS
 from flexmatch.adapters.command_line import (
     HostOption,
     KbOption,
@@ -28,7 +29,7 @@ def serve(
     max_body_mb: Annotated[
         float, typer.Option(min=0.001, help="Largest request body (uploads), in MB.")
     ] = 64.0,
-    max_query_chars: Annotated[int, typer.Option(min=1, help="Longest query.")] = 2_000,
+    max_query_chars: Annotated[int, typer.Option(min=1, help="Longest query.")] = MAX_QUERY_CHARS,
     rate: Annotated[
         float, typer.Option(min=0, help="Requests per second per API key (0: no limit).")
     ] = 10.0,
