@@ -1,12 +1,12 @@
 """``KnowledgeBase``: the public Python API, async first, each method with a sync twin.
 
 A thin facade: it opens the folder's config and its ``engine.runtime`` (store, models,
-workers), and hands each call to the unit that does the work (private: the methods
-below are the API): ``chains``
-(``engine.chains.ResolvedChains``: what each source and the query path resolve to),
-``ingestor`` (``engine.ingest``: load → chunk → enrich → embed → commit, estimates,
-re-indexes), ``querier`` (``engine.query``: transform → embed → search → complete →
-rerank → format) and ``documents`` (``engine.stored_documents``: records and copies).
+workers), and hands each call to the unit that does the work (private; the methods below
+are the API): ``_chains`` (``engine.chains.ResolvedChains``: what each source and the
+query path resolve to), ``_ingestor`` (``engine.ingest``: load → chunk → enrich → embed →
+commit, estimates, re-indexes), ``_querier`` (``engine.query``: transform → embed →
+search → complete → rerank → format) and ``_documents`` (``engine.stored_documents``:
+records and copies).
 """
 
 from __future__ import annotations

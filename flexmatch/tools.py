@@ -15,7 +15,7 @@ HTTP API (whose length limit is configurable; ``MAX_QUERY_CHARS`` is its default
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Self
 
@@ -167,6 +167,21 @@ class ToolArguments(BaseModel):
             raise ToolCallError(cls.invalid_arguments(exc)) from None
 
     @classmethod
+    def unknown_arguments(cls, unknown: Iterable[str]) -> str:
+        """Arguments the tool does not take, named with those it does: refused rather than
+        dropped, so a model learns at once that its argument did nothing."""
+        names = sorted(unknown)
+        plural = "s" if len(names) > 1 else ""
+        takes = ", ".join(cls.model_fields) or "none"
+        message = (
+            f"{cls.tool_name} does not take the argument{plural} "
+            f"{', '.join(map(repr, names))} (it takes: {takes})"
+        )
+        if "tenant" in names:
+            message += "; the tenant is set by the server: the API key's, or its --tenant"
+        return message
+
+    @classmethod
     def invalid_arguments(cls, error: ValidationError) -> str:
         """Pydantic's report on these arguments as one line: each argument at fault and
         what it must be, then any argument the tool does not take."""
@@ -185,9 +200,10 @@ class ToolArguments(BaseModel):
                 problems.append(f"'{where}' must be {rule.words}")
             else:
                 problems.append(f"'{where}': {message[:1].lower()}{message[1:]}")
+        if unexpected and not problems:
+            return cls.unknown_arguments(unexpected)
         if unexpected:
-            takes = ", ".join(cls.model_fields) or "none"
-            problems.append(f"unexpected arguments: {', '.join(unexpected)} (it takes: {takes})")
+            problems.append(cls.unknown_arguments(unexpected))
         return f"invalid arguments for {cls.tool_name}: {'; '.join(problems)}"
 
 
@@ -215,6 +231,11 @@ class SearchArguments(ToolArguments):
             "matches any of its values."
         ),
     )
+
+    def passages(self, configured: int) -> int:
+        """How many passages to return: ``top_n``, else the knowledge base's own number
+        (``query.top_n``), never more than the tool's limit."""
+        return self.top_n if self.top_n is not None else min(configured, MAX_TOP_N)
 
 
 class ListDocumentsArguments(ToolArguments):

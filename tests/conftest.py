@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,30 @@ def run(
         env=merged,
         timeout=300,
     )
+
+
+@contextmanager
+def held_store(kb_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """The knowledge base's embedded store held open by another process (as a second
+    ``flexmatch`` would hold it) until the block ends; yields that process."""
+    shard = kb_dir / ".flexmatch" / "qdrant" / "shard"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, qdrant_edge; shard = qdrant_edge.EdgeShard.load(sys.argv[1]); "
+            "print('held', flush=True); sys.stdin.read()",
+            str(shard),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.communicate("", timeout=30)
 
 
 def stop(process: subprocess.Popen[str]) -> None:

@@ -135,7 +135,8 @@ def test_tool_schema_drops_titles_nulls_and_defaults() -> None:
         (
             SearchArguments,
             {"query": "x", "tenant": "b", "top_k": 2},
-            "unexpected arguments: tenant, top_k (it takes: query, top_n, source, filters)",
+            "search_knowledge does not take the arguments 'tenant', 'top_k' (it takes: query, "
+            "top_n, source, filters); the tenant is set by the server",
         ),
         (IngestUrlArguments, {"url": "file:///etc/passwd"}, "'url' must be an http(s) URL"),
         (IngestUrlArguments, {}, "'url' must be an http(s) URL"),
@@ -150,7 +151,8 @@ def test_a_bad_argument_is_one_line_naming_it(
     with pytest.raises(ToolCallError) as refused:
         model.check(arguments)
     message = str(refused.value)
-    assert message.startswith(f"invalid arguments for {model.tool_name}: ") and said in message
+    assert message.startswith(model.tool_name if "does not take" in said else "invalid arguments")
+    assert said in message
     assert "\n" not in message and "pydantic.dev" not in message
 
 
@@ -168,3 +170,11 @@ def test_the_signature_is_the_models_fields() -> None:
     assert list(signature.parameters) == list(SearchArguments.model_fields)
     assert signature.parameters["query"].default is signature.empty
     assert signature.parameters["top_n"].default is None
+
+
+def test_search_returns_the_configured_number_of_passages_within_the_tools_limit() -> None:
+    """Without ``top_n`` a search returns what the knowledge base is set up to
+    (``query.top_n``), never more than the tool says it returns."""
+    assert SearchArguments(query="x").passages(5) == 5
+    assert SearchArguments(query="x").passages(30) == MAX_TOP_N
+    assert SearchArguments(query="x", top_n=3).passages(30) == 3

@@ -80,7 +80,7 @@ async def search(
     named = {"source": _source(kb, arguments.source)} if arguments.source is not None else {}
     answer = await kb.asearch(
         arguments.query,
-        top_n=arguments.top_n,
+        top_n=arguments.passages(kb.config.query.top_n),
         filters={**(arguments.filters or {}), **named} or None,
         tenant=tenant,
         principal=principal,

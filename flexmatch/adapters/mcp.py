@@ -244,7 +244,7 @@ def build_server(
                 takes = list(tool.parameters.get("properties", {}))
                 unknown = sorted(set(arguments) - set(takes))
                 if unknown:
-                    raise ToolError(_unknown_arguments(name, unknown, takes))
+                    raise ToolError(TOOL_ARGUMENTS[name].unknown_arguments(unknown))
             try:
                 asked = _NAMED.set(named_in(context))
             except FlexMatchError as exc:
@@ -323,7 +323,7 @@ def build_server(
             named = {"source": name} if name is not None else {}
             answer = await kb.asearch(
                 arguments.query,
-                top_n=arguments.top_n,
+                top_n=arguments.passages(kb.config.query.top_n),
                 filters={**(arguments.filters or {}), **named},
                 tenant=scope,
                 principal=who,
@@ -421,17 +421,6 @@ def _succeeded(summary: dict[str, str]) -> str:
     if summary["status"] == "failed":
         raise ToolError(f"{summary['input']}: {summary['detail'] or 'failed'}")
     return json.dumps(summary, ensure_ascii=False)
-
-
-def _unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
-    plural = "s" if len(unknown) > 1 else ""
-    message = (
-        f"{tool} does not take the argument{plural} {', '.join(map(repr, unknown))} "
-        f"(it takes: {', '.join(takes) or 'none'})"
-    )
-    if "tenant" in unknown:
-        message += "; the tenant is set by the server: the API key's, or its --tenant"
-    return message
 
 
 class _Warm:

@@ -2,11 +2,11 @@
 
 API keys (``keys``), the state every replica shares (``shared_state``: keys, job records,
 cache generations, sync leases and last runs, in ``syncs``) in one database
-(``state_db``), saved eval runs for the console (``evals``), sandboxed prompt previews
-(``previews``). It sits between
-the facade (``flexmatch``) and the adapters, which import from here the names in
-``__all__`` and, from ``flexmatch``, the public API. Applications need none of it: they
-use ``flexmatch.__all__``. Names load on first use, as in ``flexmatch``.
+(``state_db``), saved eval runs for the console (``evals``) and sandboxed prompt
+previews (``previews``). It sits between the facade (``flexmatch``) and the adapters,
+which import from here the names in ``__all__`` and, from ``flexmatch``, the public API.
+Applications need none of it: they use ``flexmatch.__all__``. Names load on first use,
+as in ``flexmatch``.
 """
 
 from __future__ import annotations

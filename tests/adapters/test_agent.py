@@ -82,7 +82,7 @@ def test_handle_tool_call_searches_and_reports_mistakes(kb: KnowledgeBase) -> No
         ("search_knowledge", {}, "'query' must be a non-empty string"),
         ("search_knowledge", {"query": "x", "top_n": 500}, "'top_n'"),
         ("search_knowledge", {"query": "x", "source": "nope"}, "unknown source"),
-        ("search_knowledge", {"query": "x", "tenant": "b"}, "unexpected arguments: tenant"),
+        ("search_knowledge", {"query": "x", "tenant": "b"}, "does not take the argument 'tenant'"),
         ("delete_everything", {}, "unknown tool 'delete_everything'"),
         ("ingest_url", {"url": "file:///etc/passwd"}, "http(s) URL"),
         ("add_record", {"record": "text"}, "non-empty JSON object"),

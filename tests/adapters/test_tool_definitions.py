@@ -67,6 +67,8 @@ BAD_CALLS = [
     ("ingest_url", {"url": "ftp://example.org/file"}),
     ("add_record", {"record": {}}),
     ("add_record", {"record": ["a list"]}),
+    ("search_knowledge", {"query": "x", "tenant": "b"}),  # refused, never dropped
+    ("search_knowledge", {"query": "x", "top_k": 3, "as_user": "user:eve"}),
 ]
 
 
@@ -74,7 +76,11 @@ def test_a_bad_argument_is_said_the_same_by_both(kb: KnowledgeBase) -> None:
     _, results = mcp_session(kb, BAD_CALLS)
     for (name, arguments), (is_error, said) in zip(BAD_CALLS, results, strict=True):
         agent = json.loads(asyncio.run(handle_tool_call(kb, name, json.dumps(arguments))))
-        assert is_error and said.startswith(f"invalid arguments for {name}: "), said
+        unknown = set(arguments) - set(TOOL_ARGUMENTS[name].model_fields)
+        start = (
+            f"{name} does not take the argument" if unknown else f"invalid arguments for {name}: "
+        )
+        assert is_error and said.startswith(start), said
         assert agent == {"error": said}, (name, arguments)
 
 

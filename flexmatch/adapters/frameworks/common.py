@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexmatch import Client, ConfigError, KnowledgeBase, SearchResult
+from flexmatch import Client, ConfigError, KnowledgeBase, SearchArguments, SearchResult
 
 # a local knowledge base or a served one: both answer ``query``/``aquery`` alike
 Searchable = KnowledgeBase | Client
 
-TOOL_NAME = "search_knowledge"
-TOOL_DESCRIPTION = (
-    "Search the knowledge base for passages that answer a question. Returns the best "
-    "matching passages with where each comes from (a citation), its title and the text that "
-    "matched. Use it before answering questions about the stored documents."
-)
+# the search tool's name and words, as the agent tool and the MCP server give them
+TOOL_NAME = SearchArguments.tool_name
+TOOL_DESCRIPTION = SearchArguments.tool_description
 
 
 def search_options(

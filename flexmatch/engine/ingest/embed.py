@@ -1,7 +1,7 @@
 """Embed: every matching text of a document's chunks made a vector.
 
 ``prepare`` is a document's whole expensive part, chunk → enrich → embed, done in this
-process (``LocalWork``) or on a Ray worker (``engine.fanout``); ``commit`` writes it.
+process (``LocalWork``) or on a Ray worker (``fanout``); ``commit`` writes it.
 """
 
 from __future__ import annotations

@@ -117,6 +117,7 @@ class Ingestor:
         )
 
     async def fetch_pages(self, urls: Iterable[str], source: str | None) -> list[Item]:
+        """Web pages fetched and parsed under ``source``'s web rules, not yet stored."""
         return await self.loader.fetch(self.loader.reader(source), list(urls))
 
     async def read_upload(
@@ -127,12 +128,16 @@ class Ingestor:
         document_id: str | None,
         metadata: dict[str, Any] | None,
     ) -> list[Item]:
+        """The documents in a file given as bytes, read off the event loop (parsed in a
+        worker process), not yet stored."""
         reader = self.loader.reader(source)
         return await asyncio.to_thread(reader.upload, filename, data, document_id, metadata)
 
     async def read_records(
         self, records: Iterable[Any], source: str | None, first: int
     ) -> list[Item]:
+        """Records rendered through a records source's template, not yet stored; ``first``
+        numbers them from that index."""
         reader = self.loader.reader(source)
         return await asyncio.to_thread(lambda: list(reader.records(records, first)))
 

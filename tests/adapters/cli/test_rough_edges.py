@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import flexmatch
 from flexmatch.adapters.cli.app import app
 from tests.adapters.cli.test_serve_lifecycle import _start, _stop, _wait_ready
 from tests.adapters.http.servers import free_port
-from tests.conftest import run, write_config
+from tests.conftest import held_store, run, write_config
 
 HARBOUR = "# Harbour\n\nThe ferry to Gull Island leaves at noon on Sundays.\n"
 FEES = "# Fees\n\nA 12-metre yacht pays 40 euros a night in summer.\n"
@@ -113,26 +112,10 @@ def test_another_holder_is_named_after_the_wait(tmp_path: Path) -> None:
     write_config(folder, "store:\n  lock_timeout: 1\n")
     (tmp_path / "harbour.md").write_text(HARBOUR, encoding="utf-8")
     assert run("ingest", "--kb", str(folder), str(tmp_path / "harbour.md")).returncode == 0
-    shard = folder / ".flexmatch" / "qdrant" / "shard"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, qdrant_edge; shard = qdrant_edge.EdgeShard.load(sys.argv[1]); "
-            "print('held', flush=True); sys.stdin.read()",
-            str(shard),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with held_store(folder) as holder:
         error = _one_line(run("stats", "--kb", str(folder)))
         assert "in use by another FlexMatch process" in error
         assert f"pid {holder.pid}" in error and "waited 1s" in error
-    finally:
-        holder.communicate("")
 
 
 def test_docs_show_takes_an_id_prefix_a_path_or_a_record_id(kb: Path) -> None:

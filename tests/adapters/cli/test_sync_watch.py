@@ -12,11 +12,9 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ import pytest
 import flexmatch as fm
 from flexmatch.adapters.cli.sync_watch import say
 from tests.adapters.cli.test_sync import NOTES, _folder, _found, _uris
-from tests.conftest import FLEXMATCH, run, write_config
+from tests.conftest import FLEXMATCH, held_store, run, write_config
 
 # a query that found the store locked would wait 5 s, then fail: the watch must not hold it
 CONFIG = """\
@@ -179,29 +177,6 @@ def test_a_folder_that_goes_is_reported_and_the_rest_still_watched(
     assert watch.stop(signal.SIGTERM)["interrupted"] is True
 
 
-@contextmanager
-def _held(kb: Path) -> Iterator[None]:
-    """The store held open by another process until the block ends."""
-    shard = kb / ".flexmatch" / "qdrant" / "shard"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, qdrant_edge; shard = qdrant_edge.EdgeShard.load(sys.argv[1]); "
-            "print('held', flush=True); sys.stdin.read()",
-            str(shard),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        yield
-    finally:
-        holder.communicate("", timeout=30)
-
-
 def test_a_deletion_while_the_store_is_held_reaches_the_index_once_it_is_free(
     tmp_path: Path, watching: list[Watch]
 ) -> None:
@@ -213,7 +188,7 @@ def test_a_deletion_while_the_store_is_held_reaches_the_index_once_it_is_free(
     watch.synced(FIRST_WAIT)
     watch.next("watching")
 
-    with _held(kb):
+    with held_store(kb):
         (notes / "market.md").unlink()
         failed = watch.next("synced")
     assert failed["sync"]["outcome"] == "failed", failed
