@@ -48,8 +48,9 @@ def _first_sentence(lines: list[str]) -> str:
 
 
 def templates() -> dict[str, str]:
-    """The built-in config templates by name, each with what it is (see
-    ``KnowledgeBase.templates``)."""
+    """The built-in config templates ``init`` accepts, by name, each with what it is
+    (its file's first comment line): ``default``, and every built-in evaluation setup
+    (``configs/setups``), which is a fragment of a ``flexmatch.yaml`` over the default."""
     found = {
         "default": "The defaults: questions (sentences without an LLM), hybrid "
         "retrieval, the offline reranker."
@@ -61,7 +62,9 @@ def templates() -> dict[str, str]:
 
 
 def template_text(template: str) -> str:
-    """The ``flexmatch.yaml`` a template makes (see ``KnowledgeBase.template_text``)."""
+    """The ``flexmatch.yaml`` a template makes: ``default`` as shipped (comments and
+    all); a setup merged over it (``corpus_sources``, an evaluation setting, left
+    out); or a file named by path, as it is."""
     as_path = Path(template)
     if template == "default" or as_path.suffix in (".yaml", ".yml") or len(as_path.parts) > 1:
         source = resources.find("configs", template, None, suffixes=("", ".yaml"))
@@ -84,7 +87,8 @@ def template_text(template: str) -> str:
 
 
 def init(path: str | Path, template: str = "default") -> Path:
-    """Create a knowledge-base folder from a config template (see ``KnowledgeBase.init``)."""
+    """Create a knowledge-base folder from a config template (``templates()``, or a
+    file's path)."""
     folder = Path(path).expanduser().resolve()
     target = folder / CONFIG_FILE
     if target.exists():
@@ -105,8 +109,10 @@ def builtin_prompts() -> list[str]:
 
 
 def eject_prompt(path: str | Path, name: str, *, force: bool = False) -> Path:
-    """Copy a built-in prompt into ``path``'s ``prompts/`` folder (see
-    ``KnowledgeBase.eject_prompt``)."""
+    """Copy a built-in prompt into the knowledge base's ``prompts/`` folder to edit:
+    the knowledge base then uses that copy (its folder is searched first). An
+    existing copy is kept unless ``force``; a changed prompt re-indexes the documents
+    its chain wrote (``flexmatch reindex``)."""
     known = builtin_prompts()
     stems = {k: {Path(k).stem, k.split(".", 1)[0]} for k in known}  # facts.md, facts
     chosen = name if name in known else next((k for k in known if name in stems[k]), "")

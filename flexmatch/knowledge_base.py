@@ -65,7 +65,11 @@ T = TypeVar("T")
 
 
 class KnowledgeBase:
-    """A folder with a ``flexmatch.yaml``, its chains and prompts, and a Qdrant store."""
+    """A folder with a ``flexmatch.yaml``, its chains and prompts, and a Qdrant store.
+
+    Async first: every async method (``aingest``, ``asearch``, ``async_sync``, …) has a
+    synchronous twin without the ``a`` (``ingest``, ``search``, ``sync``, …) that takes the
+    same parameters, carries the same docstring and runs the method to its end."""
 
     def __init__(
         self,
@@ -101,38 +105,12 @@ class KnowledgeBase:
             raise ConfigError(f"{folder}: a knowledge base is a folder, not a file")
         return cls(folder, config or load_config(folder, env), env=env, embedder=embedder)
 
-    @staticmethod
-    def templates() -> dict[str, str]:
-        """The built-in config templates ``init`` accepts, by name, each with what it is
-        (its file's first comment line): ``default``, and every built-in evaluation setup
-        (``configs/setups``), which is a fragment of a ``flexmatch.yaml`` over the default."""
-        return config_templates.templates()
-
-    @staticmethod
-    def template_text(template: str) -> str:
-        """The ``flexmatch.yaml`` a template makes: ``default`` as shipped (comments and
-        all); a setup merged over it (``corpus_sources``, an evaluation setting, left
-        out); or a file named by path, as it is."""
-        return config_templates.template_text(template)
-
-    @staticmethod
-    def init(path: str | Path, template: str = "default") -> Path:
-        """Create a knowledge-base folder from a config template (``templates()``, or a
-        file's path)."""
-        return config_templates.init(path, template)
-
-    @staticmethod
-    def builtin_prompts() -> list[str]:
-        """The file names of the prompts FlexMatch ships (``questions.j2``, …)."""
-        return config_templates.builtin_prompts()
-
-    @staticmethod
-    def eject_prompt(path: str | Path, name: str, *, force: bool = False) -> Path:
-        """Copy a built-in prompt into the knowledge base's ``prompts/`` folder to edit:
-        the knowledge base then uses that copy (its folder is searched first). An
-        existing copy is kept unless ``force``; a changed prompt re-indexes the documents
-        its chain wrote (``flexmatch reindex``)."""
-        return config_templates.eject_prompt(path, name, force=force)
+    # config templates: they make folders, so they need no open knowledge base
+    templates = staticmethod(config_templates.templates)
+    template_text = staticmethod(config_templates.template_text)
+    init = staticmethod(config_templates.init)
+    builtin_prompts = staticmethod(config_templates.builtin_prompts)
+    eject_prompt = staticmethod(config_templates.eject_prompt)
 
     @property
     def llm(self) -> LLM | None:
@@ -514,48 +492,31 @@ class KnowledgeBase:
             answer.query, found, formatter, explain, variants, warnings
         )
 
-    # -- sync twins: each async method above, run to its end (the same parameters) --------
+    # -- sync twins: each async method above, run to its end: the same parameters and the
+    # same docstring (``sync_twin``), for code that is not async ------------------------
     @staticmethod
     def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
         """Run one of the async methods from synchronous code."""
         return run_sync(awaitable)
 
     ingest = sync_twin(aingest)
-    """``aingest``, from synchronous code (the same parameters)."""
     fetch_pages = sync_twin(afetch_pages)
-    """``afetch_pages``, from synchronous code (the same parameters)."""
     ingest_documents = sync_twin(aingest_documents)
-    """``aingest_documents``, from synchronous code (the same parameters)."""
     estimate = sync_twin(aestimate)
-    """``aestimate``, from synchronous code (the same parameters)."""
     add_records = sync_twin(aadd_records)
-    """``aadd_records``, from synchronous code (the same parameters)."""
     ingest_urls = sync_twin(aingest_urls)
-    """``aingest_urls``, from synchronous code (the same parameters)."""
     read_upload = sync_twin(aread_upload)
-    """``aread_upload``, from synchronous code (the same parameters)."""
     read_records = sync_twin(aread_records)
-    """``aread_records``, from synchronous code (the same parameters)."""
     ingest_upload = sync_twin(aingest_upload)
-    """``aingest_upload``, from synchronous code (the same parameters)."""
     update_metadata = sync_twin(aupdate_metadata)
-    """``aupdate_metadata``, from synchronous code (the same parameters)."""
     sync = sync_twin(async_sync)
-    """``async_sync``, from synchronous code (the same parameters)."""
     reindex_plan = sync_twin(areindex_plan)
-    """``areindex_plan``, from synchronous code (the same parameters)."""
     reindex = sync_twin(areindex)
-    """``areindex``, from synchronous code (the same parameters)."""
     search = sync_twin(asearch)
-    """``asearch``, from synchronous code (the same parameters)."""
     query = sync_twin(aquery)
-    """``aquery``, from synchronous code (the same parameters)."""
     similar = sync_twin(asimilar)
-    """``asimilar``, from synchronous code (the same parameters)."""
     format = sync_twin(aformat)
-    """``aformat``, from synchronous code (the same parameters)."""
     format_answer = sync_twin(aformat_answer)
-    """``aformat_answer``, from synchronous code (the same parameters)."""
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:

@@ -31,6 +31,7 @@ def test_every_async_method_has_a_sync_twin_with_its_signature() -> None:
         assert twin is not None, f"{name} has no sync twin"
         assert not inspect.iscoroutinefunction(twin), name
         assert inspect.signature(twin) == inspect.signature(method), name  # type: ignore[arg-type]
+        assert inspect.getdoc(twin) == inspect.getdoc(method), name  # one docstring for both
 
 
 def test_every_public_method_has_a_docstring() -> None:

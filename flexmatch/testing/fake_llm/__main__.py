@@ -4,4 +4,5 @@ import sys
 
 from flexmatch.testing.fake_llm.command import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a tool imports every module (the API docs do)
+    sys.exit(main())
