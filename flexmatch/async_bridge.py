@@ -74,7 +74,8 @@ def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
 def sync_twin(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     """The synchronous twin of an async method (``aingest`` → ``ingest``): the very same
     parameters, for type checkers (``ParamSpec``) and ``inspect.signature`` alike, so a
-    twin never drifts from its method; it runs the method to its end with ``run_sync``."""
+    twin never drifts from its method, and its docstring; it runs the method to its end
+    with ``run_sync``."""
 
     @functools.wraps(method)
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -83,5 +84,5 @@ def sync_twin(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     name = method.__name__.removeprefix("async_").removeprefix("a")
     twin.__name__ = name
     twin.__qualname__ = method.__qualname__.rsplit(".", 1)[0] + "." + name
-    twin.__doc__ = f"``{method.__name__}``, from synchronous code."
+    twin.__doc__ = method.__doc__  # one text for both: ``help(kb.ingest)`` says it all
     return twin
