@@ -25,12 +25,12 @@ from flexmatch.models import CostEstimate, FailedDocument, IngestReport, Reindex
 
 
 class Ingestor:
-    """The ingests of one open knowledge base (``chains``: a source's ingest chains)."""
+    """The ingests of one open knowledge base (``source_chains``: a source's ingest chains)."""
 
-    def __init__(self, resources: Resources, chains: Callable[[str], SourceChains]) -> None:
+    def __init__(self, resources: Resources, source_chains: Callable[[str], SourceChains]) -> None:
         self.resources = resources
-        self.chains = chains
-        self.loader = Loader(resources, chains)
+        self.source_chains = source_chains
+        self.loader = Loader(resources, source_chains)
 
     def reader(
         self,
@@ -108,7 +108,7 @@ class Ingestor:
         return await run_ingest(
             items,
             self.resources,
-            self.chains,
+            self.source_chains,
             tenant,
             progress=progress,
             planned=planned,
@@ -154,7 +154,7 @@ class Ingestor:
         rest = reader.read(plan, urls=False)
         limit = self.resources.config.ingest.max_document_bytes
         llm = self.resources.llm
-        estimate = await estimate_reading(pages, rest, self.chains, llm, limit)
+        estimate = await estimate_reading(pages, rest, self.source_chains, llm, limit)
         if prune:
             found = await asyncio.to_thread(prunable_records, reader, self.resources, tenant)
             gone, refused = found
@@ -165,12 +165,12 @@ class Ingestor:
     async def reindex_plan(self, source: str | None, tenant: str) -> ReindexPlan:
         """The documents the current chains would index differently, and the cost."""
         if source is not None:
-            self.chains(source)  # an unknown source is named
+            self.source_chains(source)  # an unknown source is named
         archive = self.resources.archive
         return await plan_reindex(
             DocumentRegistry(self.resources.store).list(tenant, source, None),
             self.resources.config.sources,
-            self.chains,
+            self.source_chains,
             lambda document_id: archive.get(tenant, document_id),
             self.resources.llm,
             ReindexPlan(tenant=tenant, source=source),
