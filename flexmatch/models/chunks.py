@@ -117,14 +117,17 @@ def cite(uri: str, title: str, location: Location | None) -> str:
     if loc.fragment:
         text += f"#{loc.fragment}"
     if loc.page is not None:
-        end = loc.page_end or loc.page
-        text += f" p. {loc.page}" if end == loc.page else f" pp. {loc.page}-{end}"
+        text += _span("p.", "pp.", loc.page, loc.page_end)
     if loc.slide is not None:
-        end = loc.slide_end or loc.slide
-        text += f" slide {loc.slide}" if end == loc.slide else f" slides {loc.slide}-{end}"
+        text += _span("slide", "slides", loc.slide, loc.slide_end)
     if loc.sheet:
         text += f" › {loc.sheet}"
     if loc.row_start is not None:
-        end = loc.row_end or loc.row_start
-        text += f" row {loc.row_start}" if end == loc.row_start else f" rows {loc.row_start}-{end}"
+        text += _span("row", "rows", loc.row_start, loc.row_end)
     return text
+
+
+def _span(one: str, many: str, start: int, end: int | None) -> str:
+    """`` p. 7`` for one page (slide, row), `` pp. 7-9`` for several."""
+    last = end or start
+    return f" {one} {start}" if last == start else f" {many} {start}-{last}"
