@@ -44,8 +44,11 @@ PAGE = 500  # documents per listing page (the server's maximum)
 class Client(Connection):
     """A knowledge base served by ``flexmatch serve`` at ``url``, used with an API key.
 
-    ``api_key`` defaults to ``$FLEXMATCH_API_KEY``; ``timeout`` bounds each request (not
-    a whole ingest: ``job_timeout`` does, unlimited by default). Use it as a context
+    ``api_key`` defaults to ``$FLEXMATCH_API_KEY``; ``timeout`` (seconds) bounds each
+    request as a whole, connect, send and the whole answer, however slowly a server
+    sends it (not a whole ingest: ``job_timeout`` does, unlimited by default);
+    ``max_answer_bytes`` (64 MiB) refuses a larger answer as it streams in, unread.
+    Both fail as a ``ServiceError`` naming the limit. Use it as a context
     manager, or call ``close`` (and ``aclose`` after async calls)."""
 
     def _call(
