@@ -4,6 +4,7 @@ returns, an error answer raised as the ``FlexMatchError`` the embedded call woul
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any, TypeVar
 
 import httpx
@@ -75,3 +76,16 @@ def search_result(item: dict[str, Any]) -> SearchResult:
     data = {k: v for k, v in item.items() if k not in ("rank", "explanation")}
     data["signals"] = item.get("explanation") or {}
     return SearchResult.model_validate(data)
+
+
+def attachment_name(response: httpx.Response, fallback: str) -> str:
+    """The file name an attachment answer gives (``filename*=UTF-8''...`` or
+    ``filename="..."``), else ``fallback``."""
+    disposition = response.headers.get("Content-Disposition", "")
+    for part in disposition.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "filename*" and value.lower().startswith("utf-8''"):
+            return urllib.parse.unquote(value[7:])
+        if key.lower() == "filename" and value:
+            return value.strip('"')
+    return fallback
