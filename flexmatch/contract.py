@@ -28,7 +28,13 @@ class KnowledgeBaseProtocol(Protocol):
     its documents. Each operation is blocking, with an async twin prefixed ``a``.
 
     Both raise the same ``FlexMatchError`` subclasses for the same bad input (a served
-    one may also raise ``ServiceError``: no answer, a bad key, overload)."""
+    one may also raise ``ServiceError``: no answer, a bad key, overload, its limits).
+
+    Where they differ: an embedded ``add_records`` renders records through any source's
+    template (no source: the default one), a served one only through a records source
+    (no source: the first); ``get_original`` has the file a document was uploaded as,
+    which every ingest through ``Client`` is, while an embedded ``ingest`` reads files
+    in place and keeps none."""
 
     # -- query ---------------------------------------------------------------------------
     def search(
