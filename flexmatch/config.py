@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flexmatch.access import Access
-from flexmatch.errors import ConfigError, SourceChoiceError
+from flexmatch.errors import SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
