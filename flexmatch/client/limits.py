@@ -124,7 +124,7 @@ class AnswerReader:
             self.response.status_code,
             "answer_too_large",
             f"{url}: the answer is over the client's max_answer_bytes={self.limit:,} "
-            f"({why}); it was not read",
+            f"({why}); the rest was not read",
         )
 
     def add(self, chunk: bytes) -> None:
