@@ -60,6 +60,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "KBConfig": ("flexmatch.config", "KBConfig"),
     "KeyRequestError": ("flexmatch.errors", "KeyRequestError"),
     "KnowledgeBase": ("flexmatch.knowledge_base", "KnowledgeBase"),
+    "KnowledgeBaseProtocol": ("flexmatch.contract", "KnowledgeBaseProtocol"),
     "LLMError": ("flexmatch.errors", "LLMError"),
     "Location": ("flexmatch.models", "Location"),
     "MatchingText": ("flexmatch.models", "MatchingText"),
@@ -187,6 +188,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         load_config,
         source_chain_refs,
     )
+    from flexmatch.contract import KnowledgeBaseProtocol
     from flexmatch.engine.archive import Original
     from flexmatch.engine.chains.registry import registered as registered_chains
     from flexmatch.engine.embedders import prepare_local_model

@@ -1,6 +1,7 @@
 """Running async code from synchronous code: the one bridge.
 
-The facade's sync twins (``KnowledgeBase.ingest``, ``search``, ...), the CLI, the console's
+The facade's sync twins (``KnowledgeBase.ingest``, ``search``, ...) and async twins
+(``alist_documents``, ``astats``, ...), the CLI, the console's
 chain drafts, evaluation and the ingest threads all call ``run_sync``; code that needs
 something else (a deadline on a daemon thread: ``deadlines.run_coroutine``) says why.
 """
@@ -85,4 +86,21 @@ def sync_twin(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     twin.__name__ = name
     twin.__qualname__ = method.__qualname__.rsplit(".", 1)[0] + "." + name
     twin.__doc__ = method.__doc__  # one text for both: ``help(kb.ingest)`` says it all
+    return twin
+
+
+def async_twin(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """The async twin of a blocking method (``list_documents`` → ``alist_documents``):
+    the very same parameters and docstring, as ``sync_twin``; it runs the method on a
+    worker thread (``asyncio.to_thread``), so the event loop is not held while the store
+    answers."""
+
+    @functools.wraps(method)
+    async def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(method, *args, **kwargs)
+
+    name = "a" + method.__name__
+    twin.__name__ = name
+    twin.__qualname__ = method.__qualname__.rsplit(".", 1)[0] + "." + name
+    twin.__doc__ = method.__doc__
     return twin

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from flexmatch.access import Access
-from flexmatch.errors import ConfigError, SourceChoiceError
+from flexmatch.errors import SourceChoiceError
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
@@ -539,12 +539,14 @@ class ChainChoice:
 
 
 def require_source(sources: Mapping[str, SourceConfig], name: str, where: str) -> SourceConfig:
-    """The source called ``name``; an unknown one is a ConfigError at ``where`` that lists
-    the sources there are (the one wording of that error)."""
+    """The source called ``name``; an unknown one is a ``SourceChoiceError`` (the
+    ``ConfigError`` ``choose_source`` raises for it too) at ``where`` that lists the
+    sources there are (the one wording of that error)."""
     own = sources.get(name)
     if own is None:
         known = ", ".join(sorted(sources))
-        raise ConfigError(f"{where}: no source named '{name}' (sources: {known})")
+        message = f"{where}: no source named '{name}' (sources: {known})"
+        raise SourceChoiceError("unknown_source", message)
     return own
 
 

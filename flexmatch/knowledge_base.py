@@ -15,12 +15,13 @@ import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flexmatch import config_templates
 from flexmatch.access import DEFAULT_TENANT, Access, Principal
-from flexmatch.async_bridge import run_sync, sync_twin
+from flexmatch.async_bridge import async_twin, run_sync, sync_twin
 from flexmatch.config import KBConfig, QueryConfig, SourceConfig, choose_source, load_config
+from flexmatch.contract import KnowledgeBaseProtocol
 from flexmatch.engine.archive import Original
 from flexmatch.engine.chains import (
     Formatter,
@@ -69,7 +70,10 @@ class KnowledgeBase:
 
     Async first: every async method (``aingest``, ``asearch``, ``async_sync``, …) has a
     synchronous twin without the ``a`` (``ingest``, ``search``, ``sync``, …) that takes the
-    same parameters, carries the same docstring and runs the method to its end."""
+    same parameters, carries the same docstring and runs the method to its end; the
+    document methods a served knowledge base offers too (``list_documents``, ``stats``,
+    …) have an async twin with the ``a``. The operations it shares with ``Client`` are
+    ``KnowledgeBaseProtocol``."""
 
     def __init__(
         self,
@@ -518,6 +522,14 @@ class KnowledgeBase:
     format = sync_twin(aformat)
     format_answer = sync_twin(aformat_answer)
 
+    # -- async twins: each blocking method a served knowledge base (``Client``) offers
+    # too, run on a worker thread (``async_twin``), so both have the same async API
+    alist_documents = async_twin(list_documents)
+    aget_document = async_twin(get_document)
+    aget_original = async_twin(get_original)
+    aremove_document = async_twin(remove_document)
+    astats = async_twin(stats)
+
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:
         """Stop the worker processes, close the store and the LLM cache."""
@@ -544,3 +556,10 @@ async def evaluate_setups(
     return await run_setups(
         open_kb, setups, dataset, work_dir, limit=limit, embedder=embedder, progress=progress
     )
+
+
+if TYPE_CHECKING:
+
+    def _conforms(kb: KnowledgeBase) -> KnowledgeBaseProtocol:
+        """mypy fails here when ``KnowledgeBase`` drifts from the shared protocol."""
+        return kb

@@ -37,7 +37,7 @@ MAX_TOP_N = 20
 MAX_LISTED = 500
 
 
-QUERY_CODES = ("empty_query", "query_too_long", "empty_text", "text_too_long")
+QUERY_CODES = QueryError.codes
 """The ``code`` of every ``QueryError`` ``check_query`` raises (an HTTP error answer's too)."""
 
 

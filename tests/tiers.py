@@ -116,6 +116,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/test_knowledge_base.py": ("slow",),
     "tests/test_citations.py": ("slow",),  # ingests a PDF and a module, queries them
     "tests/test_reindex.py": ("slow",),
+    # an embedded and a served knowledge base (uvicorn), the same data ingested into both
+    "tests/test_congruence.py": ("slow",),
 }
 
 # each over 0.5 s on a loaded 2-core machine (``--durations``), in modules whose other
@@ -307,6 +309,8 @@ TESTS.update(
             "tests/adapters/http/test_hostile_inputs.py::test_pathological_parse_costs_a_worker_not_the_server",
             "tests/engine/test_linear_steps.py::test_a_minified_scripts_outline_is_linear",
             "tests/engine/test_linear_steps.py::test_the_near_duplicate_set_compares_few_vectors",
+            # a second or so each: a trickling server outlasts the client's timeout
+            "tests/test_client_limits.py::test_timeout_bounds_the_whole_request_against_a_trickle",
         ],
         ("slow", "serial"),
     )

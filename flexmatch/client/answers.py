@@ -4,64 +4,42 @@ returns, an error answer raised as the ``FlexMatchError`` the embedded call woul
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from flexmatch.errors import (
-    ChainError,
     ConfigError,
-    EmbeddingError,
-    FilterError,
+    DocumentNotFoundError,
     FlexMatchError,
-    LLMError,
-    ParseError,
-    QueryError,
     ServiceError,
-    SourceChoiceError,
-    StoreError,
-    WebImportError,
-    WriteConflictError,
+    by_code,
 )
 from flexmatch.models import Job, SearchResult
-from flexmatch.tools import QUERY_CODES
 
 T = TypeVar("T")
 
 RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 JOBS: TypeAdapter[list[Job]] = TypeAdapter(list[Job])
 
-# the error the embedded call raises, by the server's error code
-_BY_CODE: dict[str, type[FlexMatchError]] = {
-    "invalid_filter": FilterError,
-    "web_import_refused": WebImportError,
-    "parse_error": ParseError,
-    "invalid_request": ConfigError,
-    "store_unavailable": StoreError,
-    "embedding_unavailable": EmbeddingError,
-    "llm_error": LLMError,
-    "chain_error": ChainError,
-    "write_conflict": WriteConflictError,
-}
-_SOURCE_CODES = ("unknown_source", "no_records_source", "not_a_records_source")
-
 
 def error_for(
     status: int, code: str, message: str, missing: type[FlexMatchError] | None = None
 ) -> FlexMatchError:
-    """The ``FlexMatchError`` for an error answer: the class the embedded call raises
-    (a 404 is ``missing``, e.g. ``DocumentNotFoundError``), else a ``ServiceError``."""
-    if code in _SOURCE_CODES:
-        return SourceChoiceError(code, message)
-    if status == 404 and code == "not_found" and missing is not None:
-        return missing(message)
-    kind = _BY_CODE.get(code)
-    if kind is not None:
-        return kind(message)
-    if code in QUERY_CODES:  # what ``check_query`` raises in the embedded call
-        return QueryError(code, message)
-    if status == 422:  # a request the server's rules refuse (empty query, too many items)
+    """The ``FlexMatchError`` for an error answer: the class that carries its code
+    (``flexmatch.errors.by_code``), as the embedded call raises it; a 404 is the
+    ``missing`` class the call names (e.g. ``DocumentNotFoundError``; a job or key not
+    found has none). What no class names is a ``ServiceError`` with the status."""
+    if code == DocumentNotFoundError.code:
+        if status == 404 and missing is not None:
+            return missing(message)
+        return ServiceError(status, code, message)
+    kind = by_code().get(code)
+    if kind is not None and kind not in (FlexMatchError, ServiceError):
+        return kind.from_answer(code, message)
+    if status == 422:  # a request the server's rules refuse (too many items, bad principal)
         return ConfigError(message)
     return ServiceError(status, code, message)
 
@@ -98,3 +76,16 @@ def search_result(item: dict[str, Any]) -> SearchResult:
     data = {k: v for k, v in item.items() if k not in ("rank", "explanation")}
     data["signals"] = item.get("explanation") or {}
     return SearchResult.model_validate(data)
+
+
+def attachment_name(response: httpx.Response, fallback: str) -> str:
+    """The file name an attachment answer gives (``filename*=UTF-8''...`` or
+    ``filename="..."``), else ``fallback``."""
+    disposition = response.headers.get("Content-Disposition", "")
+    for part in disposition.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "filename*" and value.lower().startswith("utf-8''"):
+            return urllib.parse.unquote(value[7:])
+        if key.lower() == "filename" and value:
+            return value.strip('"')
+    return fallback

@@ -9,11 +9,18 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from flexmatch.client.answers import JOBS, RAW, answer_error, parsed, search_result
+from flexmatch.client.answers import (
+    JOBS,
+    RAW,
+    answer_error,
+    attachment_name,
+    parsed,
+    search_result,
+)
 from flexmatch.client.connection import Connection, Flow
 from flexmatch.client.uploads import (
     BATCH_RECORDS,
@@ -23,6 +30,8 @@ from flexmatch.client.uploads import (
     relabelled,
     sorted_inputs,
 )
+from flexmatch.contract import KnowledgeBaseProtocol
+from flexmatch.engine.archive import Original
 from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError, ServiceError
 from flexmatch.models import (
     DocumentDetail,
@@ -44,8 +53,11 @@ PAGE = 500  # documents per listing page (the server's maximum)
 class Client(Connection):
     """A knowledge base served by ``flexmatch serve`` at ``url``, used with an API key.
 
-    ``api_key`` defaults to ``$FLEXMATCH_API_KEY``; ``timeout`` bounds each request (not
-    a whole ingest: ``job_timeout`` does, unlimited by default). Use it as a context
+    ``api_key`` defaults to ``$FLEXMATCH_API_KEY``; ``timeout`` (seconds) bounds each
+    request as a whole, connect, send and the whole answer, however slowly a server
+    sends it (not a whole ingest: ``job_timeout`` does, unlimited by default);
+    ``max_answer_bytes`` (64 MiB) refuses a larger answer as it streams in, unread.
+    Both fail as a ``ServiceError`` naming the limit. Use it as a context
     manager, or call ``close`` (and ``aclose`` after async calls)."""
 
     def _call(
@@ -363,3 +375,27 @@ class Client(Connection):
 
     async def astats(self) -> Stats:
         return await self._arun(self._call("GET", "/v1/stats", Stats))
+
+    # -- originals -----------------------------------------------------------------------
+    def _original(self, document_id: str) -> Flow[Original]:
+        path = self._document_path(document_id) + "/original"
+        response = yield self._request("GET", path)
+        assert response is not None
+        if response.status_code >= 400:
+            raise answer_error(response, DocumentNotFoundError)
+        return Original(filename=attachment_name(response, document_id), data=response.content)
+
+    def get_original(self, document_id: str) -> Original:
+        """The file a document was uploaded as, byte for byte (uploads only: an ingest
+        through ``Client`` uploads its files)."""
+        return self._run(self._original(document_id))
+
+    async def aget_original(self, document_id: str) -> Original:
+        return await self._arun(self._original(document_id))
+
+
+if TYPE_CHECKING:
+
+    def _conforms(client: Client) -> KnowledgeBaseProtocol:
+        """mypy fails here when ``Client`` drifts from the shared protocol."""
+        return client

@@ -1,7 +1,8 @@
 """The client's connection: an operation, written once as a generator of HTTP requests
 (or pauses while a job runs), driven with blocking I/O or on an event loop. A 429 or a
 503 that says when to come back is waited out and sent again; a server that cannot be
-reached is one ``ServiceError`` that says why."""
+reached is one ``ServiceError`` that says why. Each request is bounded as a whole: by
+``timeout`` and by ``max_answer_bytes`` (``limits``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
+from flexmatch.client.limits import (
+    DEADLINE,
+    MAX_ANSWER_BYTES,
+    AnswerReader,
+    bounded_transport,
+    late,
+)
 from flexmatch.errors import ConfigError, ServiceError
 
 T = TypeVar("T")
@@ -42,8 +50,6 @@ def _unreachable(url: str, exc: httpx.TransportError) -> ServiceError:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.ConnectError):
         why = "connection refused" if "refused" in text.lower() else f"cannot connect ({text})"
-    elif isinstance(exc, httpx.TimeoutException):
-        why = "no answer in time"
     else:
         why = text
     return ServiceError(0, "unreachable", f"{url}: {why}")
@@ -65,19 +71,28 @@ class Connection:
         timeout: float = 60.0,
         job_timeout: float | None = None,
         poll_interval: float = 0.25,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not is_url(url):
             raise ConfigError(f"{url!r}: the server's URL must start with http:// or https://")
+        if not timeout > 0:
+            raise ConfigError(f"timeout={timeout!r}: a request needs more than 0 seconds")
+        if max_answer_bytes < 1:
+            raise ConfigError(f"max_answer_bytes={max_answer_bytes!r}: must be at least 1")
         self.url = url.rstrip("/")
         key = api_key if api_key is not None else os.environ.get("FLEXMATCH_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.timeout = timeout
         self.job_timeout = job_timeout
         self.poll_interval = poll_interval
+        self.max_answer_bytes = max_answer_bytes
         self._http = httpx.Client(
-            base_url=self.url, headers=self._headers, timeout=timeout, transport=transport
+            base_url=self.url,
+            headers=self._headers,
+            timeout=timeout,
+            transport=transport or bounded_transport(),
         )
         self._async_transport = async_transport
         self._ahttp: httpx.AsyncClient | None = None
@@ -103,14 +118,32 @@ class Connection:
                 reply = None
                 continue
             for _ in range(RETRIES + 1):
-                try:
-                    reply = self._http.send(step)
-                except httpx.TransportError as exc:
-                    raise _unreachable(self.url, exc) from None
+                reply = self._send(step)
                 wait = _retry_after(reply)
                 if wait is None:
                     break
                 time.sleep(wait)
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        """One request and its whole answer, with blocking I/O, within ``timeout`` (its
+        sockets read with what is left of it) and ``max_answer_bytes``."""
+        deadline = time.monotonic() + self.timeout
+        token = DEADLINE.set(deadline)
+        try:
+            response = self._http.send(request, stream=True)
+            try:
+                body = AnswerReader(response, self.max_answer_bytes, deadline)
+                for chunk in response.iter_bytes():
+                    body.add(chunk)
+                return body.answer()
+            finally:
+                response.close()
+        except httpx.TimeoutException:
+            raise late(self.url, self.timeout) from None
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from None
+        finally:
+            DEADLINE.reset(token)
 
     def _async_http(self) -> httpx.AsyncClient:
         """The async connection pool of the running event loop (a pool cannot outlive
@@ -140,14 +173,30 @@ class Connection:
                 reply = None
                 continue
             for _ in range(RETRIES + 1):
-                try:
-                    reply = await http.send(step)
-                except httpx.TransportError as exc:
-                    raise _unreachable(self.url, exc) from None
+                reply = await self._asend(http, step)
                 wait = _retry_after(reply)
                 if wait is None:
                     break
                 await asyncio.sleep(wait)
+
+    async def _asend(self, http: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+        """One request and its whole answer on the event loop, within ``timeout`` (the
+        whole of it runs under one ``asyncio.timeout``) and ``max_answer_bytes``."""
+        deadline = time.monotonic() + self.timeout
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await http.send(request, stream=True)
+                try:
+                    body = AnswerReader(response, self.max_answer_bytes, deadline)
+                    async for chunk in response.aiter_bytes():
+                        body.add(chunk)
+                    return body.answer()
+                finally:
+                    await response.aclose()
+        except (TimeoutError, httpx.TimeoutException):
+            raise late(self.url, self.timeout) from None
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from None
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:

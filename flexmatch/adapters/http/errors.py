@@ -16,20 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flexmatch import (
-    ChainError,
-    ConfigError,
-    DocumentNotFoundError,
-    EmbeddingError,
-    FilterError,
-    FlexMatchError,
-    KeyRequestError,
-    LLMError,
-    ParseError,
-    StoreError,
-    WebImportError,
-    WriteConflictError,
-)
+from flexmatch import FlexMatchError
 
 log = logging.getLogger("flexmatch.adapters.http")
 
@@ -120,23 +107,10 @@ async def reject_unknown_query(request: Request) -> None:
 
 
 def status_for(exc: FlexMatchError) -> tuple[int, str]:
-    """Status and code for an error the core raised on purpose (its message is user-facing)."""
-    for kind, status, code in (
-        (DocumentNotFoundError, 404, "not_found"),
-        (WriteConflictError, 409, "write_conflict"),
-        (FilterError, 422, "invalid_filter"),
-        (WebImportError, 422, "web_import_refused"),
-        (ParseError, 422, "parse_error"),
-        (ConfigError, 422, "invalid_request"),
-        (KeyRequestError, 422, "invalid_request"),
-        (StoreError, 503, "store_unavailable"),
-        (EmbeddingError, 503, "embedding_unavailable"),
-        (LLMError, 502, "llm_error"),
-        (ChainError, 500, "chain_error"),
-    ):
-        if isinstance(exc, kind):
-            return status, code
-    return 500, "internal_error"
+    """Status and code for an error the core raised on purpose (its message is user-facing):
+    those its class carries (``flexmatch.errors``)."""
+    status = exc.status if exc.status >= 400 else 500  # a client's own error, re-raised
+    return status, exc.code
 
 
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:

@@ -114,7 +114,7 @@ QUERY_DOC = (
 
 
 class SearchRequest(_Strict):
-    query: str = Field(min_length=1, description=QUERY_DOC)
+    query: str = Field(description=QUERY_DOC)  # blank: check_query's empty_query
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
     filters: RawFilters = Field(None, description=FILTERS_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")
@@ -122,7 +122,7 @@ class SearchRequest(_Strict):
 
 
 class SimilarRequest(_Strict):
-    text: str = Field(min_length=1)
+    text: str = Field(description="Not blank: a 422 empty_text otherwise.")
     top_n: int = Field(5, ge=1, le=100)
     filters: RawFilters = Field(None, description=FILTERS_DOC)
     principal: Principal | None = Field(None, description=PRINCIPAL_DOC)

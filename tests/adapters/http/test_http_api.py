@@ -421,7 +421,7 @@ def test_key_names_and_count_are_bounded(api: Api) -> None:
     assert_error(long, 422, "validation_error")
     assert "name" in long.json()["error"]["message"] and "200" in long.json()["error"]["message"]
     escape = create("\x1b]0;pwn\x07")
-    assert_error(escape, 422, "invalid_request")
+    assert_error(escape, 422, "invalid_key_request")
     assert "U+001B" in escape.json()["error"]["message"]
     names = [k["name"] for k in api.client.get("/v1/keys", headers=auth(admin)).json()]
     assert names == ["capped admin"]  # neither was stored
@@ -435,7 +435,7 @@ def test_key_names_and_count_are_bounded(api: Api) -> None:
                 {"id": f"{number:012x}"},
             )
     full = create("one too many")
-    assert_error(full, 422, "invalid_request")
+    assert_error(full, 422, "invalid_key_request")
     assert "already has 1000 active keys" in full.json()["error"]["message"]
     spare = api.keys.list("capped")[-1]
     assert api.client.delete(f"/v1/keys/{spare.id}", headers=auth(admin)).status_code == 200

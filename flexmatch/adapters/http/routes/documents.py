@@ -23,7 +23,6 @@ from flexmatch import (
     JobKind,
     ParseError,
     Principal,
-    SourceChoiceError,
     record_id,
 )
 from flexmatch.adapters.http.auth import Caller, permits, require
@@ -58,11 +57,9 @@ State = Annotated[ServiceState, Depends(get_state)]
 
 # -- helpers ---------------------------------------------------------------------------
 def pick_source(state: ServiceState, name: str | None, *, records: bool = False) -> str:
-    """The named source (or the default one), checked against the config."""
-    try:
-        return state.kb.choose_source(name, records=records)
-    except SourceChoiceError as exc:
-        raise ApiError(422, exc.code, str(exc)) from exc
+    """The named source (or the default one), checked against the config (a
+    ``SourceChoiceError`` is answered with its own status and code)."""
+    return state.kb.choose_source(name, records=records)
 
 
 def parse_metadata(text: str | None) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from flexmatch import (
     Principal,
-    QueryError,
     Stats,
     answer_result,
     check_query,
@@ -28,11 +27,9 @@ State = Annotated[ServiceState, Depends(get_state)]
 
 
 def check_text(state: ServiceState, text: str, what: str = "query") -> str:
-    """The query rule every interface keeps, with this server's length limit."""
-    try:
-        return check_query(text, limit=state.limits.max_query_chars, what=what)
-    except QueryError as exc:
-        raise ApiError(422, exc.code, str(exc)) from None
+    """The query rule every interface keeps, with this server's length limit (a
+    ``QueryError`` is answered with its own status and code)."""
+    return check_query(text, limit=state.limits.max_query_chars, what=what)
 
 
 async def run_search(
