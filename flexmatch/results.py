@@ -45,6 +45,11 @@ class ResultItem(BaseModel):
     location: Location | None = Field(
         None, description="Where the chunk is in its document (absent when not known)."
     )
+    matched_location: Location | None = Field(
+        None,
+        description="Where the matched text is, when that is narrower than the chunk (a "
+        "sentence of a chunk continued over a page break); ``cite`` names it.",
+    )
     cite: str = Field("", description="A short citation: 'handbook.pdf p. 7', 'shutil.py:12-40'.")
     qualifying_text: str
     content: str

@@ -127,6 +127,7 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
     [
         "tests/engine/test_big_documents.py::test_a_big_documents_vectors_are_reused_from_the_server_store_past_one_page",
         "tests/engine/test_big_documents.py::test_a_big_documents_texts_meet_their_vectors_off_the_event_loop",
+        "tests/engine/test_matched_location.py::test_a_result_cites_the_page_of_the_sentence_that_matched",
         "tests/engine/test_chain_errors.py::test_a_plug_in_chains_key_error_is_named_through_the_cli",
         "tests/test_plugin_commands.py::test_a_plug_in_command_runs_in_the_real_cli_beside_the_built_in_ones",
         "tests/engine/chains/test_spec.py::test_the_cli_works_beside_a_broken_chain_plug_in",

@@ -91,11 +91,14 @@ class MatchPayload(BaseModel):
     match_kind: str = "question"  # a MatchKind; read leniently (see matching_text)
     metadata: dict[str, Any] = {}
     location: Location | None = None  # none in chunks stored before locations were kept
+    matched_location: Location | None = None  # the matched text's own, when narrower
     access: list[str] | None = None  # who may read it (absent: the whole tenant)
 
     def matching_text(self) -> MatchingText:
         kind = self.match_kind if self.match_kind in MATCH_KINDS else "question"
-        return MatchingText.model_validate({"text": self.matched_text, "kind": kind})
+        return MatchingText.model_validate(
+            {"text": self.matched_text, "kind": kind, "location": self.matched_location}
+        )
 
     def result(self, score: float) -> SearchResult:
         shared = shared_fields(self, SearchResult)

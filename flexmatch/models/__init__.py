@@ -30,6 +30,7 @@ from flexmatch.models.documents import (
     Location,
     ParsedDocument,
     Section,
+    SectionPart,
     joined_text,
 )
 from flexmatch.models.estimates import (
@@ -95,6 +96,7 @@ __all__ = [
     "ReindexPlan",
     "SearchResult",
     "Section",
+    "SectionPart",
     "Signals",
     "SkippedDocument",
     "SourceStats",

@@ -21,6 +21,12 @@ class MatchingText(BaseModel):
 
     text: str
     kind: MatchKind = "question"
+    location: Location | None = Field(
+        None,
+        description="Where the text is in the document, when that is narrower than its "
+        "chunk (a sentence of a chunk continued over a page break): what a result that "
+        "matched it cites.",
+    )
 
 
 class Chunk(BaseModel):
@@ -79,12 +85,14 @@ class SearchResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     signals: Signals = Field(default_factory=Signals)
     location: Location | None = None
+    matched_location: Location | None = None  # the matched text's, when narrower
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def cite(self) -> str:
-        """A short reference to where the chunk is: ``handbook.pdf p. 7``."""
-        return cite(self.uri, self.title, self.location)
+        """A short reference to where the answer is: ``handbook.pdf p. 7``; the page of the
+        matched text when it is narrower than the chunk's pages (``matched_location``)."""
+        return cite(self.uri, self.title, self.matched_location or self.location)
 
 
 def cite_name(uri: str, title: str = "") -> str:

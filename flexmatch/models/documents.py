@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -166,9 +167,63 @@ class Document(ParsedDocument):
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
+class SectionPart(BaseModel):
+    """Where one stretch of a section's text is: characters ``start`` to ``end`` (as a
+    slice) sit at ``location``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    location: Location
+
+
 class Section(BaseModel):
-    """A chunker's output: a piece of a document with the headings above it."""
+    """A chunker's output: a piece of a document with the headings above it.
+
+    ``parts`` say where each stretch of the text is when it is not all in one place (a
+    paragraph continued over a page break, a window over two slides), so a sentence of
+    it can be cited by its own page (``locate``); empty when ``location`` says it all."""
 
     text: str
     heading_path: list[str] = Field(default_factory=list)
     location: Location | None = None
+    parts: list[SectionPart] = Field(default_factory=list)
+
+    def locate(self, text: str) -> Location | None:
+        """Where ``text`` (a sentence or keyword of this section, perhaps after a label
+        such as ``Title › Heading: ``) is, when that is narrower than the section: the
+        parts every occurrence of it falls in. None when the section is in one place or
+        ``text`` is not found in it."""
+        if not self.parts:
+            return None
+        for candidate in _label_stripped(text):
+            if not candidate.split():
+                continue
+            spans = [m.span() for m in _loose_pattern(candidate).finditer(self.text)]
+            if not spans:
+                continue
+            where = Location.spanning(
+                part.location
+                for part in self.parts
+                if any(start < part.end and part.start < end for start, end in spans)
+            )
+            return where if where != self.location else None
+        return None
+
+
+def _label_stripped(text: str) -> list[str]:
+    """``text``, then what follows each label separator in it (``: `` or a line break),
+    longest first: a matching text is often its section's label and then its own words."""
+    found = [text]
+    for match in re.finditer(r": |\n", text):
+        rest = text[match.end() :].strip()
+        if rest:
+            found.append(rest)
+    return found
+
+
+def _loose_pattern(text: str) -> re.Pattern[str]:
+    """``text``'s words with any white space between them (a sentence is matched however
+    the chunk's text broke its lines)."""
+    return re.compile(r"\s+".join(re.escape(word) for word in text.split()))

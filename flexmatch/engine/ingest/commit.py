@@ -35,6 +35,7 @@ from flexmatch.models import (
     DocumentRecord,
     FailedDocument,
     IngestReport,
+    Location,
     MatchingText,
     shared_fields,
 )
@@ -228,8 +229,13 @@ class Indexer:
             }
             for position, (matching, vector) in enumerate(pairs):
                 payload = MatchPayload.model_validate(
-                    {**of_chunk, "matched_text": matching.text, "match_kind": matching.kind}
-                ).model_dump(exclude=_unstored(position, access))
+                    {
+                        **of_chunk,
+                        "matched_text": matching.text,
+                        "match_kind": matching.kind,
+                        "matched_location": matching.location,
+                    }
+                ).model_dump(exclude=_unstored(position, access, matching.location))
                 points.append(
                     StoredPoint(
                         id=match_point_id(self.tenant, chunk.id, version, position),
@@ -241,12 +247,15 @@ class Indexer:
         return points
 
 
-def _unstored(position: int, access: list[str] | None) -> set[str] | None:
-    """The fields a match point leaves out: the chunk's own, except on its carrier, and
-    ``access`` when it has none (its payload then is as it was before access existed)."""
+def _unstored(position: int, access: list[str] | None, matched: Location | None) -> set[str] | None:
+    """The fields a match point leaves out: the chunk's own, except on its carrier;
+    ``access`` when it has none and ``matched_location`` when its text has no location
+    of its own (its payload then is as it was before either existed)."""
     left = set() if position == 0 else set(CHUNK_FIELDS)
     if access is None:
         left.add(ACCESS_FIELD)
+    if matched is None:
+        left.add("matched_location")
     return left or None
 
 

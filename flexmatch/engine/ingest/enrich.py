@@ -8,7 +8,7 @@ from typing import Any
 from flexmatch.engine.chains import MatchingTextChain, QualifyingTextChain
 from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.ingest.threads import in_ingest_thread, off_loop
-from flexmatch.models import Chunk, Document, Section
+from flexmatch.models import Chunk, Document, MatchingText, Section
 
 
 async def _per_section(
@@ -48,9 +48,21 @@ def _chunks(
             heading_path=section.heading_path,
             location=section.location,
             qualifying_text=qualifying[index],
-            matching_texts=matching[index],
+            matching_texts=located(section, matching[index]),
         )
         for index, section in enumerate(sections)
+    ]
+
+
+def located(section: Section, texts: list[MatchingText]) -> list[MatchingText]:
+    """``texts`` each with its own location, when the section is in more than one place
+    (a paragraph over a page break) and the text is found in it (``Section.locate``): a
+    result that matched it cites its page, not the chunk's pages."""
+    if not section.parts:
+        return texts
+    return [
+        text if text.location else text.model_copy(update={"location": section.locate(text.text)})
+        for text in texts
     ]
 
 

@@ -21,7 +21,9 @@ VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
 class Candidate:
     """A chunk the first stage found, with every signal: what ranking needs. ``carrier``
     and ``best_match`` are the point ids its text and best matching text are read from
-    (``Retriever.read``), so it can be read whenever a caller keeps it."""
+    (``Retriever.read``), so it can be read whenever a caller keeps it; ``best_question``
+    is its best text of the question kinds (a sentence, a keyword), which says where in
+    the chunk the query matched when its best match is the whole chunk."""
 
     chunk_id: str
     document_id: str
@@ -29,6 +31,7 @@ class Candidate:
     signals: Signals
     carrier: str
     best_match: str | None
+    best_question: str | None = None
 
     def unread(self) -> SearchResult:
         """The candidate as a reranker that ranks on signals alone sees it
@@ -173,6 +176,7 @@ def complete(
             ),
             carrier=match_point_id(tenant, key, str(best[key].payload["version"]), 0),
             best_match=top[key].id if key in top else None,
+            best_question=question[key].id if key in question else None,
         )
         for key in chosen
     ]

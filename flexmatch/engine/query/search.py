@@ -13,7 +13,7 @@ from flexmatch.engine.documents import DocumentRegistry, record_id
 from flexmatch.engine.points import CONTENT, RANKING_FIELDS, Filters, MatchPayload
 from flexmatch.engine.query.complete import Candidate, FirstStage, best_per_chunk, complete
 from flexmatch.engine.stores import Hit, Search, VectorStore
-from flexmatch.models import SearchResult
+from flexmatch.models import Location, SearchResult
 
 
 class Retriever:
@@ -143,18 +143,32 @@ class Retriever:
     def read(self, candidates: list[Candidate]) -> list[SearchResult]:
         """The candidates as results: their chunks, matched texts and document metadata
         (stored once, on the document's record) read in one look-up; a chunk whose carrier
-        is gone (deleted since the search) is left out."""
+        is gone (deleted since the search) is left out.
+
+        A result's ``matched_location`` (what it cites) is where its best matching text
+        is, when that is narrower than the chunk; when the best match is the chunk's
+        whole text, where its best sentence (or keyword) is: the part of a chunk over a
+        page break the query matched best."""
         carriers = {c.carrier: c.chunk_id for c in candidates}
         wanted = {c.best_match: c.chunk_id for c in candidates if c.best_match}
+        sentences = {c.best_question: c.chunk_id for c in candidates if c.best_question}
         records = {record_id(self.tenant, c.document_id): c.document_id for c in candidates}
         chunks: dict[str, MatchPayload] = {}
         texts: dict[str, str] = {}
+        places: dict[str, Location] = {}  # where each best matching text is, when known
+        sentence_places: dict[str, Location] = {}
         metadata: dict[str, dict[str, Any]] = {}
-        for hit in self.store.retrieve(self.tenant, list({**carriers, **wanted, **records})):
+        looked_up = list({**carriers, **wanted, **sentences, **records})
+        for hit in self.store.retrieve(self.tenant, looked_up):
             if hit.id in carriers:
                 chunks[carriers[hit.id]] = MatchPayload.model_validate(hit.payload)
+            place = hit.payload.get("matched_location")
             if hit.id in wanted:
                 texts[wanted[hit.id]] = str(hit.payload.get("matched_text", ""))
+                if place:
+                    places[wanted[hit.id]] = Location.model_validate(place)
+            if hit.id in sentences and place:
+                sentence_places[sentences[hit.id]] = Location.model_validate(place)
             if hit.id in records and isinstance(hit.payload.get("metadata"), dict):
                 metadata[records[hit.id]] = hit.payload["metadata"]
         results = []
@@ -162,7 +176,11 @@ class Retriever:
             if c.chunk_id not in chunks:
                 continue
             result = chunks[c.chunk_id].result(c.score)
-            result.matched_text = texts.get(c.chunk_id, result.matched_text)
+            if c.chunk_id in texts:
+                result.matched_text = texts[c.chunk_id]
+                result.matched_location = places.get(c.chunk_id)
+            if result.matched_location is None:
+                result.matched_location = sentence_places.get(c.chunk_id)
             result.metadata = metadata.get(c.document_id, result.metadata)
             result.signals = c.signals
             results.append(result)

@@ -19,7 +19,7 @@ from flexmatch.engine.chains.chunker._budget import REVISION
 from flexmatch.engine.points import MatchPayload
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.sources.files import discover, load
-from flexmatch.models import Document, Location, Section, cite
+from flexmatch.models import Document, Element, Location, Section, cite
 from tests.conftest import SHARED_DATA
 
 STDLIB = Path(posixpath.__file__).parent
@@ -103,8 +103,11 @@ def test_pdf_chunks_cite_their_pages() -> None:
     assert all(s.location and s.location.page for s in sections)
     cites = {_cite(document, s) for s in sections}
     assert "pdf_list-item-example.pdf p. 1" in cites
-    # page 2 continues the last section of page 1: its chunk spans both
-    assert "pdf_list-item-example.pdf pp. 1-2" in cites
+    # page 2 goes on with the last section of page 1 ("Module Three"), but no paragraph
+    # runs over the page break: page 2's items are a chunk of their own, cited by page 2
+    assert cites == {"pdf_list-item-example.pdf p. 1", "pdf_list-item-example.pdf p. 2"}
+    (second,) = [s for s in sections if s.location and s.location.page == 2]
+    assert second.heading_path[-1] == "Module Three: Step 2: Design and Prototyping"
     for section in sections:  # each page cited is one its text is on
         assert section.location is not None
         on = {page for text, page in pages.items() if text in section.text}
@@ -249,3 +252,77 @@ def test_a_chunk_stored_without_a_location_reads_as_none() -> None:
     stored = MatchPayload.model_validate({**payload, "location": {"line_start": 3, "line_end": 9}})
     assert stored.result(0.5).cite == "guide.md:3-9"
     assert stored.result(0.5).location == Location(line_start=3, line_end=9)
+
+
+def _paged(*texts: tuple[int, str], slides: bool = False) -> Document:
+    """A document of paragraphs, each on the page (or slide) given, under one title."""
+    where = "slide" if slides else "page"
+    elements = [Element(kind="title", text="Harbour Supplies")] + [
+        Element(kind="paragraph", text=text, location=Location(**{where: number}))
+        for number, text in texts
+    ]
+    return Document(id="d", uri="/docs/report.pdf", source="s", title="Harbour Supplies",
+                    elements=elements)  # fmt: skip
+
+
+OVERVIEW = "Harbour Supplies sells fasteners and hand tools to shipyards along the coast."
+LETTER = "Dear Ms. Patel, our Tilburg warehouse will close for good on 14 March."
+TABLE = "Product | Stock\nBolts | 1200"
+
+
+@pytest.mark.parametrize("name", ["structure", "code"])
+def test_short_pages_are_not_merged_into_one_chunk(name: str) -> None:
+    """A letter on page 2 and a table on page 3 fit in one chunk with page 1; merged, the
+    letter would be cited ``pp. 1-3``. Each page is a chunk of its own."""
+    document = _paged((1, OVERVIEW), (2, LETTER), (3, TABLE))
+    sections = _sections(_chunker(name), document)
+    assert [(s.text, _cite(document, s)) for s in sections] == [
+        (OVERVIEW, "report.pdf p. 1"),
+        (LETTER, "report.pdf p. 2"),
+        (TABLE, "report.pdf p. 3"),
+    ]
+    assert all(not s.parts for s in sections)
+
+
+def test_slides_without_titles_are_not_merged_into_one_chunk() -> None:
+    deck = _paged((1, OVERVIEW), (2, LETTER), (3, TABLE), slides=True)
+    cites = [_cite(deck, s) for s in _sections(_chunker("structure"), deck)]
+    assert cites == ["report.pdf slide 1", "report.pdf slide 2", "report.pdf slide 3"]
+
+
+def test_a_paragraph_continued_over_a_page_break_is_one_chunk_citing_each_part() -> None:
+    """The page break cut a paragraph in two: its chunk holds both pages' halves as one
+    paragraph, and a sentence of it is located on the page it is on."""
+    first = "Next year the cold store in Delfzijl opens for"
+    rest = "frozen goods in the spring. The loading dock takes four lorries at a time."
+    document = _paged((1, OVERVIEW + " " + first), (2, rest), (3, LETTER))
+    sections = _sections(_chunker("structure"), document)
+    assert [_cite(document, s) for s in sections] == ["report.pdf pp. 1-2", "report.pdf p. 3"]
+    joined = sections[0]
+    assert joined.text == f"{OVERVIEW} {first} {rest}"  # one paragraph, not two
+    assert [p.location.page for p in joined.parts] == [1, 2]
+    assert joined.locate("The loading dock takes four lorries at a time.") == Location(page=2)
+    assert joined.locate("Harbour Supplies: The loading dock takes four lorries") == Location(
+        page=2
+    )  # after the section's label
+    assert joined.locate(OVERVIEW) == Location(page=1)
+    # the sentence the break cut runs over both pages, and the whole chunk is no narrower
+    assert joined.locate("opens for frozen goods") is None
+    assert joined.locate(joined.text) is None
+    assert joined.locate("a question no page holds the words of") is None
+
+
+def test_a_paragraph_is_not_continued_from_a_finished_sentence() -> None:
+    document = _paged((1, OVERVIEW), (2, "frozen goods arrive in spring."))
+    assert [_cite(document, s) for s in _sections(_chunker("structure"), document)] == [
+        "report.pdf p. 1",
+        "report.pdf p. 2",
+    ]
+
+
+def test_a_window_over_two_pages_locates_each_sentence() -> None:
+    document = _paged((1, OVERVIEW), (2, LETTER))
+    (window,) = _sections(_chunker("window"), document)
+    assert _cite(document, window) == "report.pdf pp. 1-2"
+    assert window.locate(LETTER) == Location(page=2)
+    assert window.locate("Harbour Supplies sells fasteners") == Location(page=1)

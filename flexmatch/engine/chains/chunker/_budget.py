@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flexmatch.models import Location
+from flexmatch.models import Element, Location, SectionPart
 from flexmatch.text import count_tokens, split_sentences, split_words
 
 # Bumped when what the built-in chunkers produce changes (2: chunks carry their location,
 # an empty heading is kept, merged code names its symbols; 3: a long table is cut between
-# rows with its header row repeated): stored documents are stale and
-# ``reindex`` (or the next ingest) writes them again, instead of old chunks staying as
-# they were with no location.
-REVISION = 3
+# rows with its header row repeated; 4: a new page, slide or sheet starts a new chunk, a
+# chunk over a page break says where each part of its text is): stored documents are
+# stale and ``reindex`` (or the next ingest) writes them again, instead of old chunks
+# staying as they were with no location.
+REVISION = 4
 
 
 def with_revision(definition: dict[str, Any]) -> dict[str, Any]:
@@ -41,20 +43,41 @@ def pack(pieces: list[str], max_tokens: int, overlap_tokens: int) -> list[str]:
     A piece over budget is split into sentences (and an overlong sentence into word
     windows); sentences of one piece stay on one line, pieces are separated by a blank line.
     """
-    return [text for text, _, _ in pack_spans(pieces, max_tokens, overlap_tokens)]
+    return [packed.text for packed in pack_spans(pieces, max_tokens, overlap_tokens)]
+
+
+class Packed(NamedTuple):
+    """One chunk ``pack_spans`` made: its text, the indexes of the first and last piece it
+    holds text of, and which piece each stretch of its text comes from (``(start, end,
+    piece)``, ``start:end`` a slice of ``text``)."""
+
+    text: str
+    first: int
+    last: int
+    stretches: list[tuple[int, int, int]]
 
 
 def pack_spans(
-    pieces: list[str], max_tokens: int, overlap_tokens: int
-) -> list[tuple[str, int, int]]:
-    """``pack``, each chunk with the indexes of the first and last piece it holds text of
-    (an overlap counts as the piece it was taken from), so a chunk can say where it is."""
+    pieces: list[str],
+    max_tokens: int,
+    overlap_tokens: int,
+    *,
+    breaks: Collection[int] = (),
+    joins: Collection[int] = (),
+) -> list[Packed]:
+    """``pack``, each chunk saying which pieces its text comes from (an overlap counts as
+    the pieces it was taken from), so a chunk can say where it is.
+
+    A piece in ``breaks`` starts a new chunk, with no overlap carried over it (the first
+    piece of another page: a chunk over both would be cited by both). A piece in
+    ``joins`` continues the piece before it (a paragraph the page break cut in two): it
+    is packed with it as one paragraph, and is never a break."""
     units: list[tuple[str, bool, int]] = []  # (text, starts a new paragraph, piece)
     for index, piece in enumerate(pieces):
         if count_tokens(piece) <= max_tokens:
-            units.append((piece, True, index))
+            units.append((piece, index not in joins, index))
             continue
-        first = True
+        first = index not in joins
         for sentence in split_sentences(piece):
             parts = (
                 [sentence]
@@ -64,27 +87,118 @@ def pack_spans(
             for part in parts:
                 units.append((part, first, index))
                 first = False
-    chunks: list[tuple[str, int, int]] = []
+    chunks: list[Packed] = []
     current = ""
     used = 0
-    span = (0, 0)
+    stretches: list[tuple[int, int, int]] = []
+    previous = -1  # the piece of the last unit
     for text, new_paragraph, index in units:
         cost = count_tokens(text)
-        if current and used + cost > max_tokens:
-            chunks.append((current, *span))
-            current = _overlap_tail(current, overlap_tokens)
-            used = count_tokens(current)
+        if current and index != previous and index in breaks and index not in joins:
+            chunks.append(_packed(current, stretches))
+            current, used, stretches = "", 0, []
+        elif current and used + cost > max_tokens:
+            chunks.append(_packed(current, stretches))
+            tail = _overlap_tail(current, overlap_tokens)
+            stretches = _tail_stretches(current, tail, stretches)
+            current, used = tail, count_tokens(tail)
             if used + cost > max_tokens:
-                current, used = "", 0
-            span = (span[1], span[1])  # the tail is the last piece's
+                current, used, stretches = "", 0, []
             new_paragraph = False
-        separator = "\n\n" if new_paragraph else " "
-        span = (span[0] if current else index, index)
-        current = f"{current}{separator}{text}" if current else text
+        separator = ("\n\n" if new_paragraph else " ") if current else ""
+        begin = len(current) + len(separator)
+        current = f"{current}{separator}{text}"
+        stretches.append((begin, len(current), index))
         used += cost
+        previous = index
     if current:
-        chunks.append((current, *span))
+        chunks.append(_packed(current, stretches))
     return chunks
+
+
+def _packed(text: str, stretches: list[tuple[int, int, int]]) -> Packed:
+    held = [piece for _, _, piece in stretches]
+    return Packed(text, min(held), max(held), list(stretches))
+
+
+def _tail_stretches(
+    text: str, tail: str, stretches: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
+    """The stretches of an overlap ``tail`` (the last sentences of ``text``, rejoined):
+    those of the end of ``text`` it was taken from, moved to the start."""
+    if not tail:
+        return []
+    cut = max(0, len(text) - len(tail))
+    moved = [
+        (max(start, cut) - cut, min(end - cut, len(tail)), piece)
+        for start, end, piece in stretches
+        if end > cut
+    ]
+    return moved or [(0, len(tail), stretches[-1][2])]
+
+
+def place(location: Location | None) -> tuple[object, ...] | None:
+    """The page, slide or sheet ``location`` is on (None: not known): text of two places
+    is cited by both, so a chunk holds one, save for a paragraph continued over a page
+    break (``continues``)."""
+    if location is None:
+        return None
+    where = (location.page, location.page_end, location.slide, location.slide_end, location.sheet)
+    return where if any(value is not None for value in where) else None
+
+
+def continues(previous: Element, element: Element) -> bool:
+    """True when ``element`` is the rest of ``previous``'s paragraph on the next page: it
+    starts in lower case after a paragraph that stops mid-sentence on the page before."""
+    before, after = previous.location, element.location
+    if before is None or after is None or before.page is None or after.page is None:
+        return False
+    return (
+        previous.kind in ("paragraph", "list_item")
+        and element.kind == "paragraph"
+        and after.page == (before.page_end or before.page) + 1
+        and element.text[:1].islower()
+        and not previous.text.rstrip().endswith((".", "!", "?", ":"))
+    )
+
+
+def pack_elements(
+    elements: list[Element], max_tokens: int, overlap_tokens: int
+) -> list[tuple[str, Location | None, list[SectionPart]]]:
+    """``elements`` packed into chunks, each with its location and, when it holds text of
+    more than one place (a paragraph continued over a page break), where each part of
+    its text is. A new page, slide or sheet starts a new chunk: merged with its
+    neighbours, a short page (a letter, a small table) would be cited by their pages too."""
+    breaks: set[int] = set()
+    joins: set[int] = set()
+    for index in range(1, len(elements)):
+        before, element = elements[index - 1], elements[index]
+        one, other = place(before.location), place(element.location)
+        if continues(before, element):
+            joins.add(index)
+        elif one is not None and other is not None and one != other:
+            breaks.add(index)
+    texts = [element.text for element in elements]
+    packed = pack_spans(texts, max_tokens, overlap_tokens, breaks=breaks, joins=joins)
+    return [(chunk.text, *_located(chunk, elements)) for chunk in packed]
+
+
+def _located(chunk: Packed, elements: list[Element]) -> tuple[Location | None, list[SectionPart]]:
+    """A packed chunk's location, and its parts when its text is in more than one place."""
+    where = Location.spanning(e.location for e in elements[chunk.first : chunk.last + 1])
+    places = {place(elements[piece].location) for _, _, piece in chunk.stretches}
+    if len(places) < 2:
+        return where, []
+    parts: list[SectionPart] = []
+    for start, end, piece in chunk.stretches:
+        location = elements[piece].location
+        if location is None:
+            continue
+        if parts and parts[-1].location == location:
+            parts[-1] = SectionPart(start=parts[-1].start, end=end, location=location)
+        else:
+            parts.append(SectionPart(start=start, end=end, location=location))
+    return where, parts
 
 
 def line_locations(

@@ -22,13 +22,14 @@ from flexmatch.engine.chains.chunker._budget import (
     blank_lines_cheaper,
     line_costs,
     line_locations,
-    pack_spans,
+    pack_elements,
+    place,
     split_lines,
     with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
 from flexmatch.inputs.parsing.code import GRAMMARS, symbol_name, syntax_tree
-from flexmatch.models import Document, Element, Location, Section
+from flexmatch.models import Document, Element, Location, Section, SectionPart
 from flexmatch.text import count_tokens
 
 _NO_CUT = 1000.0  # a line no statement starts on (inside a call, a string, a closing brace)
@@ -55,6 +56,7 @@ class _Piece:
     whole: bool  # a whole definition (or block of prose): may merge with its neighbours
     location: Location | None = None
     members: list[list[str]] = field(default_factory=list)  # paths merged into this one
+    parts: list[SectionPart] = field(default_factory=list)  # when in more than one place
 
 
 class CodeChunker(Chunker):
@@ -78,9 +80,8 @@ class CodeChunker(Chunker):
             return [root, *(text for _, text in headings)]
 
         def flush_prose() -> None:
-            for text, first, last in pack_spans([e.text for e in prose], budget, 0):
-                where = Location.spanning(e.location for e in prose[first : last + 1])
-                pieces.append(_Piece(path(), text, count_tokens(text), True, where))
+            for text, where, parts in pack_elements(prose, budget, 0):
+                pieces.append(_Piece(path(), text, count_tokens(text), True, where, parts=parts))
             prose.clear()
 
         for element in document.elements:
@@ -112,6 +113,7 @@ class CodeChunker(Chunker):
                 text=piece.text,
                 heading_path=_named_path(piece, language),
                 location=piece.location,
+                parts=piece.parts,
             )
             for piece in merged
         ]
@@ -139,7 +141,12 @@ def _merge(pieces: list[_Piece], limit: int) -> list[_Piece]:
     scope: list[str] | None = None  # of the last merged piece, once it holds two
     for piece in pieces:
         last = merged[-1] if merged else None
-        if last is None or not (last.whole and piece.whole) or last.tokens + piece.tokens > limit:
+        if (
+            last is None
+            or not (last.whole and piece.whole)
+            or last.tokens + piece.tokens > limit
+            or not _one_place(last, piece)
+        ):
             merged.append(piece)
             scope = None
             continue
@@ -154,6 +161,14 @@ def _merge(pieces: list[_Piece], limit: int) -> list[_Piece]:
         members = [*(last.members or [last.path]), piece.path]
         merged[-1] = _Piece(joined, text, tokens, True, where, members)
     return merged
+
+
+def _one_place(first: _Piece, second: _Piece) -> bool:
+    """Two pieces may merge: each is in one place, and it is the same (or not known)."""
+    if first.parts or second.parts:
+        return False
+    one, other = place(first.location), place(second.location)
+    return one is None or other is None or one == other
 
 
 def _joined_scope(first: list[str], second: list[str]) -> list[str] | None:

@@ -18,14 +18,14 @@ from flexmatch.engine.chains.chunker._budget import (
     BudgetParams,
     line_locations,
     pack,
-    pack_spans,
+    pack_elements,
     split_lines,
     split_table,
     table_locations,
     with_revision,
 )
 from flexmatch.engine.chains.kinds import Chunker
-from flexmatch.models import Document, Element, Location, Section
+from flexmatch.models import Document, Element, Section
 from flexmatch.text import count_tokens
 
 
@@ -54,10 +54,10 @@ class StructureChunker(Chunker):
             return [h.element.text for h in headings]
 
         def add_packed(elements: list[Element]) -> None:
-            texts = [element.text for element in elements]
-            for text, first, last in pack_spans(texts, *budget):
-                where = Location.spanning(e.location for e in elements[first : last + 1])
-                sections.append(Section(text=text, heading_path=path(), location=where))
+            for text, where, parts in pack_elements(elements, *budget):
+                sections.append(
+                    Section(text=text, heading_path=path(), location=where, parts=parts)
+                )
 
         def flush() -> None:
             if body and headings:
