@@ -312,6 +312,9 @@ TESTS.update(
     )
 )
 TESTS["tests/testing/test_fake_llm.py::test_ten_calls_are_fast"] = ("serial",)
+TESTS[
+    "tests/inputs/test_git_source.py::test_closing_the_blob_reader_does_not_wait_for_a_forked_worker"
+] = ("serial",)
 
 
 def _module(nodeid: str) -> str:
