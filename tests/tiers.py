@@ -107,6 +107,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/engine/test_warnings.py": ("slow",),
     "tests/inputs/test_records.py": ("slow",),
     "tests/inputs/parsing/test_bombs.py": ("slow",),  # bombs of 40-100 MB, built and parsed
+    "tests/inputs/test_big_csv.py": ("slow",),  # 2 million rows parsed, and ingested
     "tests/inputs/test_web_deadline.py": ("slow",),
     "tests/inputs/test_ocr.py": ("slow",),  # OCR of rendered pages, CLI runs, a worker pool
     "tests/inputs/test_source_limits.py": ("slow",),  # plug-in fetches left at a deadline

@@ -194,10 +194,15 @@ class ElementBuilder:
         level: int = 0,
         page: int | None = None,
         location: Location | None = None,
+        cleaned: bool = False,
     ) -> None:
         """Add one element. Code whose ``location`` has a first line keeps every line (no
-        blank lines collapsed) and gets its exact lines, so a piece of it can be cited."""
-        if kind == "table":
+        blank lines collapsed) and gets its exact lines, so a piece of it can be cited.
+        ``cleaned``: the text is clean already (a table whose cells were cleaned one by
+        one, and that has millions of them)."""
+        if cleaned:
+            pass
+        elif kind == "table":
             text = clean_lines(text)
         elif kind == "code" and location is not None and location.line_start is not None:
             text, location = _code_lines(text, location)
