@@ -32,6 +32,7 @@ TRICKS = {
     "control character changed": ".cc ,\n,so {F}\n,cc .\n",
     "macro that includes": ".de inc\n.so \\\\$1\n..\n.inc {F}\n",
     "so through do": ".do so {F}\n",
+    "request named by a string": ".ds x so\n.\\*x {F}\n",
     "environment by proc": ".so /proc/self/environ\n",
     "environment variable": "home \\V[FLEXMATCH_TEST_SECRET] end\n",
     "environment through string": ".ds E \\V[FLEXMATCH_TEST_SECRET]\n\\*E\n",
