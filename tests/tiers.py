@@ -106,6 +106,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_incremental_cli.py": ("slow",),  # ingest runs, the real model
     "tests/engine/test_warnings.py": ("slow",),
     "tests/inputs/test_records.py": ("slow",),
+    "tests/inputs/parsing/test_bombs.py": ("slow",),  # bombs of 40-100 MB, built and parsed
+    "tests/inputs/test_big_csv.py": ("slow",),  # 2 million rows parsed, and ingested
     "tests/inputs/test_web_deadline.py": ("slow",),
     "tests/inputs/test_ocr.py": ("slow",),  # OCR of rendered pages, CLI runs, a worker pool
     "tests/inputs/test_source_limits.py": ("slow",),  # plug-in fetches left at a deadline
@@ -317,6 +319,9 @@ TESTS.update(
     )
 )
 TESTS["tests/testing/test_fake_llm.py::test_ten_calls_are_fast"] = ("serial",)
+TESTS[
+    "tests/inputs/test_git_source.py::test_closing_the_blob_reader_does_not_wait_for_a_forked_worker"
+] = ("serial",)
 
 
 def _module(nodeid: str) -> str:

@@ -51,6 +51,16 @@ _PRELOAD = (
 )
 
 
+# the memory this process may use for a parse (``ingest.parse_memory_mb``): set in each
+# worker as it starts; None: not a worker, no cap of its own
+_MEMORY_MB: int | None = None
+
+
+def memory_cap_mb() -> int | None:
+    """The megabytes a parse in this process may use, when it runs in a worker."""
+    return _MEMORY_MB
+
+
 def _preload() -> None:
     import importlib
 
@@ -83,9 +93,11 @@ def _start_worker(megabytes: int, parent: int) -> None:  # runs in each new work
     die_with_parent(parent)
     drop_inherited()
 
+    global _MEMORY_MB
     limit = _address_space() + megabytes * 1024 * 1024
     with contextlib.suppress(ValueError, OSError):  # a platform without it still parses
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        _MEMORY_MB = megabytes  # a parse that runs out names this cap
 
 
 class IsolatedPool:

@@ -5,14 +5,16 @@ tests/adapters/cli/test_git_source.py)."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from flexmatch.config import IngestConfig, SourceConfig
-from flexmatch.errors import ConfigError
+from flexmatch.errors import ConfigError, ParseError
+from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.sources import git_commands
-from flexmatch.inputs.sources.git import GitOptions, GitSource, shown
+from flexmatch.inputs.sources.git import GitOptions, GitSource, place_under, shown, unsafe_path
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, StoredCopies, source_options
 from flexmatch.inputs.sources.validators import VERSION_KEY
 from flexmatch.models import Document, FailedDocument
@@ -287,3 +289,84 @@ def test_a_rewritten_history_is_listed_whole(tmp_path: Path) -> None:
     context, read, reused = run(tmp_path, store, repository=str(repo))
     assert list(by_path(read)) == ["guide.md"] and reused == 2
     assert len(context.log.reached) == 3 and not context.log.gone
+
+
+def crafted_repo(folder: Path, names: list[bytes]) -> Path:
+    """A repository whose one commit's tree holds ``names`` (each a file saying "pwned")
+    and ``ok.txt``: tree objects written raw, as git itself never writes such names."""
+    repo = folder / "crafted"
+    git(folder, "init", "-q", "-b", "main", str(repo))
+
+    def written(kind: str, data: bytes) -> bytes:
+        command = ["git", "-C", str(repo), "hash-object", "-w", "-t", kind, "--literally"]
+        done = subprocess.run([*command, "--stdin"], input=data, capture_output=True, check=True)
+        return done.stdout.strip()
+
+    blob = bytes.fromhex(written("blob", b"pwned\n").decode())
+    entries = sorted([*names, b"ok.txt"])
+    tree = written("tree", b"".join(b"100644 " + name + b"\0" + blob for name in entries))
+    identity = ["-c", "user.name=Eve", "-c", "user.email=eve@example.org"]
+    commit = subprocess.run(
+        ["git", "-C", str(repo), *identity, "commit-tree", tree.decode(), "-m", "crafted"],
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
+    git(repo, "update-ref", "refs/heads/main", commit.decode())
+    return repo
+
+
+def test_a_tree_naming_a_path_outside_its_folder_writes_nothing_there(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "written.txt"
+    repo = crafted_repo(tmp_path, [str(target).encode(), b"a//b.txt"])
+    _, read, _ = run(tmp_path, Store(), repository=str(repo))
+    assert not target.exists()
+    assert list(by_path(read)) == ["ok.txt"]
+    failed = {item.error for item in read if isinstance(item, FailedDocument)}
+    assert failed == {
+        f"{repo.resolve()}/{target}: the repository names a file '{target}', an absolute "
+        "path; not read",
+        f"{repo.resolve()}/a//b.txt: the repository names a file 'a//b.txt', a path with an "
+        "empty, '.' or '..' part; not read",
+    }
+
+
+@pytest.mark.parametrize("path", ["/etc/x", "a//b", "./a", "a/../../b", "..", "a/.", ""])
+def test_unsafe_paths_are_named(path: str, tmp_path: Path) -> None:
+    assert unsafe_path(path) is not None
+    with pytest.raises(ParseError, match="the repository names a file"):
+        place_under(tmp_path, path, "uri")
+    assert unsafe_path("src/app.py") is None
+    assert place_under(tmp_path, "src/app.py", "uri") == tmp_path / "src" / "app.py"
+
+
+def test_a_clone_checks_every_object_and_refuses_a_crafted_tree(tmp_path: Path) -> None:
+    target = tmp_path / "outside" / "written.txt"
+    repo = crafted_repo(tmp_path, [str(target).encode()])
+    with pytest.raises(ConfigError) as raised:
+        run(tmp_path, Store(), repository=f"file://{repo.resolve()}")
+    assert str(raised.value).endswith(
+        "an object fails git's checks (fsck): fullPathname: contains full pathnames"
+    )
+    assert not target.exists() and not (tmp_path / "state.git").exists()
+
+
+def test_closing_the_blob_reader_does_not_wait_for_a_forked_worker(tmp_path: Path) -> None:
+    """A worker forked while ``git cat-file`` runs holds its input open: closing it used
+    to wait 10 s for an exit that never came."""
+    repo = make_repo(tmp_path)
+    reader = git_commands.Blobs(git_commands.Git("repo", "repo", repo, 30.0))
+    blob = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD:notes.txt"], capture_output=True, check=True
+    ).stdout.decode()
+    assert reader.read(blob.strip()) == b"Release notes.\n"
+    pool = IsolatedPool(workers=1)
+    try:
+        assert pool.run(len, "abc", label="a fork") == 3  # forked while cat-file runs
+        started = time.monotonic()
+        reader.close()
+        assert time.monotonic() - started < 2.0
+        assert reader.process.returncode is not None
+    finally:
+        pool.close()

@@ -221,3 +221,47 @@ def test_an_unexpected_error_fails_its_source_and_the_next_one_syncs() -> None:
     broken, fine = report.sources
     assert (broken.outcome, broken.reason) == ("failed", "KeyError: 'north'")
     assert fine.outcome == "done" and fine.report is not None
+
+
+def test_a_folder_below_a_configured_path_that_holds_no_file_is_noted(tmp_path: Path) -> None:
+    """A share mounted below a configured folder, not mounted now: an empty mount point."""
+    notes = _notes(tmp_path)
+    (notes / "share" / "deeper").mkdir(parents=True)
+    reader = _reader(tmp_path / "kb", paths=["../notes"])
+    _read(reader)
+    assert reader.log.empty == [notes / "share" / "deeper", notes / "share"]
+    assert reader.log.incomplete == []
+
+
+def test_a_records_file_that_changes_while_it_is_read_prunes_nothing(tmp_path: Path) -> None:
+    """A records file caught mid-rewrite, cut at a line boundary: the records after the
+    cut are not gone, so the run is incomplete."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    lines = [json.dumps({"id": f"r{n}", "text": f"record {n}"}) + "\n" for n in range(3)]
+    path = folder / "facts.jsonl"
+    path.write_text(lines[0])  # the writer has written its first line so far
+    reader = _reader(tmp_path, "facts", type="records", paths=["records"])
+    items = reader.read(reader.plan([]))
+    first = next(items)
+    assert isinstance(first, Document) and first.id == "r0"
+    path.write_text("".join(lines))  # ... and finishes while the file is read
+    rest = list(items)
+    assert all(isinstance(item, Document) for item in rest)
+    assert reader.log.incomplete == [f"{path} changed while it was read"]
+
+    steady = _reader(tmp_path, "facts", type="records", paths=["records"])
+    assert len(_read(steady)) == 3 and steady.log.incomplete == []
+
+
+def test_a_corpus_that_changes_while_it_is_read_prunes_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    path = folder / "corpus.jsonl"
+    path.write_text('{"id": "a", "text": "one"}\n{"id": "b", "text": "two"}\n')
+    reader = _reader(tmp_path, paths=["notes"])
+    items = reader.read(reader.plan([]))
+    assert isinstance(next(items), Document)
+    path.write_text('{"id": "a", "text": "one"}\n')  # rewritten, same inode
+    list(items)
+    assert reader.log.incomplete == [f"{path} changed while it was read"]

@@ -34,9 +34,21 @@ from flexmatch.errors import (
     ParseError,
     UnsupportedFormatError,
 )
-from flexmatch.inputs.parsing._common import ElementBuilder, finish, short_reason
+from flexmatch.inputs.parsing._common import (
+    ElementBuilder,
+    finish,
+    out_of_memory,
+    ran_out_of_memory,
+    short_reason,
+)
 from flexmatch.inputs.parsing.code import LANGUAGES
-from flexmatch.inputs.parsing.compressed import COMPRESSED, decompressed, inner_name
+from flexmatch.inputs.parsing.compressed import (
+    COMPRESSED,
+    ZIP_PARSERS,
+    check_unpacked,
+    decompressed,
+    inner_name,
+)
 from flexmatch.inputs.parsing.html import parse_html_bytes
 from flexmatch.inputs.parsing.markdown import markdown_to_builder
 from flexmatch.inputs.parsing.sniff import TEXT_PARSERS, is_binary, sniff
@@ -275,7 +287,9 @@ def parse_file(
         with _reading(reading):
             if suffix in COMPRESSED:  # a setting for its name chooses how to read what it holds
                 return _parse_compressed(path, reading)
-            _, parser = _choose(path, reading, (path.name,), str(path))
+            name, parser = _choose(path, reading, (path.name,), str(path))
+            if name in ZIP_PARSERS:
+                check_unpacked(path, str(path))
             return parser(path)
     except FlexMatchError:
         raise
@@ -287,6 +301,8 @@ def parse_file(
     except OSError as exc:
         raise ParseError(f"{path}: could not read file: {exc.strerror or exc}") from exc
     except Exception as exc:  # a parser bug must still name the file
+        if ran_out_of_memory(exc):
+            raise out_of_memory(path) from None
         raise ParseError(f"{path}: could not parse file: {short_reason(exc)}") from exc
 
 
@@ -302,7 +318,10 @@ def _parse_compressed(path: Path, reading: Reading) -> ParsedDocument:
         if not data.strip():
             raise EmptyDocumentError(f"{path}: no text found (it holds an empty file)")
         try:
-            _, parser = _choose(copy, reading, (inner, path.name), f"{path} ({inner})")
+            label = f"{path} ({inner})"
+            name, parser = _choose(copy, reading, (inner, path.name), label)
+            if name in ZIP_PARSERS:
+                check_unpacked(copy, label)
             parsed = parser(copy)
         except FlexMatchError as exc:
             message = str(exc).replace(str(copy), f"{path} ({inner})")

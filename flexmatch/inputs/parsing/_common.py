@@ -11,7 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flexmatch.errors import EmptyDocumentError, FlexMatchError, ParseError
+from flexmatch.errors import (
+    DocumentTooLargeError,
+    EmptyDocumentError,
+    FlexMatchError,
+    ParseError,
+)
+from flexmatch.inputs.isolation import memory_cap_mb
 from flexmatch.models import Element, ElementKind, Location, ParsedDocument
 
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
@@ -188,10 +194,15 @@ class ElementBuilder:
         level: int = 0,
         page: int | None = None,
         location: Location | None = None,
+        cleaned: bool = False,
     ) -> None:
         """Add one element. Code whose ``location`` has a first line keeps every line (no
-        blank lines collapsed) and gets its exact lines, so a piece of it can be cited."""
-        if kind == "table":
+        blank lines collapsed) and gets its exact lines, so a piece of it can be cited.
+        ``cleaned``: the text is clean already (a table whose cells were cleaned one by
+        one, and that has millions of them)."""
+        if cleaned:
+            pass
+        elif kind == "table":
             text = clean_lines(text)
         elif kind == "code" and location is not None and location.line_start is not None:
             text, location = _code_lines(text, location)
@@ -243,14 +254,40 @@ def short_reason(exc: BaseException) -> str:
     return f"{name}: {message}"
 
 
+def memory_cap() -> str:
+    """How a parse's memory cap is named in an error."""
+    megabytes = memory_cap_mb()
+    if megabytes is None:
+        return "more memory than this process has (ingest.parse_memory_mb caps a parse)"
+    return f"more than the {megabytes:,} MB a parse may use (ingest.parse_memory_mb)"
+
+
+def out_of_memory(path: Path | str, fmt: str = "") -> DocumentTooLargeError:
+    """A parse that ran out of memory (a decompression bomb, say): named with its cap."""
+    what = f"the {fmt} file" if fmt else "it"
+    return DocumentTooLargeError(f"{path}: parsing {what} needs {memory_cap()}; not read")
+
+
+def ran_out_of_memory(exc: BaseException) -> bool:
+    """A ``MemoryError``, or libxml2's way to say the same (lxml raises an
+    ``XMLSyntaxError``, "unknown error", whose log says ``ERR_NO_MEMORY``)."""
+    if isinstance(exc, MemoryError):
+        return True
+    log = getattr(exc, "error_log", None) or ()
+    return any(getattr(entry, "type_name", "") == "ERR_NO_MEMORY" for entry in log)
+
+
 @contextmanager
 def parse_errors(path: Path | str, fmt: str) -> Iterator[None]:
-    """Turn any library exception into a ``ParseError`` naming the file (FlexMatch errors pass)."""
+    """Turn any library exception into a ``ParseError`` naming the file (FlexMatch errors
+    pass; running out of memory names the memory cap)."""
     try:
         yield
     except FlexMatchError:
         raise
     except Exception as exc:
+        if ran_out_of_memory(exc):
+            raise out_of_memory(path, fmt) from None
         raise ParseError(f"{path}: could not parse {fmt} file: {short_reason(exc)}") from exc
 
 

@@ -1,9 +1,14 @@
-"""Single compressed files (``.gz``, ``.bz2``, ``.xz``): read as the file they hold.
+"""Single compressed files (``.gz``, ``.bz2``, ``.xz``): read as the file they hold; and
+the cap on what a zip container (``.docx``, ``.pptx``, ``.xlsx``, ``.odt``, ``.epub``) unpacks to.
 
 The stream is decompressed in pieces and stopped one byte past the byte cap, so the cap
 (``ingest.max_document_bytes``) applies to what the file holds, not to its compressed
 size: a decompression bomb (a few kilobytes that expand to gigabytes) is one clear
-failure, never a worker's whole memory.
+failure, never a worker's whole memory. A zip container's parts are what its parser
+holds in memory (python-docx and python-pptx load every part): when they unpack to more
+than a parse may use (``ingest.parse_memory_mb``), the file is refused before one is
+read, naming that cap (their sizes are in the zip's directory, and the zip reader stops
+at the size a part declares).
 """
 
 from __future__ import annotations
@@ -12,11 +17,14 @@ import bz2
 import gzip
 import io
 import lzma
+import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 from flexmatch.errors import DocumentTooLargeError, ParseError
+from flexmatch.inputs.isolation import memory_cap_mb
+from flexmatch.inputs.parsing._common import memory_cap
 
 _Opener = Callable[[Path], io.BufferedIOBase]
 _OPENERS: dict[str, tuple[str, _Opener]] = {
@@ -57,3 +65,24 @@ def decompressed(path: Path, max_bytes: int) -> bytes:
             "(ingest.max_document_bytes); not read"
         )
     return b"".join(pieces)
+
+
+ZIP_PARSERS = frozenset({"docx", "pptx", "xlsx", "odt", "epub"})
+"""The built-in parsers whose files are zip containers."""
+
+
+def check_unpacked(path: Path, label: str) -> None:
+    """Refuse a zip container whose parts unpack to more than a parse may use (in a parse
+    worker, whose cap is known); a file that is no zip is left to its parser to name."""
+    megabytes = memory_cap_mb()
+    if megabytes is None:
+        return
+    try:
+        with zipfile.ZipFile(path) as container:
+            total = sum(info.file_size for info in container.infolist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return
+    if total > megabytes * 1024 * 1024:
+        raise DocumentTooLargeError(
+            f"{label}: its parts unpack to {total:,} bytes, {memory_cap()}; not read"
+        )

@@ -9,6 +9,19 @@ paragraphs and list items. The page's title is its NAME line (``ls - list direct
 contents``). Rendered lines do not map to the source's lines, so elements carry none.
 
 A page that only points to another one (``.so man3/other.3``) has no text of its own.
+
+A page is untrusted input (an upload, a repository's file), and roff can read files:
+``.so``, ``.mso``, ``.nx`` read one as input, ``.cf``/``.trf`` copy one into the output,
+``\\V`` reads an environment variable, and groff's safer mode (``-S``) still allows all
+of these. So groff runs with none of them: the macro package is loaded first (``-man`` or
+``-mdoc`` in full, not the lazily loading ``-mandoc``), then a prologue *removes* every
+request that reads, writes or runs anything (``.rm so mso ...``) before the page's first
+line. A removed request has no name left to call it by: no alias (``.als``), rename
+(``.rn``), changed escape or control character (``.ec``, ``.cc``) or interpolated string
+brings it back, where a filter of the source text would have to foresee every spelling.
+groff also runs with an empty environment (``PATH`` and the locale only: ``\\V`` finds
+nothing, no ``GROFF_TMAC_PATH`` or ``HOME`` adds a folder to search) in an empty
+temporary folder, in safer mode.
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from flexmatch.errors import EmptyDocumentError, MissingExtraError, ParseError
@@ -32,15 +46,42 @@ from flexmatch.models import ParsedDocument
 
 _COMMAND = [
     "groff",
+    "-S",  # safer mode (groff's default, said here): no .pso, .sy, .open, .pi
     "-t",  # tbl tables
     "-Kutf-8",  # the input is given as UTF-8 (decoded here)
-    "-mandoc",  # man(7) or mdoc(7), whichever the page is written in
     "-Tutf8",
     "-P-cbou",  # plain text: no escape sequences, no overstriking
     "-rLL=250n",  # long lines: a paragraph is rarely wrapped
     "-rHY=0",  # no hyphenation
     "-dAD=l",  # no justification spaces
 ]
+# the macro package, loaded whole before the page ("-mNAME" loads NAME.tmac): not
+# -mandoc, -man or -mmdoc, which load it at the page's first .TH or .Dd, by the .mso
+# the prologue removes
+_MAN_MACROS = "-man-old"  # an-old.tmac: man(7) and its extensions (an-ext, man.local)
+_MDOC_MACROS = "-mdoc"  # doc.tmac: mdoc(7) and its parts (mdoc/doc-common, ...)
+_FIRST_MACRO = re.compile(r"^[.'][ \t]*(TH|Dd)\b", re.MULTILINE)
+# requests that read a file (.so .mso .nx .cf .trf .hpf .psbb ...), write one
+# (.open .opena) or run a command (.pso .pi .sy): removed before the page is read
+# (names groff does not have, e.g. 1.23's .soquiet on 1.22, are removed silently)
+FILE_REQUESTS = (
+    "so",
+    "soquiet",
+    "mso",
+    "msoquiet",
+    "nx",
+    "cf",
+    "trf",
+    "hpf",
+    "hpfa",
+    "psbb",
+    "pso",
+    "pi",
+    "sy",
+    "open",
+    "opena",
+)
+_PROLOGUE = f".rm {' '.join(FILE_REQUESTS)}\n"
 _SO_ONLY = re.compile(r"\A(?:\s*(?:[.']\\\".*)?\n)*\s*\.so\s+(\S+)\s*\Z")
 _MACROS = re.compile(r"^[.'][ \t]*(?:TH|SH|Dd|Sh)\b", re.MULTILINE)
 _SECTION_INDENT = 0
@@ -55,16 +96,23 @@ def render(text: str, label: Path | str) -> str:
         raise MissingExtraError(
             f"{label}: reading man pages needs groff (Debian/Ubuntu: apt-get install groff-base)"
         )
-    env = {**os.environ, "GROFF_NO_SGR": "1", "LC_ALL": "C.UTF-8"}
+    first = _FIRST_MACRO.search(text)
+    macros = _MDOC_MACROS if first is not None and first[1] == "Dd" else _MAN_MACROS
+    # nothing of the server's environment: only where groff's programs are, and the locale
+    folders = dict.fromkeys([str(Path(groff).parent), "/usr/bin", "/bin"])
+    env = {"PATH": os.pathsep.join(folders), "LC_ALL": "C.UTF-8", "GROFF_NO_SGR": "1"}
+    source = (_PROLOGUE + text).encode("utf-8")
     try:
-        done = subprocess.run(
-            [groff, *_COMMAND[1:]],
-            input=text.encode("utf-8"),
-            capture_output=True,
-            timeout=TIMEOUT,
-            env=env,
-            check=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="flexmatch-groff-") as empty:
+            done = subprocess.run(
+                [groff, *_COMMAND[1:], macros, "-"],
+                input=source,
+                capture_output=True,
+                timeout=TIMEOUT,
+                env=env,
+                cwd=empty,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         raise ParseError(f"{label}: groff took longer than {TIMEOUT:g}s") from None
     if done.returncode != 0 and not done.stdout.strip():

@@ -7,6 +7,7 @@ a web source's paths are read as files, as they always were.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -97,17 +98,46 @@ def _paths_unset(context: SourceContext) -> str | None:
 
 
 def _discover(context: SourceContext, paths: list[Path]) -> tuple[list[LoadTask], list[Any]]:
-    """``discover`` path by path, noting each one that lists no file at all (an emptied
-    folder or an unmounted share: what is stored under it is not pruned)."""
+    """``discover`` path by path, noting each one that lists no file at all, and every
+    folder under one that holds no file (an emptied folder, or a share mounted anywhere
+    below a configured path that is not mounted now: what is stored under it is not
+    pruned)."""
     tasks: list[LoadTask] = []
     missing: list[Any] = []
+    config = context.config
     for path in paths:
-        found, failed = discover([path], context.config.include, context.config.exclude)
-        if not found and not failed:
-            context.log.empty.append(path)
+        empty: list[Path] = []
+        found, failed = discover([path], config.include, config.exclude, empty)
+        if not found and not failed and path not in empty:
+            empty.append(path)
+        context.log.empty.extend(folder for folder in empty if folder not in context.log.empty)
         tasks += found
         missing += failed
     return tasks, missing
+
+
+def _steady(context: SourceContext, path: Path, items: Iterable[Item]) -> Iterator[Item]:
+    """``items`` read from ``path``; a file that changed while it was read (a records
+    file caught mid-rewrite: the records after the point it was cut at are missing from
+    this read, not from the source) leaves the run incomplete, so nothing is pruned."""
+    before = _fingerprint(path)
+    yield from items
+    if _fingerprint(path) != before:
+        context.incomplete(f"{path} changed while it was read")
+
+
+def _fingerprint(path: Path) -> tuple[int, int, int, int, bytes] | None:
+    """What tells a file's state: its inode, size and modification time, and the hash of
+    its content (a rewrite within one clock tick, to the same size, changes only that)."""
+    try:
+        status = path.stat()
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while piece := handle.read(1 << 20):
+                digest.update(piece)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, digest.digest())
 
 
 def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> Iterator[Any]:
@@ -128,7 +158,8 @@ def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> 
 
 def _load_file(context: SourceContext, task: LoadTask) -> Iterable[Item]:
     limit = context.limits.max_document_bytes
-    return load(task, context.name, limit, context.parse_file, context.limits.parsers)
+    items = load(task, context.name, limit, context.parse_file, context.limits.parsers)
+    return _steady(context, task.path, items) if task.is_corpus else items
 
 
 class FilesSource(SourceType):
@@ -177,8 +208,10 @@ class RecordsSource(SourceType):
         return configured_paths(self.context)
 
     def fetch(self, ref: ItemRef) -> Iterable[Item]:
-        entries = entries_in_file(ref.data.path)
-        return record_documents(entries, self.context.name, self.context.config, self.template)
+        path = ref.data.path
+        entries = entries_in_file(path)
+        documents = record_documents(entries, self.context.name, self.context.config, self.template)
+        return _steady(self.context, path, documents)
 
     def records(self, records: Iterable[Any], first: int = 0) -> Iterator[Item]:
         """Records handed over in code; ``first`` numbers them (``record:N``)."""

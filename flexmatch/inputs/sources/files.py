@@ -56,12 +56,17 @@ def resolved_paths(kb_dir: Path, paths: list[str]) -> list[Path]:
 
 
 def discover(
-    paths: list[Path], include: list[str] | None = None, exclude: list[str] | None = None
+    paths: list[Path],
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    empty: list[Path] | None = None,
 ) -> tuple[list[LoadTask], list[FailedDocument]]:
     """Every file under ``paths``, in a stable order; missing paths are reported.
 
     ``include``/``exclude`` globs filter what a folder walk finds (matched against the
     path relative to the folder, and against the file name); named files are always taken.
+    ``empty`` gets every folder walked that holds no file at all, at any depth (an
+    emptied folder, or a share not mounted on its mount point).
     """
     tasks: list[LoadTask] = []
     missing: list[FailedDocument] = []
@@ -73,7 +78,7 @@ def discover(
         elif path.is_file():
             tasks.append(LoadTask(path))
         elif path.is_dir():
-            for found in _walk(path):
+            for found in _walk(path, empty):
                 if isinstance(found, FailedDocument):
                     missing.append(found)
                 elif selected(found.relative_to(path), include or [], exclude or []):
@@ -117,15 +122,26 @@ def selected(relative: Path, include: list[str], exclude: list[str]) -> bool:
     return not any(matches(p) for p in exclude)
 
 
-def _walk(folder: Path) -> Iterator[Path | FailedDocument]:
+def _walk(folder: Path, empty: list[Path] | None = None) -> Iterator[Path | FailedDocument]:
     """The files under ``folder``; a subfolder that cannot be listed is a failure naming
-    it, and the walk goes on."""
+    it, and the walk goes on. Folders that hold no file at any depth go in ``empty``."""
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         yield FailedDocument(uri=str(folder), error=f"{folder}: folder not read ({why})")
         return
+    files = 0
+    for found in _entries(folder, entries, empty):
+        files += isinstance(found, Path)
+        yield found
+    if not files and empty is not None:
+        empty.append(folder)
+
+
+def _entries(
+    folder: Path, entries: list[Path], empty: list[Path] | None
+) -> Iterator[Path | FailedDocument]:
     for entry in entries:
         if entry.name.startswith("."):
             continue
@@ -136,7 +152,7 @@ def _walk(folder: Path) -> Iterator[Path | FailedDocument]:
             yield FailedDocument(uri=str(entry), error=f"{entry}: not read ({why})")
             continue
         if stat.S_ISDIR(mode):
-            yield from _walk(entry)
+            yield from _walk(entry, empty)
         elif stat.S_ISREG(mode):
             yield entry
 

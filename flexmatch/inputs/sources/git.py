@@ -11,7 +11,11 @@ a file reads it again). Deleted files are gone, removed by ``--prune``.
 ``git`` runs hardened (``git_commands``: an argument list, never a shell; a deadline, no
 terminal prompts, no ``ext::`` transport); whatever fails is one line naming the source
 and the repository. A URL's user and password are given to each clone or fetch, never
-kept in the clone's config.
+kept in the clone's config. A repository is untrusted input: git checks every object a
+clone or fetch brings (``transfer.fsckObjects``, a tree entry naming a full path or ``..``
+an error), and a file is written for its parser only under its own temporary folder: a
+path that is absolute, has an empty, ``.`` or ``..`` part, or would land outside that
+folder is refused before anything is written, a failure naming the path.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flexmatch.errors import ConfigError, DocumentTooLargeError
+from flexmatch.errors import ConfigError, DocumentTooLargeError, ParseError
 from flexmatch.inputs.sources.builtin import is_url
 from flexmatch.inputs.sources.files import LoadTask, load, selected
 from flexmatch.inputs.sources.git_commands import Blobs, Commit, Git, last_commits
@@ -72,6 +76,28 @@ class GitFile:
 class TreeEntry:
     blob: str
     size: int
+
+
+def unsafe_path(path: str) -> str | None:
+    """Why a path of a commit's tree may not be written under a folder (None: it may):
+    git never makes such a path, but a crafted tree object can hold one."""
+    if path.startswith("/"):
+        return "an absolute path"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "a path with an empty, '.' or '..' part"
+    return None
+
+
+def place_under(folder: Path, path: str, uri: str) -> Path:
+    """Where ``path`` is written under ``folder``; a path that would land anywhere else is
+    refused, naming it, before anything is written."""
+    reason = unsafe_path(path)
+    target = folder / path
+    if reason is None and not target.resolve().is_relative_to(folder.resolve()):
+        reason = "a path that leads outside the folder it is read in"
+    if reason is not None:
+        raise ParseError(f"{uri}: the repository names a file {path!r}, {reason}; not read")
+    return target
 
 
 def is_remote(repository: str) -> bool:
@@ -191,7 +217,7 @@ class GitSource(SourceType):
             if last is None:  # its stored copy was gone: one look-up for it alone
                 last = last_commits(self._git, self._commit, None, {file.path})[file.path]
             with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder, file.path)
+                path = place_under(Path(folder), file.path, ref.uri)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
                 task = LoadTask(path, root=Path(folder))

@@ -1,7 +1,8 @@
 """``git`` as a subprocess, hardened: what the ``git`` source type runs and how.
 
 ``git`` runs with an argument list (never a shell), a deadline for every command, no
-terminal prompts, no ``ext::`` transport and no repository above the one named; whatever
+terminal prompts, no ``ext::`` transport, every object it fetches checked (``fsck``)
+and no repository above the one named; whatever
 fails is one ``ConfigError`` naming the source and the repository. File contents come
 through one ``git cat-file --batch`` process (``Blobs``), and each file's last commit from
 one ``git log`` pass read as it streams (``last_commits``).
@@ -10,6 +11,7 @@ one ``git log`` pass read as it streams (``last_commits``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -21,6 +23,19 @@ from typing import IO
 from flexmatch.errors import ConfigError
 
 _LOG_FORMAT = "--format=%x01%H%x00%an <%ae>%x00%aI"
+# every object a clone or fetch brings is checked, and a tree naming a full path, ``..``
+# or ``.`` (mere warnings to git) is an error: such a repository is refused
+_CHECKED = [
+    "transfer.fsckObjects=true",
+    "fetch.fsckObjects=true",
+    "receive.fsckObjects=true",
+    *(
+        f"{kind}.fsck.{check}=error"
+        for kind in ("fetch", "receive")
+        for check in ("fullPathname", "hasDot", "hasDotdot", "hasDotgit")
+    ),
+]
+_FSCK_ERROR = re.compile(r"^error: object [0-9a-f]+: (\w+): (.*)$")
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,8 @@ class Git:
     def command(self, *args: str, here: bool = True) -> list[str]:
         where = ["-C", str(self.folder)] if here else []
         # ext:: runs a command: never, whatever the user's protocol.allow says
-        return [self.executable, "-c", "protocol.ext.allow=never", *where, *args]
+        checked = [item for setting in _CHECKED for item in ("-c", setting)]
+        return [self.executable, "-c", "protocol.ext.allow=never", *checked, *where, *args]
 
     def fail(self, what: str, detail: str) -> ConfigError:
         return ConfigError(f"source '{self.source}': git cannot {what}: {detail}")
@@ -94,6 +110,9 @@ def _reason(stderr: bytes) -> str:
     lines = [line for line in lines if line]
     if not lines:
         return "it failed without saying why"
+    for line in lines:  # an object the fsck refused: the cause, not git's last words
+        if found := _FSCK_ERROR.match(line):
+            return f"an object fails git's checks (fsck): {found[1]}: {found[2]}"
     line = lines[-1]
     for tag in ("fatal:", "error:"):
         line = line.removeprefix(tag).strip()
@@ -149,13 +168,15 @@ class Blobs:
         return data
 
     def close(self) -> None:
+        """Stop the process now. Closing its input does not end it when a parse worker
+        was forked while it ran: the worker holds a copy of the pipe's writing end, so
+        git never reads the end of its input (a sync used to wait 10 s here for it). Every
+        answer asked for has been read, so it is killed, with nothing lost."""
         if self.process.stdin is not None:
             self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        if self.process.poll() is None:
             self.process.kill()
-            self.process.wait()
+        self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
 

@@ -107,6 +107,30 @@ def test_an_emptied_configured_folder_prunes_nothing_and_names_it(tmp_path: Path
     assert _uris(kb) == ["extra.md", "ferry.md", "market.md", "tides.md"]
 
 
+def test_a_share_mounted_below_a_configured_folder_that_comes_up_empty_prunes_nothing(
+    tmp_path: Path,
+) -> None:
+    _folder(tmp_path, NOTES)
+    share = tmp_path / "notes" / "team" / "share"  # a mount point below the folder
+    share.mkdir(parents=True)
+    (share / "extra.md").write_text("# Extra\n\nAn extra note.\n")
+    kb = tmp_path / "kb"
+    write_config(kb, SOURCES.format(paths="../notes"))
+    assert run("sync", "--kb", str(kb), "--source", "docs").returncode == 0
+    (share / "extra.md").unlink()  # not mounted now: the share's files are not gone
+    (tmp_path / "notes" / "ferry.md").unlink()
+    synced = run("sync", "--kb", str(kb), "--source", "docs", "--json")
+    assert synced.returncode == 0, synced.stderr
+    report = json.loads(synced.stdout)["sources"][0]["report"]
+    (warning,) = report["warnings"]  # the share, and the folder above that holds only it
+    assert warning == (
+        f"not pruned: {share}: no file listed, 1 documents stored under it; "
+        f"{share.parent}: no file listed, 1 documents stored under it"
+    )
+    assert report["removed"] == []
+    assert _uris(kb) == ["extra.md", "ferry.md", "market.md", "tides.md"]
+
+
 def test_prune_keeps_documents_ingested_from_outside_the_configured_paths(
     tmp_path: Path,
 ) -> None:

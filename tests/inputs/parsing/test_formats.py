@@ -276,8 +276,22 @@ def test_tsv_without_a_header_keeps_its_cells(tmp_path: Path) -> None:
     path = tmp_path / "numbers.tsv"
     path.write_text("1\t2\t3\n4\t5\t6\n")
     doc = parse_file(path)
-    assert [e.text for e in doc.elements] == ["1 | 2 | 3", "4 | 5 | 6"]
-    assert all(e.kind == "table" for e in doc.elements)
+    (table,) = doc.elements  # consecutive short rows: one element, a line each
+    assert (table.kind, table.text) == ("table", "1 | 2 | 3\n4 | 5 | 6")
+    assert table.location is not None
+    assert (table.location.row_start, table.location.row_end) == (1, 2)
+
+
+def test_csv_rows_are_gathered_while_short_and_consecutive(tmp_path: Path) -> None:
+    path = tmp_path / "words.csv"
+    long = " ".join(["word"] * 150)  # over the gathering budget alone
+    path.write_text("a\nb\n\nc\n" + long + "\nd\n")
+    spans = [
+        (e.text, e.location.row_start, e.location.row_end)
+        for e in parse_file(path).elements
+        if e.location is not None
+    ]
+    assert spans == [("a\nb", 1, 2), ("c", 4, 4), (long, 5, 5), ("d", 6, 6)]
 
 
 # --- EPUB ---------------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""Man pages are untrusted input: roff's ways to read a file or an environment variable
+reach nothing of the server, and real pages still parse."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flexmatch.inputs.parsing import parse_file
+
+pytestmark = pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
+
+SECRET = "S3CRET-in-a-file"
+ENV_SECRET = "S3CRET-in-the-environment"
+
+HEAD = ".TH EVIL 1\n.SH NAME\nevil \\- a page that reads what it may not\n.SH DESCRIPTION\n"
+MDOC_HEAD = ".Dd March 1, 2024\n.Dt EVIL 1\n.Os\n.Sh NAME\n.Nm evil\n.Nd reads\n.Sh DESCRIPTION\n"
+
+# each trick, given the path of the secret file (F): what the page says after its head
+# (.trf is removed too, but groff's plain-text output never shows what it copies)
+TRICKS = {
+    "so": ".so {F}\n",
+    "mso": ".mso {F}\n",
+    "cf": ".cf {F}\n",
+    "nx": ".nx {F}\n",
+    "string into so": ".ds F {F}\n.so \\*F\n",
+    "alias of so": ".als include so\n.include {F}\n",
+    "renamed cf": ".rn cf copy\n.copy {F}\n",
+    "escape character changed": ".ec !\n.so {F}\n.ec\n",
+    "control character changed": ".cc ,\n,so {F}\n,cc .\n",
+    "macro that includes": ".de inc\n.so \\\\$1\n..\n.inc {F}\n",
+    "so through do": ".do so {F}\n",
+    "request named by a string": ".ds x so\n.\\*x {F}\n",
+    "environment by proc": ".so /proc/self/environ\n",
+    "environment variable": "home \\V[FLEXMATCH_TEST_SECRET] end\n",
+    "environment through string": ".ds E \\V[FLEXMATCH_TEST_SECRET]\n\\*E\n",
+}
+
+
+@pytest.fixture
+def secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file holding a secret, and an environment variable holding another."""
+    monkeypatch.setenv("FLEXMATCH_TEST_SECRET", ENV_SECRET)
+    path = tmp_path / "secret" / "flexmatch.yaml"
+    path.parent.mkdir()
+    path.write_text(f"metrics_token: {SECRET}\n.SH LEAKED\n{SECRET}\n")
+    return path
+
+
+@pytest.mark.parametrize("trick", list(TRICKS))
+def test_a_man_page_reads_no_file_and_no_environment(
+    tmp_path: Path, secret: Path, trick: str
+) -> None:
+    page = tmp_path / "evil.1"
+    page.write_text(HEAD + "before\n" + TRICKS[trick].format(F=secret) + "after\n")
+    text = parse_file(page).text
+    assert "before" in text and SECRET not in text and ENV_SECRET not in text
+    assert "LEAKED" not in text
+
+
+def test_an_mdoc_page_includes_no_file(tmp_path: Path, secret: Path) -> None:
+    page = tmp_path / "evil.1"
+    page.write_text(MDOC_HEAD + "before\n.Bd -literal -file " + str(secret) + "\n.Ed\nafter\n")
+    text = parse_file(page).text
+    assert "before" in text and "after" in text and SECRET not in text
+
+
+def test_an_mdoc_page_still_parses(tmp_path: Path) -> None:
+    page = tmp_path / "frob.1"
+    page.write_text(MDOC_HEAD + "The\n.Nm\nutility twiddles bits.\n.Sh SEE ALSO\n.Xr ls 1\n")
+    doc = parse_file(page)
+    assert [e.text for e in doc.elements if e.kind == "heading"] == [
+        "NAME",
+        "DESCRIPTION",
+        "SEE ALSO",
+    ]
+    assert "evil utility twiddles bits." in doc.text and "ls(1)" in doc.text
+
+
+@pytest.mark.parametrize("page", ["man1/ls.1.gz", "man1/bash.1.gz", "man1/file.1.gz"])
+def test_real_man_pages_still_parse(tmp_path: Path, page: str) -> None:
+    source = Path("/usr/share/man") / page
+    if not source.is_file():
+        pytest.skip(f"no {source} here")
+    copy = tmp_path / source.name
+    shutil.copy(source, copy)
+    doc = parse_file(copy)
+    headings = [e.text for e in doc.elements if e.kind == "heading" and e.level == 2]
+    assert headings[:2] == ["NAME", "SYNOPSIS"] and "DESCRIPTION" in headings
+    assert len(doc.text) > 1000
