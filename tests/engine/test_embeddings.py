@@ -107,10 +107,12 @@ def thousand_texts() -> list[str]:
 
     from tokenizers import Tokenizer
 
-    from tests.conftest import SHARED_DATA
+    from tests.conftest import shared_set
+
+    squad = shared_set("squad-dev")
 
     def read(name: str) -> list[str]:
-        with (SHARED_DATA / "squad-dev" / name).open(encoding="utf-8") as lines:
+        with (squad / name).open(encoding="utf-8") as lines:
             return [json.loads(line)["text"] for line in lines]
 
     questions = _spread_by_length(read("queries.jsonl"), 900)

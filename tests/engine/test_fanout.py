@@ -30,7 +30,7 @@ from flexmatch.errors import ParseError
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
-from tests.conftest import FLEXMATCH, SHARED_DATA, llm_config, run, write_config
+from tests.conftest import DOCS, FLEXMATCH, llm_config, run, shared_set, write_config
 
 ray = pytest.importorskip("ray")
 
@@ -40,7 +40,7 @@ FILES = ["codeblock.md", "fake.docx", "pdf_fake-memo.pdf"]  # parsed by the work
 
 def squad(folder: Path, count: int) -> Path:
     """The first ``count`` squad-dev documents as a JSON Lines corpus."""
-    lines = (SHARED_DATA / "squad-dev" / "corpus.jsonl").read_text(encoding="utf-8")
+    lines = (shared_set("squad-dev") / "corpus.jsonl").read_text(encoding="utf-8")
     path = folder / "squad.jsonl"
     path.write_text("\n".join(lines.splitlines()[:count]) + "\n", encoding="utf-8")
     return path
@@ -64,7 +64,7 @@ def test_a_ray_ingest_through_the_cli_equals_a_local_one(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
     corpus = squad(tmp_path, 100)
-    inputs = [str(corpus), *(str(SHARED_DATA / "docs" / name) for name in FILES)]
+    inputs = [str(corpus), *(str(DOCS / name) for name in FILES)]
     write_config(tmp_path / "local", OFFLINE)
     write_config(tmp_path / "ray", OFFLINE)
     with KnowledgeBase.open(tmp_path / "local", embedder=embedder, env={}) as kb:
@@ -162,7 +162,7 @@ def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: P
     """A reader handed a worker pool parses there, in one of the worker's killable
     processes: the same results and the same errors as in this process; a worker that
     dies while parsing fails that input (here with no retries left)."""
-    pdf = SHARED_DATA / "docs" / "pdf_fake-memo.pdf"
+    pdf = DOCS / "pdf_fake-memo.pdf"
 
     async def main() -> tuple[int, int, Any, str, str]:
         options = RayOptions(workers=1, retries=0)
