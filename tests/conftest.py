@@ -133,6 +133,12 @@ def shared_set(name: str, root: Path = SHARED_DATA) -> Path:
 
 
 @pytest.fixture(scope="session")
+def squad_dev() -> Path:
+    """The SQuAD dev set in BEIR format (a fixture, so a skip names the test)."""
+    return shared_set("squad-dev")
+
+
+@pytest.fixture(scope="session")
 def docs_dir() -> Path:
     return DOCS
 
