@@ -1,10 +1,11 @@
 """OCR engines compared: character error rate against the PDFs' own text layer, and speed.
 
-Every page of the shared PDFs is rendered to a grayscale image (poppler's ``pdftoppm``, and
-pypdfium2 for the renderer's speed) at 150 and 300 dpi and read by each engine that is
-installed; the reference is the page's text layer (``pdftotext``). Whitespace is collapsed
-and Unicode folded (NFKC) on both sides before the edit distance, so the rate counts wrong,
-missing and extra characters, not layout. Rows come out for the engines that import:
+Every page of the sample PDFs (``tests/data/docs``) is rendered to a grayscale image
+(poppler's ``pdftoppm``, and pypdfium2 for the renderer's speed) at 150 and 300 dpi and
+read by each engine that is installed; the reference is the page's text layer
+(``pdftotext``). Whitespace is collapsed and Unicode folded (NFKC) on both sides before
+the edit distance, so the rate counts wrong, missing and extra characters, not layout.
+Rows come out for the engines that import:
 
 - ``tesserocr``: Tesseract's library in-process (Debian ``tesseract-ocr-eng`` data);
 - ``pytesseract``: the ``tesseract`` command, one process per page;
@@ -15,7 +16,7 @@ Pages per second are wall-clock time on this machine (both engines use every cor
 seconds per page add up the time of all their threads (and of the ``tesseract`` command
 pytesseract runs), and are steadier on a busy machine.
 
-Run:  .venv/bin/python bench/ocr.py [--data ../shared/data/docs] [--dpi 150 300]
+Run:  .venv/bin/python bench/ocr.py [--data tests/data/docs] [--dpi 150 300]
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def cpu_seconds() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    default_data = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs"
+    default_data = Path(__file__).resolve().parents[1] / "tests" / "data" / "docs"
     parser.add_argument("--data", type=Path, default=default_data)
     parser.add_argument("--dpi", type=int, nargs="+", default=[150, 300])
     args = parser.parse_args()

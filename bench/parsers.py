@@ -38,7 +38,7 @@ from collections import Counter, defaultdict
 from html.parser import HTMLParser
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "tests" / "data" / "docs"
 TOOLS = ["flexmatch", "pdfplumber", "pymupdf4llm", "docling-parse", "markitdown", "kreuzberg"]
 PDF_ONLY = {"pdfplumber", "pymupdf4llm", "docling-parse"}
 DISTRIBUTIONS = {  # tool → the distribution whose dependency closure it installs
@@ -173,7 +173,7 @@ def family(path: Path) -> str:
 
 
 def corpus(sample: int) -> list[Path]:
-    """The shared documents plus a real sample: /usr/share/doc HTML and text, stdlib."""
+    """The sample documents plus a real sample: /usr/share/doc HTML and text, stdlib."""
     files = sorted(
         p
         for p in DOCS.iterdir()

@@ -1,5 +1,6 @@
 """Shared fixtures: the real local embedding model (loaded once), a real fake LLM
-server on 127.0.0.1, and the shared data folders."""
+server on 127.0.0.1, and the test data: the sample documents in ``tests/data/docs``, and
+the larger data sets in ``../shared/data`` beside the clone (see ``shared_set``)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 REPO = Path(__file__).resolve().parents[1]
+# The Apache-2.0 sample documents (PDF, Word, HTML, ...): in the repository, with their
+# licence and MANIFEST.tsv (where each came from)
+DOCS = REPO / "tests" / "data" / "docs"
+# Data sets too large, or not ours, to ship (BEIR-format SciFact, SQuAD dev): a folder
+# ``shared`` beside the clone, found from the repository, not the working directory
 SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_SETS = {"scifact": "BEIR SciFact", "squad-dev": "SQuAD dev (BEIR format)"}
+REQUIRE_SHARED = "FLEXMATCH_REQUIRE_SHARED"  # .ci/run sets it: CI has ../shared
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
 
 
@@ -111,9 +119,28 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.wait(timeout=10)
 
 
+def shared_set(name: str, root: Path = SHARED_DATA) -> Path:
+    """The data set ``name`` in ``../shared/data``. Without it the test skips, saying
+    where it looked, so a clone runs everything else; with ``FLEXMATCH_REQUIRE_SHARED=1``
+    (CI) it fails instead, so no test goes unrun there unnoticed."""
+    path = root / name
+    if path.is_dir():
+        return path
+    reason = f"{SHARED_SETS[name]} not found at {path} (CI provides it)"
+    if os.environ.get(REQUIRE_SHARED, "") not in ("", "0"):
+        pytest.fail(f"{reason}; {REQUIRE_SHARED} is set", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def squad_dev() -> Path:
+    """The SQuAD dev set in BEIR format (a fixture, so a skip names the test)."""
+    return shared_set("squad-dev")
+
+
 @pytest.fixture(scope="session")
 def docs_dir() -> Path:
-    return SHARED_DATA / "docs"
+    return DOCS
 
 
 @pytest.fixture(scope="session")

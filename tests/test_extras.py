@@ -10,7 +10,7 @@ import pytest
 
 from flexmatch import MissingExtraError
 from flexmatch.service import require_extra
-from tests.conftest import SHARED_DATA
+from tests.conftest import DOCS
 
 # Python with some modules made unimportable, as if their extra were not installed
 BLOCK = """
@@ -57,7 +57,7 @@ def test_mcp_without_the_mcp_extra(tmp_path: Path) -> None:
 
 
 def test_a_pdf_without_the_parsers_extra_is_a_clear_per_file_error() -> None:
-    pdf = SHARED_DATA / "docs" / "pdf_fake-memo.pdf"
+    pdf = DOCS / "pdf_fake-memo.pdf"
     code = (
         "from flexmatch.inputs.sources.files import LoadTask, load\n"
         f"[item] = load(LoadTask(__import__('pathlib').Path({str(pdf)!r})), 'default', 10**7)\n"

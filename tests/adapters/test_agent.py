@@ -30,8 +30,8 @@ from flexmatch.adapters.agent import (
 )
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
-from tests.adapters.http.harness import DOCS, KB_CONFIG
-from tests.conftest import REPO, run, write_config
+from tests.adapters.http.harness import KB_CONFIG
+from tests.conftest import DOCS, REPO, run, write_config
 from tests.testing.test_fake_llm_command import fake_llm_command
 
 EXAMPLE = REPO / "examples" / "agent_loop.py"

@@ -15,9 +15,9 @@ from mcp import Client, StdioServerParameters
 from flexmatch import KnowledgeBase
 from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS, build_server
 from flexmatch.engine.embedders import OnnxEmbedder
-from tests.adapters.http.harness import DOCS, KB_CONFIG
+from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread
-from tests.conftest import write_config
+from tests.conftest import DOCS, write_config
 
 FLEXMATCH = Path(sys.executable).parent / "flexmatch"
 QUESTION = "How many blankets were delivered?"

@@ -17,10 +17,10 @@ from flexmatch import ConfigError, KnowledgeBase
 from flexmatch.adapters.mcp import build_server, run
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.service import KeyStore
-from tests.adapters.http.harness import DOCS, KB_CONFIG
+from tests.adapters.http.harness import KB_CONFIG
 from tests.adapters.http.servers import UvicornThread, free_port
+from tests.conftest import DOCS, write_config
 from tests.conftest import run as run_cli
-from tests.conftest import write_config
 
 QUESTION = "How many blankets were delivered?"
 

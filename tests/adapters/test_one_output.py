@@ -12,8 +12,8 @@ from mcp import Client, StdioServerParameters
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
-from tests.adapters.http.harness import DOCS, KB_CONFIG, running_api
-from tests.conftest import FLEXMATCH, run, write_config
+from tests.adapters.http.harness import KB_CONFIG, running_api
+from tests.conftest import DOCS, FLEXMATCH, run, write_config
 
 QUESTION = "How many blankets were delivered?"
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -96,7 +98,7 @@ def _spread_by_length(texts: list[str], count: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def thousand_texts() -> list[str]:
+def thousand_texts(squad_dev: Path) -> list[str]:
     """1,000 real texts, questions and passages of all lengths, from a 6-token question
     to passages past the 256-token truncation.
 
@@ -107,10 +109,8 @@ def thousand_texts() -> list[str]:
 
     from tokenizers import Tokenizer
 
-    from tests.conftest import SHARED_DATA
-
     def read(name: str) -> list[str]:
-        with (SHARED_DATA / "squad-dev" / name).open(encoding="utf-8") as lines:
+        with (squad_dev / name).open(encoding="utf-8") as lines:
             return [json.loads(line)["text"] for line in lines]
 
     questions = _spread_by_length(read("queries.jsonl"), 900)

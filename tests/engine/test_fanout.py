@@ -30,7 +30,7 @@ from flexmatch.errors import ParseError
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
-from tests.conftest import FLEXMATCH, SHARED_DATA, llm_config, run, write_config
+from tests.conftest import DOCS, FLEXMATCH, llm_config, run, write_config
 
 ray = pytest.importorskip("ray")
 
@@ -38,9 +38,9 @@ OFFLINE = "sources:\n  default: {}\n"  # no LLM: the offline default chains
 FILES = ["codeblock.md", "fake.docx", "pdf_fake-memo.pdf"]  # parsed by the workers
 
 
-def squad(folder: Path, count: int) -> Path:
+def squad(squad_dev: Path, folder: Path, count: int) -> Path:
     """The first ``count`` squad-dev documents as a JSON Lines corpus."""
-    lines = (SHARED_DATA / "squad-dev" / "corpus.jsonl").read_text(encoding="utf-8")
+    lines = (squad_dev / "corpus.jsonl").read_text(encoding="utf-8")
     path = folder / "squad.jsonl"
     path.write_text("\n".join(lines.splitlines()[:count]) + "\n", encoding="utf-8")
     return path
@@ -61,10 +61,10 @@ def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 def test_a_ray_ingest_through_the_cli_equals_a_local_one(
-    tmp_path: Path, embedder: OnnxEmbedder
+    tmp_path: Path, embedder: OnnxEmbedder, squad_dev: Path
 ) -> None:
-    corpus = squad(tmp_path, 100)
-    inputs = [str(corpus), *(str(SHARED_DATA / "docs" / name) for name in FILES)]
+    corpus = squad(squad_dev, tmp_path, 100)
+    inputs = [str(corpus), *(str(DOCS / name) for name in FILES)]
     write_config(tmp_path / "local", OFFLINE)
     write_config(tmp_path / "ray", OFFLINE)
     with KnowledgeBase.open(tmp_path / "local", embedder=embedder, env={}) as kb:
@@ -142,10 +142,11 @@ def test_a_killed_workers_documents_are_retried_never_half_written(
     embedder: OnnxEmbedder,
     llm_server: FakeLLMServer,
     retries: int,
+    squad_dev: Path,
 ) -> None:
     """The documents a killed worker held died in company: each is tried again on a
     worker of its own, free of charge, so even with no retries they are all indexed."""
-    corpus = squad(tmp_path, 24)
+    corpus = squad(squad_dev, tmp_path, 24)
     write_config(tmp_path / "kb", llm_config(llm_server))
     llm_server.latency = 0.3
     killer = KillFirstWorker()
@@ -162,7 +163,7 @@ def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: P
     """A reader handed a worker pool parses there, in one of the worker's killable
     processes: the same results and the same errors as in this process; a worker that
     dies while parsing fails that input (here with no retries left)."""
-    pdf = SHARED_DATA / "docs" / "pdf_fake-memo.pdf"
+    pdf = DOCS / "pdf_fake-memo.pdf"
 
     async def main() -> tuple[int, int, Any, str, str]:
         options = RayOptions(workers=1, retries=0)
@@ -197,10 +198,10 @@ def test_workers_parse_in_their_own_isolated_processes(cluster: Any, tmp_path: P
     )
 
 
-def test_the_cli_joins_a_running_cluster(cluster: Any, tmp_path: Path) -> None:
+def test_the_cli_joins_a_running_cluster(cluster: Any, tmp_path: Path, squad_dev: Path) -> None:
     """``--ray-address`` joins a cluster that is already up (no cluster is started); a
     second run finds every document unchanged."""
-    corpus = squad(tmp_path, 10)
+    corpus = squad(squad_dev, tmp_path, 10)
     write_config(tmp_path / "kb", OFFLINE)
     address = cluster.get_runtime_context().gcs_address
     args = ["ingest", "--kb", str(tmp_path / "kb"), "--ray-address", address, "--json"]

@@ -1,6 +1,6 @@
 """OCR: scans, photos of pages and pictures in documents are read and found.
 
-Scans are made here from the shared PDFs: a page rendered by poppler's ``pdftoppm`` and
+Scans are made here from the sample PDFs: a page rendered by poppler's ``pdftoppm`` and
 wrapped into an image-only PDF by Pillow, or roughed up into a "photo" (tilted, blurred,
 on a grey background, saved as a lossy JPEG).
 """
@@ -18,9 +18,8 @@ from PIL import Image, ImageFilter
 
 from flexmatch.errors import MissingExtraError, ParseError
 from flexmatch.inputs.parsing import ocr, parse_file
-from tests.conftest import SHARED_DATA, run
+from tests.conftest import DOCS, run
 
-DOCS = SHARED_DATA / "docs"
 MEMO = DOCS / "pdf_fake-memo.pdf"  # "... 10,000 blankets, and 200 laptops delivered ..."
 STORY = DOCS / "pdf_DA-1p.pdf"  # "... perched atop the spire of the village chantry ..."
 

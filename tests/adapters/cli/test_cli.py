@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run
+from tests.conftest import DOCS, run
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def cli_kb(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A knowledge base made by ``init`` + one bulk ``ingest`` of awkward and good files."""
-    docs = REPO.parent / "shared" / "data" / "docs"
+    docs = DOCS
     work = tmp_path_factory.mktemp("cli")
     bulk = work / "bulk"
     bulk.mkdir()
@@ -114,7 +114,7 @@ def test_config_error_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_llm_configured_by_environment_uses_llm_chains(tmp_path: Path, llm_server) -> None:
-    docs = REPO.parent / "shared" / "data" / "docs"
+    docs = DOCS
     kb = tmp_path / "kb"
     env = {
         "FLEXMATCH_LLM": "openai/fake-model",
@@ -162,7 +162,7 @@ def test_unchanged_reingest_reports_unchanged(
     cli_kb: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
     kb, _ = cli_kb
-    docs = REPO.parent / "shared" / "data" / "docs"
+    docs = DOCS
     result = run("ingest", "--kb", str(kb), "--json", str(kb.parent / "bulk"))
     report = json.loads(result.stdout)
     assert report["unchanged"] == 6 and report["documents"] == 0 and len(report["failed"]) == 2

@@ -2,7 +2,7 @@
 
 It runs the same real server as the end-to-end tests (``harness``), with the LLM chains
 answered by ``flexmatch.testing.FakeLLMServer`` under the gpt-4o-mini price list,
-imports some of ``../shared/data/docs`` and a local web page, saves a real
+imports some of ``tests/data/docs`` and a local web page, saves a real
 ``flexmatch eval`` run on squad-dev (first 200 queries), and photographs each page at
 1280 px and a few at 390 px into ``docs/screenshots/``.
 """
@@ -35,13 +35,13 @@ from tests.adapters.console.harness import (
     sign_in,
 )
 from tests.adapters.http.servers import PageServer
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import DOCS, REPO, SHARED_DATA
 
-DOCS = ["pdf_fake-memo.pdf", "handbook-1p.docx", "example-10k-1p.html", "fake-power-point.pptx"]
+SEEDED = ["pdf_fake-memo.pdf", "handbook-1p.docx", "example-10k-1p.html", "fake-power-point.pptx"]
 
 
 def seed(console: Console, token: str) -> None:
-    files = [(name, (SHARED_DATA / "docs" / name).read_bytes()) for name in DOCS]
+    files = [(name, (DOCS / name).read_bytes()) for name in SEEDED]
     files += [("harbour.md", HARBOUR.encode()), ("garden.md", GARDEN.encode())]
     job = console.upload(token, *files)
     assert job["status"] == "done", job

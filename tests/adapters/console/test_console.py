@@ -34,7 +34,7 @@ from tests.adapters.console.harness import (
     sign_in,
 )
 from tests.adapters.http.servers import PageServer
-from tests.conftest import SHARED_DATA
+from tests.conftest import DOCS
 
 if chromium_missing() is None:
     from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
@@ -667,7 +667,7 @@ def test_chains_edit_a_prompt_with_a_live_preview_save_and_reindex_at_a_cost(
 def test_a_pdf_chunk_opens_the_original_at_its_page(console: Console, page: Page) -> None:
     """A chunk of an uploaded PDF links to the original shown in the browser (not saved)
     at the chunk's page; every other original is still a download."""
-    pdf = (SHARED_DATA / "docs" / "pdf_list-item-example.pdf").read_bytes()
+    pdf = (DOCS / "pdf_list-item-example.pdf").read_bytes()
     job = console.upload(console.tokens["admin"], ("list-items.pdf", pdf))
     assert job["counts"]["added"] == 1, job
     pdf_id = document_id(console, console.tokens["admin"], "Unstructured-test-doc")

@@ -15,9 +15,7 @@ from flexmatch.adapters.http import Limits, create_app
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.service import KeyStore
 from tests.adapters.http.servers import UvicornThread
-from tests.conftest import SHARED_DATA, write_config
-
-DOCS = SHARED_DATA / "docs"
+from tests.conftest import write_config
 
 KB_CONFIG = """\
 sources:

@@ -17,9 +17,9 @@ from schemathesis.checks import not_a_server_error
 from flexmatch import KnowledgeBase
 from flexmatch.adapters.http import create_app
 from flexmatch.engine.embedders import OnnxEmbedder
-from tests.adapters.http.harness import DOCS, Api, running_api, upload
+from tests.adapters.http.harness import Api, running_api, upload
 from tests.adapters.http.servers import wait_for_job
-from tests.conftest import examples
+from tests.conftest import DOCS, examples
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The HTTP API against a real uvicorn server on 127.0.0.1: every endpoint, happy path and
-errors, with real files from the shared data folder."""
+errors, with real files from the sample documents."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.service.keys import MAX_ACTIVE_KEYS
-from tests.adapters.http.harness import DOCS, Api, running_api, upload
+from tests.adapters.http.harness import Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job
+from tests.conftest import DOCS
 
 MEMO = DOCS / "pdf_fake-memo.pdf"
 

@@ -20,9 +20,9 @@ from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.service import KeyStore
 from flexmatch.testing.fake_llm import FakeLLMServer
 from tests.adapters.http.servers import UvicornThread, assert_error, auth, wait_for_job
-from tests.conftest import SHARED_DATA, llm_config, write_config
+from tests.conftest import DOCS, llm_config, write_config
 
-MEMO = SHARED_DATA / "docs" / "pdf_fake-memo.pdf"
+MEMO = DOCS / "pdf_fake-memo.pdf"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 

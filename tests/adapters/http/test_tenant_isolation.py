@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import pytest
 
 from flexmatch.engine.embedders import OnnxEmbedder
-from tests.adapters.http.harness import DOCS, Api, running_api, upload
+from tests.adapters.http.harness import Api, running_api, upload
 from tests.adapters.http.servers import PageServer, assert_error, auth, wait_for_job
+from tests.conftest import DOCS
 
 BLANKETS = "How many blankets were delivered?"
 

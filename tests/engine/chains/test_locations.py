@@ -1,5 +1,5 @@
 """Every chunk knows where it is: the chunkers on real files (the Python standard
-library's own modules, the shared sample documents, heading markup as Sphinx and the
+library's own modules, the sample documents, heading markup as Sphinx and the
 Node.js docs write it) give each section its lines, page, slide, sheet rows or fragment,
 and keep the headings those files have."""
 
@@ -20,10 +20,9 @@ from flexmatch.engine.points import MatchPayload
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.sources.files import discover, load
 from flexmatch.models import Document, Element, Location, Section, cite
-from tests.conftest import SHARED_DATA
+from tests.conftest import DOCS
 
 STDLIB = Path(posixpath.__file__).parent
-DOCS = SHARED_DATA / "docs"
 
 
 def _chunker(name: str, **params: object) -> Chunker:

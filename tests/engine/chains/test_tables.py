@@ -14,7 +14,7 @@ from flexmatch.inputs.parsing import parse_file
 from flexmatch.inputs.parsing.markdown import markdown_to_builder
 from flexmatch.models import Document, Element, Location, Section
 from flexmatch.text import count_tokens
-from tests.conftest import SHARED_DATA
+from tests.conftest import DOCS
 
 HEADER = "Country | Capital | Population"
 
@@ -92,7 +92,7 @@ def test_a_row_over_the_budget_is_cut_into_windows_under_the_header() -> None:
 
 
 def test_real_pdf_table_split_repeats_its_first_row_and_keeps_its_page() -> None:
-    parsed = parse_file(SHARED_DATA / "docs" / "pdf_all-number-table.pdf")
+    parsed = parse_file(DOCS / "pdf_all-number-table.pdf")
     (table,) = [e for e in parsed.elements if e.kind == "table"]
     rows = table.text.split("\n")
     assert rows[0] == "200.01 | 1" and len(rows) == 8  # cells paired, one row a line

@@ -1,17 +1,11 @@
-"""The shared sample documents and small helpers for the parser tests (import from here;
-``conftest.py`` modules cannot be imported by name)."""
+"""The sample documents (``tests/data/docs``) and small helpers for the parser tests
+(import from here: ``conftest.py`` modules cannot be imported by name)."""
 
 from __future__ import annotations
 
-import pytest
-
 from flexmatch.inputs.parsing import parse_file
 from flexmatch.models import Element, ParsedDocument
-from tests.conftest import SHARED_DATA
-
-DOCS = SHARED_DATA / "docs"
-if not DOCS.is_dir():  # CI has ../shared beside the clone: a missing copy must fail loudly
-    pytest.fail(f"sample documents not found at {DOCS}", pytrace=False)
+from tests.conftest import DOCS
 
 ALL_DOCS = sorted(p for p in DOCS.iterdir() if p.is_file() and p.name != "MANIFEST.tsv")
 ENCRYPTED = {"pdf_password.pdf"}
@@ -20,7 +14,7 @@ IMAGE_ONLY = {"pdf_single_table.pdf", "pdf_table-multi-row-column-cells.pdf"}
 
 
 def parse_doc(name: str) -> ParsedDocument:
-    """Parse one of the shared sample documents by file name."""
+    """Parse one of the sample documents by file name."""
     return parse_file(DOCS / name)
 
 

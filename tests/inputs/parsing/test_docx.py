@@ -1,4 +1,4 @@
-"""The Word (.docx) parser against the shared sample documents."""
+"""The Word (.docx) parser against the sample documents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The e-mail (.eml) parser: the shared sample messages and an HTML-only message."""
+"""The e-mail (.eml) parser: the sample messages and an HTML-only message."""
 
 from __future__ import annotations
 

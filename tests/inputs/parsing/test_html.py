@@ -1,4 +1,4 @@
-"""The HTML parser: the shared sample pages, and ``parse_html_bytes`` for fetched bytes."""
+"""The HTML parser: the sample pages, and ``parse_html_bytes`` for fetched bytes."""
 
 from __future__ import annotations
 

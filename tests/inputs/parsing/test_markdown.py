@@ -1,4 +1,4 @@
-"""The Markdown parser: the shared sample files and a written ``.markdown`` file."""
+"""The Markdown parser: the sample files and a written ``.markdown`` file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenDocument text (.odt) parser against the shared sample document."""
+"""The OpenDocument text (.odt) parser against the sample document."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The PDF parser against the shared sample documents."""
+"""The PDF parser against the sample documents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PDF layout on the shared real files: columns read one after another, tables keep their
+"""PDF layout on the sample files: columns read one after another, tables keep their
 rows, and text repeated at the top or bottom of pages is kept out of the chunk text."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flexmatch.inputs.parsing import parse_file
-
-DOCS = Path(__file__).resolve().parents[4] / "shared" / "data" / "docs"
+from tests.conftest import DOCS
 
 
 def test_two_column_page_reads_column_by_column() -> None:

@@ -1,4 +1,4 @@
-"""The PowerPoint (.pptx) parser against the shared sample decks."""
+"""The PowerPoint (.pptx) parser against the sample decks."""
 
 from __future__ import annotations
 

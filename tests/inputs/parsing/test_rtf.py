@@ -1,4 +1,4 @@
-"""The RTF parser: the shared sample document, and a ``.rtf`` file that is not RTF."""
+"""The RTF parser: the sample document, and a ``.rtf`` file that is not RTF."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Excel (.xlsx) parser against the shared sample workbook."""
+"""The Excel (.xlsx) parser against the sample workbook."""
 
 from __future__ import annotations
 
