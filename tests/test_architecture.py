@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "flexmatch.sync",
             "flexmatch.watching",
             "flexmatch.knowledge_base",
+            "flexmatch.agent_tools",
             "flexmatch.evaluation",
             "flexmatch.chains",
             "flexmatch.sources",
