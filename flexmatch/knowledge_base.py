@@ -456,6 +456,12 @@ class KnowledgeBase:
         stored copy keeps it too, so a re-index from it keeps the new access."""
         return self._documents.set_access(tenant, document_id, access)
 
+    def has_restricted_documents(self, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Whether ``tenant`` holds a document its whole tenant may not read (an access
+        list that is not ``public``): what the integrations check before reading without
+        a principal."""
+        return self._documents.restricted(tenant)
+
     def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
         """Counts of what ``principal`` may read (``None``: everything)."""
         return self._documents.stats(tenant, principal)

@@ -79,6 +79,9 @@ class StoredDocuments:
         self.archive.set_access(tenant, document_id, access)
         return self.registry.set_access(tenant, record, access.tokens() if access else None)
 
+    def restricted(self, tenant: str) -> bool:
+        return self.registry.restricted(tenant)
+
     def stats(self, tenant: str, principal: Principal | None) -> Stats:
         return self.registry.stats(tenant, principal)
 
