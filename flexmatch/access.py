@@ -191,13 +191,14 @@ def named_principal(header: Callable[[str], str | None]) -> Principal | None:
 
 
 def principal_headers(principal: Principal | None) -> dict[str, str]:
-    """``named_principal``'s inverse: the headers that name ``principal`` (none: no one)."""
+    """``named_principal``'s inverse: the headers that name ``principal`` (none: no one).
+    Both are always set, empty when unused, so they replace a client's defaults whole."""
     if principal is None:
         return {}
-    headers = {PRINCIPAL_HEADER: f"user:{principal.user}"} if principal.user else {}
-    if principal.groups:
-        headers[GROUPS_HEADER] = ", ".join(principal.groups)
-    return headers
+    return {
+        PRINCIPAL_HEADER: f"user:{principal.user}" if principal.user else "",
+        GROUPS_HEADER: ", ".join(principal.groups),
+    }
 
 
 def readable(tokens: list[str] | None, principal: Principal | None) -> bool:
