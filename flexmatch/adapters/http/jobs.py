@@ -504,9 +504,7 @@ class JobRegistry:
                 job.total = max(job.total, report.planned)
                 job.processed = max(job.processed, report.processed)
                 return report.outcomes
-            report = await self.kb.aingest_documents(
-                documents, tenant=job.tenant, principal=writer
-            )
+            report = await self.kb.aingest_documents(documents, tenant=job.tenant, principal=writer)
             job.usage.add(report.usage)
         except FlexMatchError as exc:
             return [DocumentOutcome(input=item.label, outcome="failed", error=str(exc))]

@@ -78,9 +78,7 @@ class Ingestor:
             usage=llm.usage if llm else None,
             embedding_model=models.embedding,
         ) as fanout:
-            return await self._ingest(
-                inputs, source, tenant, progress, prune_after, fanout, writer
-            )
+            return await self._ingest(inputs, source, tenant, progress, prune_after, fanout, writer)
 
     async def _ingest(
         self,
