@@ -179,12 +179,14 @@ Scope = Principal | Everything
 def named_principal(header: Callable[[str], str | None]) -> Principal | None:
     """The end user a request names in its headers (``header(name)`` reads one):
     ``X-FlexMatch-Principal: user:alice`` and ``X-FlexMatch-Groups: eng, hr``; None when
-    it names nobody, a ``ConfigError`` naming the header when malformed. The one parser
-    of them: the HTTP API and the MCP server both call it."""
-    user = (header(PRINCIPAL_HEADER) or "").strip()
-    groups = [g.strip() for g in (header(GROUPS_HEADER) or "").split(",") if g.strip()]
-    if not user and not groups:
+    it names nobody (neither header sent), ``Principal()`` when they are sent empty (the
+    empty principal: what the whole tenant may read), a ``ConfigError`` naming the header
+    when malformed. The one parser of them: the HTTP API and the MCP server both call it."""
+    sent_user, sent_groups = header(PRINCIPAL_HEADER), header(GROUPS_HEADER)
+    if sent_user is None and sent_groups is None:
         return None
+    user = (sent_user or "").strip()
+    groups = [g.strip() for g in (sent_groups or "").split(",") if g.strip()]
     if user and not user.startswith("user:"):
         raise ConfigError(f"{PRINCIPAL_HEADER} {user[:80]!r} must be 'user:NAME'")
     return Principal.parse(user or None, groups)

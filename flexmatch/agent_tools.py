@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from flexmatch.access import DEFAULT_TENANT, Principal
-from flexmatch.config import SourceConfig
+from flexmatch.config import KBConfig, SourceConfig
 from flexmatch.errors import ToolCallError
+from flexmatch.models import DocumentDetail, DocumentRecord, IngestReport
+from flexmatch.results import Answer
 from flexmatch.tools import (
     AddRecordArguments,
     GetDocumentArguments,
@@ -29,8 +31,62 @@ from flexmatch.tools import (
     ToolArguments,
 )
 
-if TYPE_CHECKING:  # loaded when a tool runs, not with the CLI that lists the commands
-    from flexmatch.knowledge_base import KnowledgeBase
+
+class KnowledgeBase(Protocol):
+    """What the tools use of a ``flexmatch.KnowledgeBase`` (said here, not imported: the
+    definitions load with the CLI that lists the commands, the knowledge base when a
+    tool runs)."""
+
+    @property
+    def config(self) -> KBConfig: ...
+
+    def choose_source(self, name: object = None, *, records: bool = False) -> str: ...
+
+    async def asearch(
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> Answer: ...
+
+    async def aformat_answer(self, answer: Answer, formatter: str | None = None) -> str: ...
+
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> list[DocumentRecord]: ...
+
+    def get_document(
+        self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> DocumentDetail: ...
+
+    async def afetch_pages(
+        self, urls: Iterable[str], *, source: str | None = None
+    ) -> list[Any]: ...
+
+    async def aingest_documents(
+        self,
+        documents: Iterable[Any],
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> IngestReport: ...
+
+    async def aadd_records(
+        self,
+        records: Iterable[Any],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> IngestReport: ...
+
 
 Arguments = TypeVar("Arguments", bound=ToolArguments)
 Result = dict[str, Any]

@@ -195,6 +195,8 @@ def test_the_principal_headers_are_parsed_and_sent_by_one_rule() -> None:
     headers = {PRINCIPAL_HEADER: "user:alice", GROUPS_HEADER: "hr, eng"}
     assert named_principal(headers.get) == Principal(user="alice", groups=("eng", "hr"))
     assert named_principal({}.get) is None
+    sent_empty = {PRINCIPAL_HEADER: "", GROUPS_HEADER: ""}  # the empty principal, named
+    assert named_principal(sent_empty.get) == Principal()
     with pytest.raises(ConfigError, match=PRINCIPAL_HEADER):
         named_principal({PRINCIPAL_HEADER: "alice"}.get)
     seen: list[httpx.Headers] = []
@@ -209,8 +211,10 @@ def test_the_principal_headers_are_parsed_and_sent_by_one_rule() -> None:
     ) as client:
         client.query("q")
         client.query("q", principal=Principal(user="carol"))
+        client.query("q", principal=Principal())  # the whole tenant's, even for an admin key
     assert named_principal(seen[0].get) == who  # what the server reads is what was sent
     assert named_principal(seen[1].get) == Principal(user="carol")
+    assert named_principal(seen[2].get) == Principal()
 
 
 def test_admin_may_do_everything_said_once() -> None:
