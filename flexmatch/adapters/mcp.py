@@ -4,9 +4,10 @@ Tools: ``search_knowledge``, ``list_documents``, ``get_document`` and, unless re
 ``ingest_url`` and (with a source of type ``records``) ``add_record``. Their descriptions
 name the knowledge base's sources and what each holds (``description`` of a source, and
 the ``mcp`` section of ``flexmatch.yaml``), so an agent knows what it can find before it
-searches. Each tool's arguments, limits and own sentence are its argument model's in
-``flexmatch.tools``, as the agent tool's are. The server holds the knowledge base open
-for its whole life (the embedded store admits one process at a time). Transports:
+searches. Each tool (its arguments, limits, own sentence and operation) is defined once
+in ``flexmatch.AGENT_TOOLS``, which the agent tool serves too. The server holds the
+knowledge base open for its whole life (the embedded store admits one process at a
+time). Transports:
 
 - stdio, for a desktop client that starts the server: one tenant (``--tenant``);
 - streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``, said on start-up):
@@ -151,7 +152,9 @@ def build_server(
     Reads are as the end user the host application names (docs/security.md, "Access
     control"): with keys, the ``X-FlexMatch-Principal``/``X-FlexMatch-Groups`` headers of
     each HTTP request, as the key allows; without, those headers or else ``principal``
-    (``flexmatch mcp --as``; None: everything). Never a tool argument."""
+    (``flexmatch mcp --as``; None: everything). Never a tool argument. Writes are as the
+    key's writer (``ApiKey.writer``), or that end user without keys: the knowledge base
+    replaces no document they may not read."""
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
