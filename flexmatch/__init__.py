@@ -72,6 +72,12 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "ParsedDocument": ("flexmatch.models", "ParsedDocument"),
     "PayloadError": ("flexmatch.errors", "PayloadError"),
     "Principal": ("flexmatch.access", "Principal"),
+    "ADMIN": ("flexmatch.access", "ADMIN"),
+    "Everything": ("flexmatch.access", "Everything"),
+    "GROUPS_HEADER": ("flexmatch.access", "GROUPS_HEADER"),
+    "PRINCIPAL_HEADER": ("flexmatch.access", "PRINCIPAL_HEADER"),
+    "Scope": ("flexmatch.access", "Scope"),
+    "named_principal": ("flexmatch.access", "named_principal"),
     "PromptError": ("flexmatch.errors", "PromptError"),
     "QueryConfig": ("flexmatch.config", "QueryConfig"),
     "ReindexPlan": ("flexmatch.models", "ReindexPlan"),
@@ -116,6 +122,10 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "broken_plugins": ("flexmatch.engine.plugin_failures", "broken_plugins"),
     "search_filters": ("flexmatch.engine.points", "search_filters"),
     "tool_result": ("flexmatch.results", "tool_result"),
+    "AGENT_TOOLS": ("flexmatch.agent_tools", "AGENT_TOOLS"),
+    "AgentTool": ("flexmatch.agent_tools", "AgentTool"),
+    "ToolCaller": ("flexmatch.agent_tools", "ToolCaller"),
+    "describe_tools": ("flexmatch.agent_tools", "describe_tools"),
     "AddRecordArguments": ("flexmatch.tools", "AddRecordArguments"),
     "GetDocumentArguments": ("flexmatch.tools", "GetDocumentArguments"),
     "IngestUrlArguments": ("flexmatch.tools", "IngestUrlArguments"),
@@ -175,7 +185,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
-    from flexmatch.access import DEFAULT_TENANT
+    from flexmatch.access import (
+        ADMIN,
+        DEFAULT_TENANT,
+        GROUPS_HEADER,
+        PRINCIPAL_HEADER,
+        Everything,
+        Scope,
+        named_principal,
+    )
+    from flexmatch.agent_tools import AGENT_TOOLS, AgentTool, ToolCaller, describe_tools
     from flexmatch.client import Client
     from flexmatch.config import (
         CONFIG_FILE,

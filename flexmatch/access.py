@@ -20,8 +20,9 @@ no re-embedding and no LLM call.
 
 from __future__ import annotations
 
+import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -35,6 +36,10 @@ DEFAULT_TENANT = "default"
 ACCESS_FIELD = "access"  # the payload field of points and records, and the metadata key
 PUBLIC = "public"  # the token of a public document
 NOBODY = "nobody"  # the token of a document no principal may read (admins only)
+# the end user a request names (a service or admin key's, or a local MCP server's), and
+# their groups, comma-separated: set by the host application, never by a model
+PRINCIPAL_HEADER = "X-FlexMatch-Principal"
+GROUPS_HEADER = "X-FlexMatch-Groups"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,127}"
 _PRINCIPAL = re.compile(rf"^(user|group):{_NAME}$")
 _BARE = re.compile(rf"^{_NAME}$")
@@ -155,6 +160,47 @@ class Principal(BaseModel):
         except ValidationError as exc:
             problem = "; ".join(error["msg"] for error in exc.errors())
             raise ConfigError(f"principal: {problem}") from None
+
+
+class Everything(enum.Enum):
+    """``ADMIN``: an explicit choice to read and write everything, for the integrations
+    (frameworks, agent tools) that otherwise refuse to run unscoped over restricted
+    documents. The knowledge base's own methods spell it ``principal=None``."""
+
+    ADMIN = "admin"
+
+
+ADMIN = Everything.ADMIN
+
+Scope = Principal | Everything
+"""Whom an integration acts for: a person, or everything (``ADMIN``)."""
+
+
+def named_principal(header: Callable[[str], str | None]) -> Principal | None:
+    """The end user a request names in its headers (``header(name)`` reads one):
+    ``X-FlexMatch-Principal: user:alice`` and ``X-FlexMatch-Groups: eng, hr``; None when
+    it names nobody (neither header sent), ``Principal()`` when they are sent empty (the
+    empty principal: what the whole tenant may read), a ``ConfigError`` naming the header
+    when malformed. The one parser of them: the HTTP API and the MCP server both call it."""
+    sent_user, sent_groups = header(PRINCIPAL_HEADER), header(GROUPS_HEADER)
+    if sent_user is None and sent_groups is None:
+        return None
+    user = (sent_user or "").strip()
+    groups = [g.strip() for g in (sent_groups or "").split(",") if g.strip()]
+    if user and not user.startswith("user:"):
+        raise ConfigError(f"{PRINCIPAL_HEADER} {user[:80]!r} must be 'user:NAME'")
+    return Principal.parse(user or None, groups)
+
+
+def principal_headers(principal: Principal | None) -> dict[str, str]:
+    """``named_principal``'s inverse: the headers that name ``principal`` (none: no one).
+    Both are always set, empty when unused, so they replace a client's defaults whole."""
+    if principal is None:
+        return {}
+    return {
+        PRINCIPAL_HEADER: f"user:{principal.user}" if principal.user else "",
+        GROUPS_HEADER: ", ".join(principal.groups),
+    }
 
 
 def readable(tokens: list[str] | None, principal: Principal | None) -> bool:

@@ -200,6 +200,7 @@ class KnowledgeBase:
         workers: int = 2,
         retries: int = 2,
         prune: bool = False,
+        principal: Principal | None = None,
     ) -> IngestReport:
         """Load, chunk, enrich, embed and store every document in ``inputs`` (files,
         folders, JSON Lines corpora, http(s) URLs; records files for a records source).
@@ -217,10 +218,21 @@ class KnowledgeBase:
         file deleted, a page no longer linked or answering 404/410); only for a
         whole-source run (no ``inputs``) of a source that lists itself whole (files and
         records with ``paths``, web), never after a run that could not see all of it (the
-        report's ``warnings`` say so)."""
+        report's ``warnings`` say so); an admin's (no ``principal``) only.
+
+        ``principal``: who writes (None: an admin, everything). A document already
+        stored under an id it may not read is neither replaced nor described: its
+        outcome is failed with the same words whichever document it is
+        (docs/security.md, "Writes"). Every write method takes it alike."""
         options = RayOptions.chosen(ray, workers, retries)
         return await self._ingestor.ingest(
-            list(inputs), source, tenant, progress, prune_after=prune, ray=options
+            list(inputs),
+            source,
+            tenant,
+            progress,
+            prune_after=prune,
+            ray=options,
+            writer=principal,
         )
 
     async def async_sync(
@@ -272,11 +284,16 @@ class KnowledgeBase:
         return await self._ingestor.fetch_pages(urls, source)
 
     async def aingest_documents(
-        self, documents: Iterable[Item], *, tenant: str = DEFAULT_TENANT
+        self,
+        documents: Iterable[Item],
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
     ) -> IngestReport:
-        """Index documents already read (``afetch_pages``); failures are reported as such."""
+        """Index documents already read (``afetch_pages``); failures are reported as such.
+        ``principal``: who writes (see ``aingest``)."""
         items = list(documents)
-        return await self._ingestor.run(items, tenant, None, len(items))
+        return await self._ingestor.run(items, tenant, None, len(items), writer=principal)
 
     async def aestimate(
         self,
@@ -294,10 +311,17 @@ class KnowledgeBase:
         return await self._ingestor.estimate(list(inputs), source, prune, tenant)
 
     async def aadd_records(
-        self, records: Iterable[Any], *, source: str | None = None, tenant: str = DEFAULT_TENANT
+        self,
+        records: Iterable[Any],
+        *,
+        source: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
     ) -> IngestReport:
-        """Ingest structured records (JSON-like objects) through a records source's template."""
-        return await self._ingestor.run(self._ingestor.reader(source).records(records), tenant)
+        """Ingest structured records (JSON-like objects) through a records source's
+        template. ``principal``: who writes (see ``aingest``)."""
+        items = self._ingestor.reader(source).records(records)
+        return await self._ingestor.run(items, tenant, writer=principal)
 
     async def aingest_urls(
         self,
@@ -306,11 +330,13 @@ class KnowledgeBase:
         source: str | None = None,
         tenant: str = DEFAULT_TENANT,
         progress: ProgressCallback | None = None,
+        principal: Principal | None = None,
     ) -> IngestReport:
         """Import web pages only: anything that is not an http(s) URL is refused, never
-        read as a local path (what services exposed to callers must use)."""
+        read as a local path (what services exposed to callers must use).
+        ``principal``: who writes (see ``aingest``)."""
         pages = await self.afetch_pages(urls, source=source)
-        return await self._ingestor.run(pages, tenant, progress, len(pages))
+        return await self._ingestor.run(pages, tenant, progress, len(pages), writer=principal)
 
     async def aread_upload(
         self,
@@ -341,22 +367,31 @@ class KnowledgeBase:
         tenant: str = DEFAULT_TENANT,
         document_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> IngestReport:
         """Ingest one file given as bytes (read off the event loop, parsed in a worker
-        process); with ``document_id`` it replaces that document."""
+        process); with ``document_id`` it replaces that document. ``principal``: who
+        writes (see ``aingest``)."""
         items = await self.aread_upload(
             filename, data, source=source, document_id=document_id, metadata=metadata
         )
-        return await self._ingestor.run(items, tenant, None, len(items))
+        return await self._ingestor.run(items, tenant, None, len(items), writer=principal)
 
     async def aupdate_metadata(
-        self, document_id: str, metadata: dict[str, Any], *, tenant: str = DEFAULT_TENANT
+        self,
+        document_id: str,
+        metadata: dict[str, Any],
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
     ) -> IngestReport:
         """Replace a document's metadata, re-indexed from its stored copy (no upload; the
-        LLM cache answers every chain that saw the same text before)."""
-        document = self._documents.required_copy(tenant, document_id)
+        LLM cache answers every chain that saw the same text before). One ``principal``
+        may not read is not found (``DocumentNotFoundError``), like one that does not
+        exist."""
+        document = self._documents.required_copy(tenant, document_id, principal)
         changed = document.model_copy(update={"metadata": metadata})
-        return await self._ingestor.run([changed], tenant, None, 1)
+        return await self._ingestor.run([changed], tenant, None, 1, writer=principal)
 
     async def areindex_plan(
         self, *, source: str | None = None, tenant: str = DEFAULT_TENANT
@@ -399,9 +434,12 @@ class KnowledgeBase:
         ``principal`` may not read is not found, like one that does not exist."""
         return self._documents.get(tenant, document_id, principal)
 
-    def remove_document(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
-        """Remove a document, its points and its stored copy."""
-        self._documents.remove(tenant, document_id)
+    def remove_document(
+        self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> None:
+        """Remove a document, its points and its stored copy. One ``principal`` may not
+        read is not found (``DocumentNotFoundError``, the same words) and stays."""
+        self._documents.remove(tenant, document_id, principal)
 
     def stored_copy(self, document_id: str, *, tenant: str = DEFAULT_TENANT) -> Document | None:
         """The document as its last ingest parsed it (what a re-index reads), or None: not
@@ -421,6 +459,12 @@ class KnowledgeBase:
         its points' payload and record are updated, nothing re-embedded, no LLM call. The
         stored copy keeps it too, so a re-index from it keeps the new access."""
         return self._documents.set_access(tenant, document_id, access)
+
+    def has_restricted_documents(self, *, tenant: str = DEFAULT_TENANT) -> bool:
+        """Whether ``tenant`` holds a document its whole tenant may not read (an access
+        list that is not ``public``): what the integrations check before reading without
+        a principal."""
+        return self._documents.restricted(tenant)
 
     def stats(self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None) -> Stats:
         """Counts of what ``principal`` may read (``None``: everything)."""

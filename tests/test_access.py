@@ -820,8 +820,8 @@ def test_http_jobs_show_a_key_only_its_own_jobs(
 def test_http_a_writer_cannot_overwrite_a_document_it_cannot_read(
     served: tuple[Served, dict[str, str]], other_keys: dict[str, str]
 ) -> None:
-    """By records or upload under the same id: the document fails with the not-found
-    answer and the stored one is untouched; a reader of it, and an admin, may."""
+    """By records or upload under the same id: the document fails with the knowledge
+    base's one refusal and the stored one is untouched; a reader of it, and an admin, may."""
     server, keys = served[0], other_keys
     with httpx.Client(base_url=server.url, timeout=60) as client:
         secret = {"fact_id": "over-hr", "subject": "Pay", "text": "Pay bands of the hr team."}
@@ -856,7 +856,8 @@ def test_http_a_writer_cannot_overwrite_a_document_it_cannot_read(
         for response, token, who, document_id in attempts:
             outcome = _job(client, response, token, who)["documents"][0]
             assert outcome["outcome"] == "failed", outcome
-            assert f"no document '{document_id}'" in outcome["error"]
+            refusal = f"document id '{document_id}' in tenant 'globex' cannot be written"
+            assert refusal in outcome["error"]
             assert "group" not in outcome["error"]  # nothing about it is revealed
         assert "Overwritten" not in text("over-hr") and "Overwritten" not in text(upload_id)
         assert "group:hr" in text("over-hr")

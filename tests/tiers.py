@@ -97,6 +97,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/test_one_output.py": ("slow",),
     # each framework against a local and a served knowledge base (flexmatch serve)
     "tests/adapters/test_frameworks.py": ("slow",),
+    "tests/test_access_paths.py": ("slow",),  # every path, a real server: about a minute
     "tests/engine/chains/test_batching.py": ("slow",),
     "tests/engine/stores/test_store_creation.py": ("slow",),
     "tests/engine/test_embed_batching.py": ("slow",),
@@ -154,6 +155,10 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/test_access.py::test_a_documents_content_never_widens_its_access",
         "tests/test_access.py::test_http_only_an_admin_key_sets_access",
         "tests/test_access.py::test_http_metrics_are_off_without_an_operator_token",
+        "tests/test_write_access.py::test_a_writer_replaces_no_document_it_may_not_read",
+        "tests/test_write_access.py::test_hidden_is_missing_for_remove_update_and_read",
+        "tests/test_write_access.py::test_the_agent_tool_writes_as_its_principal_and_has_the_document_tools",
+        "tests/test_write_access.py::test_frameworks_need_a_principal_over_restricted_documents",
         "tests/inputs/test_web_errors.py::test_the_cli_says_it_plainly",
         "tests/inputs/test_walk.py::test_the_cli_counts_skips_by_reason_and_exits_0",
         "tests/inputs/test_walk.py::test_the_cli_refuses_an_unknown_parser_naming_the_known_ones",

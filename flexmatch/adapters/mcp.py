@@ -4,9 +4,10 @@ Tools: ``search_knowledge``, ``list_documents``, ``get_document`` and, unless re
 ``ingest_url`` and (with a source of type ``records``) ``add_record``. Their descriptions
 name the knowledge base's sources and what each holds (``description`` of a source, and
 the ``mcp`` section of ``flexmatch.yaml``), so an agent knows what it can find before it
-searches. Each tool's arguments, limits and own sentence are its argument model's in
-``flexmatch.tools``, as the agent tool's are. The server holds the knowledge base open
-for its whole life (the embedded store admits one process at a time). Transports:
+searches. Each tool (its arguments, limits, own sentence and operation) is defined once
+in ``flexmatch.AGENT_TOOLS``, which the agent tool serves too. The server holds the
+knowledge base open for its whole life (the embedded store admits one process at a
+time). Transports:
 
 - stdio, for a desktop client that starts the server: one tenant (``--tenant``);
 - streamable HTTP (``--transport http``, at ``http://HOST:PORT/mcp``, said on start-up):
@@ -38,19 +39,21 @@ import typer
 from pydantic import ValidationError
 
 from flexmatch import (
+    AGENT_TOOLS,
     DEFAULT_TENANT,
+    GROUPS_HEADER,
+    PRINCIPAL_HEADER,
     TOOL_ARGUMENTS,
-    AddRecordArguments,
+    AgentTool,
     ConfigError,
     FlexMatchError,
-    GetDocumentArguments,
-    IngestUrlArguments,
     KeyRequestError,
-    ListDocumentsArguments,
     Principal,
-    SearchArguments,
     ToolArguments,
+    ToolCaller,
     __version__,
+    describe_tools,
+    named_principal,
     tool_schema,
 )
 from flexmatch.adapters.command_line import (
@@ -62,12 +65,12 @@ from flexmatch.adapters.command_line import (
     kb_folder,
     reader,
 )
-from flexmatch.service import require_extra
+from flexmatch.service import grants, require_extra
 
 if TYPE_CHECKING:  # the knowledge base and keys load when the server starts, not with the CLI
     from mcp.server.mcpserver import MCPServer
 
-    from flexmatch import KnowledgeBase, SourceConfig
+    from flexmatch import KnowledgeBase
     from flexmatch.service import ApiKey, KeyStore, Permission
 
 Transport = Literal["stdio", "http"]
@@ -77,15 +80,13 @@ INSTRUCTIONS = (
     "questions each passage answers. Call search_knowledge with a question before answering "
     "from stored knowledge; cite the source of the passages you use."
 )
-READ_ONLY_TOOLS = ("search_knowledge", "list_documents", "get_document")
-WRITE_TOOLS = ("ingest_url", "add_record")
+READ_ONLY_TOOLS = tuple(name for name, tool in AGENT_TOOLS.items() if not tool.writes)
+WRITE_TOOLS = tuple(name for name, tool in AGENT_TOOLS.items() if tool.writes)
 TOOL_NEEDS: dict[str, Permission] = {
     **dict.fromkeys(READ_ONLY_TOOLS, "read"),
     **dict.fromkeys(WRITE_TOOLS, "write"),
 }
 
-PRINCIPAL_HEADER = "X-FlexMatch-Principal"  # the end user, set by the host application
-GROUPS_HEADER = "X-FlexMatch-Groups"  # their groups, comma-separated
 # The end user the current call's HTTP request names: never a tool argument, which the
 # model (or a prompt injected into a passage it read) would choose.
 _NAMED: ContextVar[Principal | None] = ContextVar("flexmatch_mcp_named", default=None)
@@ -99,15 +100,7 @@ def named_in(context: Any) -> Principal | None:
     except ValueError:  # no request: a call made in-process
         return None
     headers = getattr(request, "headers", None)
-    if headers is None:
-        return None
-    user = headers.get(PRINCIPAL_HEADER, "").strip()
-    groups = [g.strip() for g in headers.get(GROUPS_HEADER, "").split(",") if g.strip()]
-    if not user and not groups:
-        return None
-    if user and not user.startswith("user:"):
-        raise ConfigError(f"{PRINCIPAL_HEADER} {user[:80]!r} must be 'user:NAME'")
-    return Principal.parse(user or None, groups)
+    return None if headers is None else named_principal(headers.get)
 
 
 class _KeyVerifier:
@@ -130,8 +123,6 @@ class _KeyVerifier:
         )
 
 
-# each tool's own sentence, the agent tool's too (``mcp.tools`` in flexmatch.yaml replaces it)
-DESCRIPTIONS = {name: model.tool_description for name, model in TOOL_ARGUMENTS.items()}
 ToolFunction = TypeVar("ToolFunction", bound=Callable[..., Any])
 
 
@@ -145,39 +136,6 @@ def takes(model: type[ToolArguments]) -> Callable[[ToolFunction], ToolFunction]:
         return function
 
     return signed
-
-
-def _source_lines(sources: dict[str, SourceConfig]) -> str:
-    return "\n".join(
-        f"- {name} ({source.type})"
-        + (f": {source.description.strip()}" if source.description else "")
-        for name, source in sources.items()
-    )
-
-
-def describe_tools(kb: KnowledgeBase) -> dict[str, str]:
-    """Each tool's description: the configured one (``mcp.tools``) or the built-in one,
-    then what an agent needs to choose a ``source``: the sources it may name, each with
-    its type and ``description`` (the knowledge base's own ``mcp.description`` first)."""
-    config = kb.config
-    sources = config.sources
-    records = {n: s for n, s in sources.items() if s.type == "records"}
-    about = config.mcp.description.strip()
-    own = {name: config.mcp.tools.get(name, text).strip() for name, text in DESCRIPTIONS.items()}
-    search = own["search_knowledge"]
-    if about:
-        search += f"\n\nThe knowledge base: {about}"
-    return {
-        "search_knowledge": f"{search}\n\nSources (name one as `source` to search only it):\n"
-        + _source_lines(sources),
-        "list_documents": f"{own['list_documents']}\n\nSources:\n{_source_lines(sources)}",
-        "get_document": own["get_document"],
-        "ingest_url": f"{own['ingest_url']}\n\nSources it can be filed under (default: "
-        f"{config.default_source}):\n{_source_lines(sources)}",
-        "add_record": f"{own['add_record']}\n\nRecords sources (default: "
-        f"{kb.choose_source(None, records=True) if records else 'none'}):\n"
-        + _source_lines(records),
-    }
 
 
 def build_server(
@@ -194,7 +152,9 @@ def build_server(
     Reads are as the end user the host application names (docs/security.md, "Access
     control"): with keys, the ``X-FlexMatch-Principal``/``X-FlexMatch-Groups`` headers of
     each HTTP request, as the key allows; without, those headers or else ``principal``
-    (``flexmatch mcp --as``; None: everything). Never a tool argument."""
+    (``flexmatch mcp --as``; None: everything). Never a tool argument. Writes are as the
+    key's writer (``ApiKey.writer``), or that end user without keys: the knowledge base
+    replaces no document they may not read."""
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
@@ -226,7 +186,7 @@ def build_server(
             return True
         token = get_access_token()
         scopes = token.scopes if token is not None else []
-        return TOOL_NEEDS.get(name, "admin") in scopes or "admin" in scopes
+        return grants(scopes, TOOL_NEEDS.get(name, "admin"))
 
     class _Server(MCPServer):
         """Lists per key and refuses unknown arguments (the SDK would drop them)."""
@@ -274,142 +234,54 @@ def build_server(
         token = get_access_token()
         if token is None or not token.subject:
             raise ToolError("an API key is required")
-        if needs not in token.scopes and "admin" not in token.scopes:
+        if not grants(token.scopes, needs):
             raise ToolError(f"this API key does not have the '{needs}' permission")
         return token.subject
 
-    def admin_key() -> bool:
-        token = get_access_token() if keys is not None else None
-        return keys is None or (token is not None and "admin" in token.scopes)
-
-    def reader() -> Principal | None:
-        """Who this call reads documents as (docs/security.md, "Access control"): the
+    def acting() -> tuple[Principal | None, Principal | None]:
+        """Who this call reads and writes as (docs/security.md, "Access control"): the
         user the request's headers name, else ``principal``, for a local server (neither:
-        everything); the key's reader of the named user with keys."""
+        everything); with keys, the key's reader and writer of the named user."""
         named = _NAMED.get()
         if verifier is None:
-            return named if named is not None else principal
+            who = named if named is not None else principal
+            return who, who
         token = get_access_token()
         key = verifier.verified.get(token.client_id) if token is not None else None
         if key is None:
-            return Principal()  # never wider than the whole tenant's
+            return Principal(), Principal()  # never wider than the whole tenant's
         try:
-            return key.reader(named)
+            return key.reader(named), key.writer(named)
         except KeyRequestError as exc:
             raise ToolError(str(exc)) from None
 
     warm = _Warm(kb)
     writes = asyncio.Lock()  # one ingest at a time: a run repairs what others left pending
-    reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    def failed(exc: FlexMatchError) -> ToolError:
-        return ToolError(str(exc))
+    def serve(tool: AgentTool[Any]) -> None:
+        """Offer ``tool`` (``AGENT_TOOLS``: its arguments, description and operation)."""
+        needs: Permission = "write" if tool.writes else "read"
+        hints = ToolAnnotations(read_only_hint=not tool.writes, open_world_hint=tool.open_world)
 
-    def source_of(name: str | None, *, records: bool = False) -> str | None:
-        if name is None and not records:
-            return None
-        return kb.choose_source(name, records=records)
+        @server.tool(name=tool.name, annotations=hints, description=descriptions[tool.name])
+        @takes(tool.arguments)
+        async def call(**checked: Any) -> str:
+            arguments = tool.arguments.model_construct(**checked)  # checked by the SDK
+            scope = caller(needs)
+            reader, writer = acting()
+            if tool.embeds:
+                await warm.ready()
+            try:
+                result = await tool.run(kb, arguments, ToolCaller(scope, reader, writer, writes))
+            except FlexMatchError as exc:
+                raise ToolError(str(exc)) from exc
+            if tool.writes:
+                return _succeeded(result)
+            return json.dumps(result, ensure_ascii=False)
 
-    @server.tool(annotations=reading, description=descriptions["search_knowledge"])
-    @takes(SearchArguments)
-    async def search_knowledge(**checked: Any) -> str:
-        """The JSON tool result of ``flexmatch query --json`` for the query."""
-        arguments = SearchArguments.model_construct(**checked)  # checked by the SDK
-        scope = caller("read")
-        who = reader()
-        await warm.ready()
-        try:
-            name = source_of(arguments.source)
-            named = {"source": name} if name is not None else {}
-            answer = await kb.asearch(
-                arguments.query,
-                top_n=arguments.passages(kb.config.query.top_n),
-                filters={**(arguments.filters or {}), **named},
-                tenant=scope,
-                principal=who,
-            )
-            return await kb.aformat_answer(answer, "json")
-        except FlexMatchError as exc:
-            raise failed(exc) from exc
-
-    # async, so they run on the server's loop like every other call on the knowledge base
-    @server.tool(annotations=reading, description=descriptions["list_documents"])
-    @takes(ListDocumentsArguments)
-    async def list_documents(**checked: Any) -> str:
-        """The documents in the knowledge base: id, title, uri, source, status, chunks."""
-        arguments = ListDocumentsArguments.model_construct(**checked)
-        scope = caller("read")
-        who = reader()
-        try:  # an unknown source is said, not answered with an empty list
-            records = kb.list_documents(
-                source=source_of(arguments.source), tenant=scope, principal=who
-            )
-        except FlexMatchError as exc:
-            raise failed(exc) from exc
-        first = arguments.offset
-        page = [
-            r.model_dump(include={"id", "title", "uri", "source", "status", "chunks"})
-            for r in records[first : first + arguments.limit]
-        ]
-        return json.dumps({"total": len(records), "documents": page}, ensure_ascii=False)
-
-    @server.tool(annotations=reading, description=descriptions["get_document"])
-    @takes(GetDocumentArguments)
-    async def get_document(**checked: Any) -> str:
-        """A document with its chunks, the questions each answers, and its context."""
-        arguments = GetDocumentArguments.model_construct(**checked)
-        scope = caller("read")
-        who = reader()
-        try:
-            detail = kb.get_document(arguments.document_id, tenant=scope, principal=who)
-        except FlexMatchError as exc:
-            raise failed(exc) from exc
-        return detail.model_dump_json()
-
-    if read_only:
-        return server
-
-    @server.tool(
-        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True),
-        description=descriptions["ingest_url"],
-    )
-    @takes(IngestUrlArguments)
-    async def ingest_url(**checked: Any) -> str:
-        """Import a web page (private and local addresses are refused)."""
-        arguments = IngestUrlArguments.model_construct(**checked)
-        scope = caller("write")
-        await warm.ready()
-        try:  # fetched outside the write lock: a slow server holds up no other import
-            pages = await kb.afetch_pages([arguments.url], source=source_of(arguments.source))
-            async with writes:
-                report = await kb.aingest_documents(pages, tenant=scope)
-        except FlexMatchError as exc:
-            raise failed(exc) from exc
-        return _succeeded(report.outcome(arguments.url).summary())
-
-    if not any(s.type == "records" for s in kb.config.sources.values()):
-        return server  # add_record could only fail
-
-    @server.tool(
-        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False),
-        description=descriptions["add_record"],
-    )
-    @takes(AddRecordArguments)
-    async def add_record(**checked: Any) -> str:
-        """Store a structured fact so it can be searched later."""
-        arguments = AddRecordArguments.model_construct(**checked)
-        scope = caller("write")
-        await warm.ready()
-        if "access" in arguments.record and not admin_key():  # as over HTTP: admins only
-            raise ToolError("only an admin key may set a record's access (record.access)")
-        try:
-            name = source_of(arguments.source, records=True)
-            async with writes:
-                report = await kb.aadd_records([arguments.record], source=name, tenant=scope)
-        except FlexMatchError as exc:
-            raise failed(exc) from exc
-        return _succeeded(report.outcome("record").summary())
-
+    for tool in AGENT_TOOLS.values():
+        if tool.offered(kb, read_only=read_only):
+            serve(tool)
     return server
 
 

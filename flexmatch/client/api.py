@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
 
+from flexmatch.access import Principal, principal_headers
 from flexmatch.client.answers import (
     JOBS,
     RAW,
@@ -57,8 +58,12 @@ class Client(Connection):
     request as a whole, connect, send and the whole answer, however slowly a server
     sends it (not a whole ingest: ``job_timeout`` does, unlimited by default);
     ``max_answer_bytes`` (64 MiB) refuses a larger answer as it streams in, unread.
-    Both fail as a ``ServiceError`` naming the limit. Use it as a context
-    manager, or call ``close`` (and ``aclose`` after async calls)."""
+    Both fail as a ``ServiceError`` naming the limit. ``principal``: the end user a
+    service (or admin) key acts for, sent on every request as
+    ``X-FlexMatch-Principal``/``X-FlexMatch-Groups``; the searches also take one per call.
+    Without it, the key decides (docs/security.md): a service key reads only what its
+    whole tenant may. Use it as a context manager, or call ``close`` (and ``aclose``
+    after async calls)."""
 
     def _call(
         self,
@@ -77,9 +82,16 @@ class Client(Connection):
         return parsed(response, model)
 
     # -- query ---------------------------------------------------------------------------
-    def _search(self, text: str, top_n: int | None, filters: dict[str, Any] | None) -> Flow[Answer]:
+    def _search(
+        self,
+        text: str,
+        top_n: int | None,
+        filters: dict[str, Any] | None,
+        principal: Principal | None = None,
+    ) -> Flow[Answer]:
         body = {"query": text, "top_n": top_n, "filters": filters, "explain": True}
-        raw = yield from self._call("POST", "/v1/search", RAW, json=body)
+        headers = principal_headers(principal)
+        raw = yield from self._call("POST", "/v1/search", RAW, json=body, headers=headers)
         return Answer(
             query=raw.get("query", text),
             variants=raw.get("variants") or [],
@@ -89,44 +101,82 @@ class Client(Connection):
         )
 
     def _similar(
-        self, text: str, top_n: int, filters: dict[str, Any] | None
+        self,
+        text: str,
+        top_n: int,
+        filters: dict[str, Any] | None,
+        principal: Principal | None = None,
     ) -> Flow[list[SearchResult]]:
         body = {"text": text, "top_n": top_n, "filters": filters}
-        raw = yield from self._call("POST", "/v1/search/similar", RAW, json=body)
+        headers = principal_headers(principal)
+        raw = yield from self._call("POST", "/v1/search/similar", RAW, json=body, headers=headers)
         return [search_result(item) for item in raw.get("results", [])]
 
     def search(
-        self, text: str, *, top_n: int | None = None, filters: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> Answer:
-        """The whole answer to ``text``: the variants searched, the results best first."""
-        return self._run(self._search(text, top_n, filters))
+        """The whole answer to ``text``: the variants searched, the results best first.
+        ``principal``: search as this end user (a service or admin key's), instead of
+        the client's own ``principal``."""
+        return self._run(self._search(text, top_n, filters, principal))
 
     async def asearch(
-        self, text: str, *, top_n: int | None = None, filters: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> Answer:
-        return await self._arun(self._search(text, top_n, filters))
+        return await self._arun(self._search(text, top_n, filters, principal))
 
     def query(
-        self, text: str, *, top_n: int | None = None, filters: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
-        """The chunks that best answer ``text``, best first."""
-        return self.search(text, top_n=top_n, filters=filters).results
+        """The chunks that best answer ``text``, best first (``principal``: see ``search``)."""
+        return self.search(text, top_n=top_n, filters=filters, principal=principal).results
 
     async def aquery(
-        self, text: str, *, top_n: int | None = None, filters: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
-        return (await self.asearch(text, top_n=top_n, filters=filters)).results
+        answer = await self.asearch(text, top_n=top_n, filters=filters, principal=principal)
+        return answer.results
 
     def similar(
-        self, text: str, *, top_n: int = 5, filters: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks most similar to ``text``: no query rewrite, no reranking."""
-        return self._run(self._similar(text, top_n, filters))
+        return self._run(self._similar(text, top_n, filters, principal))
 
     async def asimilar(
-        self, text: str, *, top_n: int = 5, filters: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: dict[str, Any] | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
-        return await self._arun(self._similar(text, top_n, filters))
+        return await self._arun(self._similar(text, top_n, filters, principal))
 
     # -- jobs ----------------------------------------------------------------------------
     def _job(self, job_id: str) -> Flow[Job]:

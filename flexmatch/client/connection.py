@@ -14,6 +14,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
+from flexmatch.access import Principal, principal_headers
 from flexmatch.client.limits import (
     DEADLINE,
     MAX_ANSWER_BYTES,
@@ -74,6 +75,7 @@ class Connection:
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
+        principal: Principal | None = None,
     ) -> None:
         if not is_url(url):
             raise ConfigError(f"{url!r}: the server's URL must start with http:// or https://")
@@ -84,6 +86,9 @@ class Connection:
         self.url = url.rstrip("/")
         key = api_key if api_key is not None else os.environ.get("FLEXMATCH_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # the end user a service key acts for (``X-FlexMatch-Principal``), on every request
+        self.principal = principal
+        self._headers |= principal_headers(principal)
         self.timeout = timeout
         self.job_timeout = job_timeout
         self.poll_interval = poll_interval

@@ -108,6 +108,12 @@ class DocumentRegistry:
         records = [parse_record(h.payload) for h in self.store.scroll(tenant, filters)]
         return sorted(records, key=lambda r: (r.source, r.uri))
 
+    def restricted(self, tenant: str) -> bool:
+        """Whether any document of ``tenant`` is not readable by its whole tenant (two
+        indexed counts: all records, and those ``Principal()`` may read)."""
+        every = self.store.count(tenant, {"record": DOCUMENT})
+        return every > self.store.count(tenant, {"record": DOCUMENT, **access_filter(Principal())})
+
     # below, ``list`` is the method above: annotations say ``builtins.list``
     def with_content(self, tenant: str, content_hash: str) -> builtins.list[DocumentRecord]:
         """Complete documents holding exactly this text."""

@@ -37,7 +37,11 @@ class StoredDocuments:
             raise _not_found(tenant, document_id)
         return detail
 
-    def remove(self, tenant: str, document_id: str) -> None:
+    def remove(self, tenant: str, document_id: str, principal: Principal | None = None) -> None:
+        """One ``principal`` may not read is not found (and not removed), like one that
+        does not exist."""
+        if principal is not None:
+            self.get(tenant, document_id, principal)
         if not self.registry.remove(tenant, document_id):
             raise _not_found(tenant, document_id)
         self.archive.remove(tenant, document_id)
@@ -45,9 +49,12 @@ class StoredDocuments:
     def stored_copy(self, tenant: str, document_id: str) -> Document | None:
         return self.archive.get(tenant, document_id)
 
-    def required_copy(self, tenant: str, document_id: str) -> Document:
-        """The stored copy a re-index of one document reads (no copy: say what to do)."""
-        self.get(tenant, document_id, None)
+    def required_copy(
+        self, tenant: str, document_id: str, principal: Principal | None = None
+    ) -> Document:
+        """The stored copy a re-index of one document reads (no copy: say what to do);
+        one ``principal`` may not read is not found."""
+        self.get(tenant, document_id, principal)
         document = self.archive.get(tenant, document_id)
         if document is None:
             raise DocumentNotFoundError(
@@ -71,6 +78,9 @@ class StoredDocuments:
             raise _not_found(tenant, document_id)
         self.archive.set_access(tenant, document_id, access)
         return self.registry.set_access(tenant, record, access.tokens() if access else None)
+
+    def restricted(self, tenant: str) -> bool:
+        return self.registry.restricted(tenant)
 
     def stats(self, tenant: str, principal: Principal | None) -> Stats:
         return self.registry.stats(tenant, principal)

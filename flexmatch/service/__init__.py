@@ -31,6 +31,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SyncState": ("flexmatch.service.syncs", "SyncState"),
     "bounded_previews": ("flexmatch.service.previews", "bounded_previews"),
     "check_tenant": ("flexmatch.service.keys", "check_tenant"),
+    "grants": ("flexmatch.service.keys", "grants"),
     "key_identity": ("flexmatch.service.keys", "key_identity"),
     "load_eval": ("flexmatch.service.evals", "load_eval"),
     "require_extra": ("flexmatch.extras", "require"),
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         KeyStore,
         Permission,
         check_tenant,
+        grants,
         key_identity,
     )
     from flexmatch.service.previews import bounded_previews

@@ -55,6 +55,14 @@ MAX_ACTIVE_KEYS = 1000
 """The most active (not revoked) keys one tenant may hold."""
 
 
+def grants(permissions: Iterable[str], *wanted: str) -> bool:
+    """Whether ``permissions`` include one of ``wanted``: the one place that says
+    ``admin`` may do everything in its tenant (the HTTP API, the console and the MCP
+    server all ask here)."""
+    held = set(permissions)
+    return "admin" in held or not held.isdisjoint(wanted)
+
+
 class KeyIdentity(BaseModel):
     """Who a key reads documents as (see docs/security.md, "Access control"): a person
     (``user`` and ``groups``), or a trusted ``service`` that names the end user on each
@@ -105,7 +113,7 @@ class ApiKey(BaseModel):
         naming nobody). A missing identity never widens access: an unbound key, or a
         service key naming nobody, reads as ``Principal()`` (what the whole tenant may
         read); a person's key may not name anyone else (``KeyRequestError``)."""
-        if "admin" in self.permissions:
+        if grants(self.permissions, "admin"):
             return named  # an admin sees everything, or searches as someone to check
         identity = self.identity or KeyIdentity()
         if identity.service:
@@ -118,9 +126,16 @@ class ApiKey(BaseModel):
             )
         return bound
 
+    def writer(self, named: Principal | None) -> Principal | None:
+        """Who this key's request writes as: ``None`` (everything) for an admin key, else
+        its reader (``reader``), which may replace or remove only documents it may read."""
+        if grants(self.permissions, "admin"):
+            return None
+        return self.reader(named) or Principal()
+
     def allows(self, permission: Permission) -> bool:
         """``admin`` may do everything in its tenant; otherwise the permission is listed."""
-        return permission in self.permissions or "admin" in self.permissions
+        return grants(self.permissions, permission)
 
 
 def keys_file_for(kb_dir: str | Path) -> Path:

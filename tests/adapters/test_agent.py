@@ -21,7 +21,9 @@ from flexmatch import KnowledgeBase, LLMError
 from flexmatch.adapters.agent import (
     ADD_RECORD_TOOL,
     ALL_TOOLS,
+    GET_DOCUMENT_TOOL,
     INGEST_URL_TOOL,
+    LIST_DOCUMENTS_TOOL,
     NO_KEY,
     SEARCH_TOOL,
     facts_system_prompt,
@@ -59,7 +61,13 @@ def call(kb: KnowledgeBase, name: str, arguments: object, **options: object) -> 
 
 
 def test_tool_definitions_are_openai_functions() -> None:
-    assert ALL_TOOLS == [SEARCH_TOOL, INGEST_URL_TOOL, ADD_RECORD_TOOL]
+    assert ALL_TOOLS == [
+        SEARCH_TOOL,
+        LIST_DOCUMENTS_TOOL,
+        GET_DOCUMENT_TOOL,
+        INGEST_URL_TOOL,
+        ADD_RECORD_TOOL,
+    ]
     for tool in ALL_TOOLS:
         function = tool["function"]
         assert tool["type"] == "function" and function["description"]

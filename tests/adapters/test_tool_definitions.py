@@ -45,7 +45,7 @@ def test_mcp_and_agent_publish_the_same_schemas(kb: KnowledgeBase) -> None:
     mcp_tools = {tool.name: tool for tool in listed}
     assert list(mcp_tools) == list(TOOL_ARGUMENTS)
     agent_tools = {tool["function"]["name"]: tool["function"] for tool in ALL_TOOLS}
-    assert set(agent_tools) <= set(mcp_tools)
+    assert list(agent_tools) == list(mcp_tools)  # every tool, served by both
     for name, model in TOOL_ARGUMENTS.items():
         schema = mcp_tools[name].input_schema
         assert schema == model.parameters(), name  # the SDK's own, from the signature

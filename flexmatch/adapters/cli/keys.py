@@ -59,7 +59,7 @@ def keys_create(
 
 def _reads_as(key: fm_service.ApiKey) -> str:
     """Who a key reads documents as, in a few words (docs/security.md, "Access control")."""
-    if "admin" in key.permissions:
+    if fm_service.grants(key.permissions, "admin"):
         return "everything"
     if key.identity is not None and key.identity.service:
         return "the user each request names"

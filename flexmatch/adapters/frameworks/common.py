@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexmatch import Client, ConfigError, KnowledgeBase, SearchArguments, SearchResult
+from flexmatch import (
+    Client,
+    ConfigError,
+    KnowledgeBase,
+    Principal,
+    Scope,
+    SearchArguments,
+    SearchResult,
+)
 
 # a local knowledge base or a served one: both answer ``query``/``aquery`` alike
 Searchable = KnowledgeBase | Client
@@ -15,11 +23,20 @@ TOOL_DESCRIPTION = SearchArguments.tool_description
 
 
 def search_options(
-    kb: Searchable, top_n: int, filters: dict[str, Any] | None, tenant: str | None
+    kb: Searchable,
+    top_n: int,
+    filters: dict[str, Any] | None,
+    tenant: str | None,
+    principal: Scope | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``kb.query``: a served knowledge base's tenant is its API
-    key's, so naming one for a ``Client`` is refused rather than ignored."""
+    key's, so naming one for a ``Client`` is refused rather than ignored. ``principal``:
+    whom the search is for (``ADMIN``: everything); left out over a local knowledge base
+    that holds restricted documents, the search is refused rather than reading them all
+    (docs/security.md, "Integrations")."""
     options: dict[str, Any] = {"top_n": top_n, "filters": filters}
+    if isinstance(principal, Principal):
+        options["principal"] = principal
     if tenant is not None:
         if not isinstance(kb, KnowledgeBase):
             raise ConfigError(
@@ -27,7 +44,24 @@ def search_options(
                 "belongs to; leave tenant unset with a Client"
             )
         options["tenant"] = tenant
+    check_scope(kb, tenant, principal)
     return options
+
+
+def check_scope(kb: Searchable, tenant: str | None, principal: Scope | None) -> None:
+    """Refuse to read a local knowledge base for nobody in particular when some of its
+    documents are not for everyone: the integration would hand them all to its agent.
+    Checked when an integration is made and again on each search (documents come and
+    go); a ``Client`` reads as its API key allows, which the server decides."""
+    if principal is not None or not isinstance(kb, KnowledgeBase):
+        return
+    named = {"tenant": tenant} if tenant is not None else {}
+    if kb.has_restricted_documents(**named):
+        raise ConfigError(
+            "this knowledge base has documents restricted to some people: pass "
+            "principal=Principal(user=..., groups=...) for the person the agent serves, "
+            "or principal=flexmatch.ADMIN to read everything"
+        )
 
 
 def search(
@@ -37,8 +71,9 @@ def search(
     top_n: int = 5,
     filters: dict[str, Any] | None = None,
     tenant: str | None = None,
+    principal: Scope | None = None,
 ) -> list[SearchResult]:
-    return kb.query(query, **search_options(kb, top_n, filters, tenant))
+    return kb.query(query, **search_options(kb, top_n, filters, tenant, principal))
 
 
 async def asearch(
@@ -48,8 +83,9 @@ async def asearch(
     top_n: int = 5,
     filters: dict[str, Any] | None = None,
     tenant: str | None = None,
+    principal: Scope | None = None,
 ) -> list[SearchResult]:
-    return await kb.aquery(query, **search_options(kb, top_n, filters, tenant))
+    return await kb.aquery(query, **search_options(kb, top_n, filters, tenant, principal))
 
 
 def result_metadata(result: SearchResult) -> dict[str, Any]:

@@ -2,9 +2,13 @@
 
 ::
 
-    retriever = FlexMatchRetriever(kb=KnowledgeBase.open("my-kb"), top_n=5)
+    retriever = FlexMatchRetriever(kb=KnowledgeBase.open("my-kb"), principal=alice)
     docs = retriever.invoke("Where is the spare key?")   # await retriever.ainvoke(...)
-    tool = retriever_tool(kb)                            # for any LangChain agent
+    tool = retriever_tool(kb, principal=alice)           # for any LangChain agent
+
+``principal`` is the person the agent serves (``Principal(user="alice", groups=("hr",))``)
+or ``flexmatch.ADMIN``: over a local knowledge base holding restricted documents, a
+retriever without one refuses to search rather than reading them all.
 
 Each ``Document`` holds the chunk's text, its id is the chunk id, and its metadata is
 ``common.result_metadata`` (ids, source, uri, title, heading path, location, citation,
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexmatch import SearchResult
+from flexmatch import Scope, SearchResult
 from flexmatch.service import require_extra
 
 require_extra("langchain_core", "langchain", "The LangChain retriever")
@@ -35,6 +39,7 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
+    check_scope,
     result_metadata,
     search,
 )
@@ -59,18 +64,39 @@ class FlexMatchRetriever(BaseRetriever):
     top_n: int = Field(5, ge=1, le=100, description="How many chunks to return.")
     filters: dict[str, Any] | None = Field(None, description="Search filters (source, ...).")
     tenant: str | None = Field(None, description="A local knowledge base's tenant.")
+    principal: Scope | None = Field(
+        None,
+        description="The person the agent serves (a Principal), or flexmatch.ADMIN for "
+        "everything; required over a knowledge base with restricted documents.",
+    )
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        check_scope(self.kb, self.tenant, self.principal)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        found = search(self.kb, query, top_n=self.top_n, filters=self.filters, tenant=self.tenant)
+        found = search(
+            self.kb,
+            query,
+            top_n=self.top_n,
+            filters=self.filters,
+            tenant=self.tenant,
+            principal=self.principal,
+        )
         return [to_document(r) for r in found]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         found = await asearch(
-            self.kb, query, top_n=self.top_n, filters=self.filters, tenant=self.tenant
+            self.kb,
+            query,
+            top_n=self.top_n,
+            filters=self.filters,
+            tenant=self.tenant,
+            principal=self.principal,
         )
         return [to_document(r) for r in found]
 
@@ -84,7 +110,7 @@ def retriever_tool(
 ) -> BaseTool:
     """The retriever as a tool an agent calls with a ``query``: the model reads each
     passage under its citation; the ``Document``s travel as the tool message's artifact.
-    ``options`` are the retriever's (``top_n``, ``filters``, ``tenant``)."""
+    ``options`` are the retriever's (``top_n``, ``filters``, ``tenant``, ``principal``)."""
     retriever = kb if isinstance(kb, FlexMatchRetriever) else FlexMatchRetriever(kb=kb, **options)
     return create_retriever_tool(
         retriever,

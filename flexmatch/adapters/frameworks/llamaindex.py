@@ -2,9 +2,13 @@
 
 ::
 
-    retriever = FlexMatchRetriever(KnowledgeBase.open("my-kb"), top_n=5)
+    retriever = FlexMatchRetriever(KnowledgeBase.open("my-kb"), principal=alice)
     nodes = retriever.retrieve("Where is the spare key?")   # await retriever.aretrieve(...)
-    tool = retriever_tool(kb)                               # for a LlamaIndex agent
+    tool = retriever_tool(kb, principal=alice)              # for a LlamaIndex agent
+
+``principal`` is the person the agent serves (``Principal(user="alice", groups=("hr",))``)
+or ``flexmatch.ADMIN``: over a local knowledge base holding restricted documents, a
+retriever without one refuses to search rather than reading them all.
 
 Each ``NodeWithScore`` holds a ``TextNode`` whose id is the chunk id and whose metadata is
 ``common.result_metadata``; a language model is shown the citation and title with the text,
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexmatch import SearchResult
+from flexmatch import Scope, SearchResult
 from flexmatch.service import require_extra
 
 require_extra("llama_index.core", "llamaindex", "The LlamaIndex retriever")
@@ -30,6 +34,7 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
+    check_scope,
     result_metadata,
     search,
 )
@@ -61,13 +66,18 @@ class FlexMatchRetriever(BaseRetriever):
         top_n: int = 5,
         filters: dict[str, Any] | None = None,
         tenant: str | None = None,
+        principal: Scope | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
+        """``principal``: the person the agent serves, or ``flexmatch.ADMIN`` for
+        everything; required over a knowledge base with restricted documents."""
+        check_scope(kb, tenant, principal)
         super().__init__(callback_manager=callback_manager)
         self.kb = kb
         self.top_n = top_n
         self.filters = filters
         self.tenant = tenant
+        self.principal = principal
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         found = search(
@@ -76,6 +86,7 @@ class FlexMatchRetriever(BaseRetriever):
             top_n=self.top_n,
             filters=self.filters,
             tenant=self.tenant,
+            principal=self.principal,
         )
         return [to_node(r) for r in found]
 
@@ -86,6 +97,7 @@ class FlexMatchRetriever(BaseRetriever):
             top_n=self.top_n,
             filters=self.filters,
             tenant=self.tenant,
+            principal=self.principal,
         )
         return [to_node(r) for r in found]
 

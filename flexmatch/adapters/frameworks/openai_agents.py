@@ -2,7 +2,7 @@
 
 ::
 
-    agent = Agent(name="helper", tools=[search_tool(KnowledgeBase.open("my-kb"))])
+    agent = Agent(name="helper", tools=[search_tool(KnowledgeBase.open("my-kb"), principal=alice)])
 
 The tool takes a ``query`` (and optionally ``top_n`` and a ``source``) and returns the
 tool result every FlexMatch interface returns, as JSON: per result the chunk and document
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flexmatch import FlexMatchError, SearchArguments, ToolCallError, tool_result
+from flexmatch import FlexMatchError, Scope, SearchArguments, ToolCallError, tool_result
 from flexmatch.service import require_extra
 
 require_extra("agents", "openai-agents", "The OpenAI Agents SDK tool")
@@ -28,6 +28,7 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
+    check_scope,
 )
 
 
@@ -39,9 +40,14 @@ def search_tool(
     top_n: int = 5,
     filters: dict[str, Any] | None = None,
     tenant: str | None = None,
+    principal: Scope | None = None,
 ) -> FunctionTool:
     """A function tool that searches ``kb``; ``filters`` always apply (the model's
-    ``source`` narrows them further), ``top_n`` is the default number of passages."""
+    ``source`` narrows them further), ``top_n`` is the default number of passages.
+    ``principal``: the person the agent serves, or ``flexmatch.ADMIN`` for everything;
+    over a local knowledge base with restricted documents a tool without one answers
+    each call with an error rather than reading them all (and is refused when made)."""
+    check_scope(kb, tenant, principal)
 
     async def search_knowledge(query: str, top_n: int = top_n, source: str | None = None) -> str:
         """Search the knowledge base.
@@ -57,7 +63,9 @@ def search_tool(
             return json.dumps({"error": str(exc)})
         chosen = {**(filters or {}), **({"source": source} if source else {})} or None
         try:
-            results = await asearch(kb, query, top_n=top_n, filters=chosen, tenant=tenant)
+            results = await asearch(
+                kb, query, top_n=top_n, filters=chosen, tenant=tenant, principal=principal
+            )
         except FlexMatchError as exc:
             return json.dumps({"error": str(exc)})
         return tool_result(query, results).to_json()

@@ -22,17 +22,14 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexmatch import FlexMatchError, KeyRequestError, Principal
+from flexmatch import FlexMatchError, KeyRequestError, Principal, named_principal
 from flexmatch.adapters.http.errors import ApiError, error_response, status_for
 from flexmatch.adapters.http.limits import retry_after
 from flexmatch.adapters.http.state import ServiceState, get_state
-from flexmatch.service import ApiKey, Permission
+from flexmatch.service import ApiKey, Permission, grants
 
 PROTECTED_PREFIX = "/v1/"
 _PRINCIPAL = "flexmatch.principal"
-# a service (or admin) key names the end user it searches for (see docs/security.md)
-PRINCIPAL_HEADER = "X-FlexMatch-Principal"
-GROUPS_HEADER = "X-FlexMatch-Groups"
 
 # declared for the OpenAPI schema; the middleware below does the checking
 _bearer = HTTPBearer(
@@ -46,14 +43,16 @@ _header = APIKeyHeader(
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated caller: the key, the one tenant it may see, and who it reads
-    documents as (``reader``; None: every document, an admin key naming nobody)."""
+    """An authenticated caller: the key, the one tenant it may see, who it reads
+    documents as (``reader``; None: every document, an admin key naming nobody) and who
+    it writes as (``writer``, ``ApiKey.writer``; None: an admin key)."""
 
     key_id: str
     tenant: str
     permissions: frozenset[str]
     reader: Principal | None = None
     key: ApiKey | None = None
+    writer: Principal | None = None
 
     def read_as(self, named: Principal | None) -> Principal | None:
         """Who a request naming ``named`` in its body reads as (see ``ApiKey.reader``);
@@ -66,14 +65,8 @@ class Caller:
 def named_reader(headers: Headers) -> Principal | None:
     """The end user the request names (``X-FlexMatch-Principal: user:alice`` and
     ``X-FlexMatch-Groups: eng, hr``), or None; a 422 when they are malformed."""
-    user = headers.get(PRINCIPAL_HEADER, "").strip()
-    groups = [g.strip() for g in headers.get(GROUPS_HEADER, "").split(",") if g.strip()]
-    if not user and not groups:
-        return None
-    if user and not user.startswith("user:"):
-        raise ApiError(422, "invalid_principal", f"{PRINCIPAL_HEADER} must be 'user:NAME'")
     try:
-        return Principal.parse(user or None, groups)
+        return named_principal(headers.get)
     except FlexMatchError as exc:
         raise ApiError(422, "invalid_principal", str(exc)) from None
 
@@ -115,13 +108,15 @@ async def identify(
             "too many requests for this API key; retry later",
             headers={"Retry-After": retry_after(wait)},
         )
-    reader = _reader(key, named_reader(headers))
+    named = named_reader(headers)
+    reader = _reader(key, named)
     return Caller(
         key_id=key.id,
         tenant=key.tenant,
         permissions=frozenset(key.permissions),
         reader=reader,
         key=key,
+        writer=key.writer(named),
     )
 
 
@@ -231,8 +226,7 @@ async def authenticate(
 
 def permits(principal: Caller, *permissions: Permission) -> bool:
     """Whether the caller's key has one of ``permissions`` (``admin`` has all)."""
-    allowed = principal.permissions
-    return "admin" in allowed or bool(allowed.intersection(permissions))
+    return grants(principal.permissions, *permissions)
 
 
 def require(*permissions: Permission) -> Callable[..., Awaitable[Caller]]:

@@ -159,8 +159,8 @@ class _Running:
     job: TenantJob
     saved_documents: int = 0
     task: asyncio.Task[None] | None = None
-    # who writes: a document stored with access it may not read is not overwritten
-    # (None: an admin key, which may)
+    # who writes (``ApiKey.writer``): the knowledge base replaces no stored document it
+    # may not read (None: an admin key, which may)
     writer: Principal | None = None
 
 
@@ -485,23 +485,6 @@ class JobRegistry:
                 log.error("saving the end of job %s failed", job.id, exc_info=exc)
             self._running.pop(job.id, None)
 
-    def _overwritable(
-        self, documents: builtins.list[Document | FailedDocument], tenant: str, writer: Principal
-    ) -> builtins.list[Document | FailedDocument]:
-        """``documents``, each one that would overwrite a stored document ``writer`` may
-        not read failed with the not-found answer (nothing about it is revealed)."""
-        ids = [d.id for d in documents if isinstance(d, Document)]
-        stored = self.kb.registry.get_many(tenant, ids) if ids else {}
-        kept: list[Document | FailedDocument] = []
-        for document in documents:
-            record = stored.get(document.id) if isinstance(document, Document) else None
-            if record is not None and not writer.may_read(record.access):
-                error = f"no document '{record.id}' in tenant '{tenant}' this key may write"
-                kept.append(FailedDocument(uri=document.uri, error=error))
-            else:
-                kept.append(document)
-        return kept
-
     async def _write(
         self,
         item: WorkItem,
@@ -521,11 +504,7 @@ class JobRegistry:
                 job.total = max(job.total, report.planned)
                 job.processed = max(job.processed, report.processed)
                 return report.outcomes
-            if writer is not None:
-                documents = await asyncio.to_thread(
-                    self._overwritable, documents, job.tenant, writer
-                )
-            report = await self.kb.aingest_documents(documents, tenant=job.tenant)
+            report = await self.kb.aingest_documents(documents, tenant=job.tenant, principal=writer)
             job.usage.add(report.usage)
         except FlexMatchError as exc:
             return [DocumentOutcome(input=item.label, outcome="failed", error=str(exc))]

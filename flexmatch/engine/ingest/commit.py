@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from flexmatch.access import ACCESS_FIELD
+from flexmatch.access import ACCESS_FIELD, Principal, readable
 from flexmatch.config import IngestConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains.sources import SourceChains
@@ -65,8 +65,10 @@ class Indexer:
         *,
         archive: DocumentArchive | None = None,
         concurrency: int | None = None,
+        writer: Principal | None = None,
     ) -> None:
         self.store = store
+        self.writer = writer  # who writes (None: everything, an admin)
         self.registry = DocumentRegistry(store)
         self.archive = archive
         self.tenant = tenant
@@ -97,8 +99,9 @@ class Indexer:
         content_hash, version, tokens = await in_ingest_thread(
             _checked, document, chains, self.settings.max_document_bytes
         )
-        access = chains.access_of(document)
         record = self.registry.get(self.tenant, document.id)
+        check_writable(document, record, self.writer, self.tenant)
+        access = chains.access_of(document)
         if access is None and record is not None:
             access = record.access  # a new version declaring none keeps it: never wider
         document = with_naming_of(document, record)
@@ -245,6 +248,26 @@ class Indexer:
                     )
                 )
         return points
+
+
+def check_writable(
+    document: Document, record: DocumentRecord | None, writer: Principal | None, tenant: str
+) -> None:
+    """Refuse a write that would replace a stored document ``writer`` may not read, before
+    anything about that document (its source, its version, whether it changed) decides
+    the answer: the refusal is the same whoever may read it and whatever it holds, and
+    the document is left as it was. A new id is writable; docs/security.md ("Writes")
+    says what the refusal still tells (that the id is taken) and why."""
+    if record is not None and not readable(record.access, writer):
+        raise WriteConflictError(refusal(document.uri, document.id, tenant))
+
+
+def refusal(uri: str, document_id: str, tenant: str) -> str:
+    """The one answer to a write this writer may not make, whichever the document."""
+    return (
+        f"{uri}: document id '{document_id}' in tenant '{tenant}' cannot be written by this "
+        "principal (choose another id, or ask an admin)"
+    )
 
 
 def _unstored(position: int, access: list[str] | None, matched: Location | None) -> set[str] | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from flexmatch.access import Principal
 from flexmatch.engine.chains import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.ingest.embed import Work
@@ -18,6 +19,7 @@ from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest.load import Loader, check_prunable, prunable_records, prune
 from flexmatch.engine.ingest.resources import Resources
 from flexmatch.engine.ingest.run import ProgressCallback, run_ingest
+from flexmatch.errors import ConfigError
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.sources import SourceReader
 from flexmatch.inputs.sources.items import Item
@@ -50,12 +52,19 @@ class Ingestor:
         *,
         prune_after: bool = False,
         ray: RayOptions | None = None,
+        writer: Principal | None = None,
     ) -> IngestReport:
         """Load ``inputs`` (the whole source: none) and index them; with ``ray``, parsing,
         fetching and each document's work run on Ray workers, the checks and the writes
-        here, so the result is that of a local run."""
+        here, so the result is that of a local run. ``writer``: see ``run``; a prune
+        removes what it did not reach, so only an admin (no writer) may ask for one."""
+        if prune_after and writer is not None:
+            raise ConfigError(
+                "prune removes the documents a run did not reach, readable or not: only an "
+                "admin (no principal) may prune"
+            )
         if ray is None:
-            return await self._ingest(inputs, source, tenant, progress, prune_after, None)
+            return await self._ingest(inputs, source, tenant, progress, prune_after, None, writer)
         resources = self.resources
         llm = resources.llm
         # the workers embed with the model this process chose (no second look at the store)
@@ -69,7 +78,7 @@ class Ingestor:
             usage=llm.usage if llm else None,
             embedding_model=models.embedding,
         ) as fanout:
-            return await self._ingest(inputs, source, tenant, progress, prune_after, fanout)
+            return await self._ingest(inputs, source, tenant, progress, prune_after, fanout, writer)
 
     async def _ingest(
         self,
@@ -79,6 +88,7 @@ class Ingestor:
         progress: ProgressCallback | None,
         prune_after: bool,
         fanout: RayFanOut | None,
+        writer: Principal | None = None,
     ) -> IngestReport:
         pools = (fanout.pool("parse"), fanout.pool("fetch")) if fanout else None
         reader = self.loader.reader(source, tenant, pools)
@@ -87,7 +97,13 @@ class Ingestor:
         loaded = await self.loader.load(reader, inputs)
         work, concurrency = (fanout.work, fanout.concurrency) if fanout else (None, None)
         run = self.run(
-            loaded.items, tenant, progress, loaded.total, work=work, concurrency=concurrency
+            loaded.items,
+            tenant,
+            progress,
+            loaded.total,
+            work=work,
+            concurrency=concurrency,
+            writer=writer,
         )
         report = loaded.finish(await run)
         if prune_after:
@@ -103,8 +119,10 @@ class Ingestor:
         *,
         work: Work | None = None,
         concurrency: int | None = None,
+        writer: Principal | None = None,
     ) -> IngestReport:
-        """``items`` indexed in ``tenant`` (``run.run_ingest``)."""
+        """``items`` indexed in ``tenant`` (``run.run_ingest``) as ``writer`` (None: an
+        admin): a stored document it may not read is never replaced."""
         return await run_ingest(
             items,
             self.resources,
@@ -114,6 +132,7 @@ class Ingestor:
             planned=planned,
             work=work,
             concurrency=concurrency,
+            writer=writer,
         )
 
     async def fetch_pages(self, urls: Iterable[str], source: str | None) -> list[Item]:

@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from typing import Any, TypeVar
 
+from flexmatch.access import Principal
 from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import ActiveRuns, DocumentRegistry
 from flexmatch.engine.embedders import EmbeddingBatcher
@@ -187,10 +188,13 @@ async def run_ingest(
     planned: int = 0,
     work: Work | None = None,
     concurrency: int | None = None,
+    writer: Principal | None = None,
 ) -> IngestReport:
     """Index ``items`` in ``tenant`` (``chains``: a source's ingest chains); ``work`` (chunk,
     enrich and embed) runs here unless another is given (Ray workers), with
-    ``concurrency`` documents in flight (else ``ingest.document_concurrency``)."""
+    ``concurrency`` documents in flight (else ``ingest.document_concurrency``).
+    ``writer``: who writes; a stored document it may not read is not replaced
+    (``commit.check_writable``; None: an admin, who may)."""
     config = runtime.config
     report = IngestReport(planned=planned)
     store, embedder = runtime.store, runtime.embedder
@@ -206,6 +210,7 @@ async def run_ingest(
         work,
         archive=runtime.archive,
         concurrency=concurrency,
+        writer=writer,
     )
     run = IngestRun(
         report=report,

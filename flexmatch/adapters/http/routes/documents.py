@@ -84,8 +84,8 @@ async def _accepted(
     reservation: Reservation | None = None,
 ) -> JobAccepted:
     """Start the job as ``principal``: only it (and admin keys) may follow the job, and
-    it may not overwrite a document it cannot read unless it is an admin key."""
-    admin = permits(principal, "admin")
+    it writes as the key's writer (the knowledge base replaces no document it cannot
+    read unless it is an admin key)."""
     job = await state.jobs.submit(
         principal.tenant,
         kind,
@@ -93,7 +93,7 @@ async def _accepted(
         source,
         reservation=reservation,
         owner=owner_of(principal.key_id, principal.reader),
-        writer=None if admin else (principal.reader or Principal()),
+        writer=principal.writer,
     )
     url = f"/v1/jobs/{job.id}"
     response.headers["Location"] = url
@@ -405,10 +405,18 @@ async def replace_document(
     await state.warmed()
     async with state.writer.apply(ticket):
         _detail(state, tenant, document_id)  # still there in its turn
-        if documents is None:
-            report = await state.kb.aupdate_metadata(document_id, extra or {}, tenant=tenant)
-        else:
-            report = await state.kb.aingest_documents(documents, tenant=tenant)
+        writer = principal.writer
+        try:
+            if documents is None:
+                report = await state.kb.aupdate_metadata(
+                    document_id, extra or {}, tenant=tenant, principal=writer
+                )
+            else:
+                report = await state.kb.aingest_documents(
+                    documents, tenant=tenant, principal=writer
+                )
+        except DocumentNotFoundError:
+            raise not_found("document", document_id) from None
     outcome = report.outcome(filename, document_id)
     state.metrics.ingested([outcome])
     if outcome.outcome == "failed":
@@ -423,8 +431,9 @@ async def delete_document(document_id: str, principal: Writer, state: State) -> 
     """Remove a document and everything derived from it."""
     async with state.writer.write(principal.tenant):
         try:
-            _detail(state, principal.tenant, document_id, principal.reader)  # one it may read
-            state.kb.remove_document(document_id, tenant=principal.tenant)
+            state.kb.remove_document(
+                document_id, tenant=principal.tenant, principal=principal.writer
+            )
         except DocumentNotFoundError:
             raise not_found("document", document_id) from None
     return Deleted(id=document_id)
