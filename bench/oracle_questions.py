@@ -1,8 +1,47 @@
 """Do perfect questions help retrieval? SQuAD dev split into questions an LLM "wrote" and
 questions users ask, ingested through the real engine, and ranked several ways.
 
-DESIGN NOTE (measured 2026-12-07; see docs/benchmarks.md, "Oracle questions"):
-FILLED IN FROM THE MEASUREMENTS BELOW.
+DESIGN NOTE (measured 2026-12-07 on the whole split; docs/benchmarks.md, "Questions
+beside sentences", has the table and the commands):
+
+1. Index an LLM's questions *beside* the offline matching texts, never instead of them.
+   The ``questions`` chain should keep each sentence with its title (what ``sentences``
+   indexes) next to the questions and the chunk. Through the engine, with today's
+   ranking: oracle questions beside 0.9213 nDCG@10 against 0.8993 instead (offline
+   default 0.9140); generic questions beside 0.9130 against 0.8782 instead; off-topic
+   questions beside 0.9158. This change is what the gain needs.
+2. Rank with the question signal calibrated by a per-kind offset: the ``fusion-rerank``
+   question signal becomes max(S, Q - 0.15), with S the best sentence cosine and Q the
+   best question cosine of the chunk (per point: a question's cosine minus 0.15), and
+   the weights stay as they are (0.4 / 0.3 / 0.3). Fitted on the fitting split:
+   delta = 0.15 (0.175 for dense alone). On the asked queries it scores oracle 0.9201,
+   generic 0.9147, off-topic 0.9154, offline 0.9136 (the same candidates ranked as
+   today: plain max 0.9209 / 0.9130 / 0.9151 / 0.9136). Paired differences from plain
+   max are within noise in the fused ranking (oracle -0.0007 +- 0.0018 SE, generic
+   +0.0017 +- 0.0013), but the offset is what keeps questions safe wherever the dense
+   score ranks alone or picks the candidates: dense alone, off-topic questions under
+   the max fall from 0.8442 to 0.5477; with the offset to 0.7925; oracle questions gain
+   +0.017 (0.8581 against 0.8409) where under the max they lose 0.025. So the engine
+   should apply the offset when it collapses matching-text hits to chunks, in the
+   first stage as well as in the signals it completes.
+   Engine work: ``complete`` keeps a chunk's best question and best sentence apart
+   (one more one-hit search per candidate: +1.9 ms on a 19.6 ms p50, about +10 %),
+   ``Signals`` carries both, and ``fusion-rerank`` takes ``question_offset: 0.15``.
+   An index without questions ranks exactly as today (Q absent: the signal is S), so
+   the offline figures (squad-dev 0.9175, SciFact 0.7391) do not move.
+3. Not shipped: z-scores per kind (mean/sd of the fitting queries' cosines: sentences
+   0.0452/0.1053, questions 0.0891/0.1110, delta 0.5 sd) tie with the offset (0.9213 /
+   0.9149) but need statistics per embedding model; the gate S + 0.6 max(Q - S, 0) ties
+   too; a separate question weight (w = 0.05), RRF per kind and a logistic regression
+   on the signals all do worse. Refitting the fusion weights with the offset (0.5 /
+   0.2 / 0.4) adds +0.0019 for oracle questions (0.9228) but changes every offline
+   ranking (SciFact's train queries chose today's weights): a separate decision.
+4. The target of +0.02 over the offline default is not met by any ranking here: the
+   best is +0.0092 (refitted weights, against 0.9136 for the offline default on the
+   same candidates), +0.0073 for the engine as it is with questions beside. The questions of this split ask about *other* facts of the paragraph than
+   the asked ones, and a logistic regression on every signal (0.9206) does no better
+   than the max: more from these questions needs better questions, not a better
+   combination.
 
 The split: per paragraph, its questions sorted by id; even positions are served as the
 LLM's generated questions (the fake LLM server's ``responder`` answers each ``<chunk>`` of
@@ -510,6 +549,18 @@ def r_separate(q: Query, p: dict[str, Any]) -> np.ndarray:
     return fused(q, sentences_or_q(q), extra=p["w"], xq=q.Q)
 
 
+def r_reweighted(q: Query, p: dict[str, Any]) -> np.ndarray:
+    x = np.fmax(sentences_or_q(q), q.Q - p["delta"])
+    return p["x"] * mm(x) + p["c"] * mm(q.C) + p["b"] * mm(q.B)
+
+
+def r_dense(q: Query, p: dict[str, Any]) -> np.ndarray:
+    """Dense alone (``reranker: none`` on dense retrieval): the best cosine over the
+    chunk's texts, questions offset by ``delta`` (None: no question counts)."""
+    best = np.fmax(sentences_or_q(q), q.C)
+    return best if p.get("delta") is None else np.fmax(best, q.Q - p["delta"])
+
+
 def r_rrf(q: Query, p: dict[str, Any]) -> np.ndarray:
     total = np.zeros(len(q.S))
     for name, values in (("S", sentences_or_q(q)), ("Q", q.Q), ("C", q.C), ("B", q.B)):
@@ -549,19 +600,23 @@ class Candidate:
     ranker: Ranker
     grid: list[dict[str, Any]] = field(default_factory=lambda: [{}])
     params: dict[str, Any] = field(default_factory=dict)
+    baseline: tuple[Ranker, dict[str, Any]] = (r_offline, {})  # what "today" means for it
 
 
 def fit(cand: Candidate, fitq: dict[str, list[Query]]) -> str:
     """Choose the grid point with the best oracle nDCG on the fitting queries among those
-    that keep generic questions within 0.002 of the offline ranking there (else the best
-    oracle + generic); returns how it was chosen."""
-    base = measure(fitq["generic"], r_offline, {})["ndcg"]
+    that keep generic questions within 0.002 of the offline ranking there, and the offline
+    index within 0.002 of today (else the best oracle + generic); returns how it was
+    chosen."""
+    base = measure(fitq["generic"], *cand.baseline)["ndcg"]
+    offline = measure(fitq["offline"], *cand.baseline)["ndcg"]
     best: tuple[float, dict[str, Any]] | None = None
     fallback: tuple[float, dict[str, Any]] | None = None
     for params in cand.grid:
         oracle = measure(fitq["oracle"], cand.ranker, params)["ndcg"]
         generic = measure(fitq["generic"], cand.ranker, params)["ndcg"]
-        if generic >= base - 0.002 and (best is None or oracle > best[0]):
+        kept = measure(fitq["offline"], cand.ranker, params)["ndcg"] >= offline - 0.002
+        if kept and generic >= base - 0.002 and (best is None or oracle > best[0]):
             best = (oracle, params)
         if fallback is None or oracle + generic > fallback[0]:
             fallback = (oracle + generic, params)
@@ -570,10 +625,10 @@ def fit(cand: Candidate, fitq: dict[str, list[Query]]) -> str:
     cand.params = chosen[1]
     oracle = measure(fitq["oracle"], cand.ranker, cand.params)["ndcg"]
     generic = measure(fitq["generic"], cand.ranker, cand.params)["ndcg"]
-    how = "" if best else "; no point kept generic within 0.002: best oracle + generic"
+    how = "" if best else "; no point kept within 0.002: best oracle + generic"
     return (
         f"{cand.name}: {_show(cand.params)} (fitting split nDCG: oracle {oracle:.4f}, "
-        f"generic {generic:.4f}, offline ranking on generic {base:.4f}{how})"
+        f"generic {generic:.4f}, today's ranking on generic {base:.4f}{how})"
     )
 
 
@@ -631,6 +686,16 @@ def candidates() -> list[Candidate]:
             [{"w": v} for v in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)],
         ),
         Candidate(
+            "x·max(S, Q-δ) + c·C + b·B: offset, fusion weights refitted",
+            r_reweighted,
+            [
+                {"x": x, "c": c, "b": b, "delta": d}
+                for x, c, b, d in itertools.product(
+                    (0.4, 0.5, 0.6), (0.1, 0.2, 0.3), (0.3, 0.4), (0.1, 0.15)
+                )
+            ],
+        ),
+        Candidate(
             "RRF(S, Q, C, B), weights per kind",
             r_rrf,
             [
@@ -639,6 +704,14 @@ def candidates() -> list[Candidate]:
             ],
         ),
         Candidate("logistic regression on signals", r_logreg),
+        Candidate("dense alone: max(S, C)", r_dense, params={"delta": None}),
+        Candidate("dense alone: max(S, C, Q)", r_dense, params={"delta": 0.0}),
+        Candidate(
+            "dense alone: max(S, C, Q-δ)",
+            r_dense,
+            [{"delta": d} for d in np.round(np.arange(0.0, 0.31, 0.025), 3).tolist()],
+            baseline=(r_dense, {"delta": None}),
+        ),
     ]
 
 
