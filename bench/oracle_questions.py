@@ -38,10 +38,10 @@ beside sentences", has the table and the commands):
    ranking (SciFact's train queries chose today's weights): a separate decision.
 4. The target of +0.02 over the offline default is not met by any ranking here: the
    best is +0.0092 (refitted weights, against 0.9136 for the offline default on the
-   same candidates), +0.0073 for the engine as it is with questions beside. The questions of this split ask about *other* facts of the paragraph than
-   the asked ones, and a logistic regression on every signal (0.9206) does no better
-   than the max: more from these questions needs better questions, not a better
-   combination.
+   same candidates), +0.0073 for the engine as it is with questions beside. The
+   questions of this split ask about *other* facts of the paragraph than the asked
+   ones, and a logistic regression on every signal (0.9206) does no better than the
+   max: more from these questions needs better questions, not a better combination.
 
 The split: per paragraph, its questions sorted by id; even positions are served as the
 LLM's generated questions (the fake LLM server's ``responder`` answers each ``<chunk>`` of
@@ -57,6 +57,8 @@ Indexes (each ingested once through ``KnowledgeBase.ingest``, cached in ``--work
                    per sentence: "What does the text say about <its first words>?")
   generic-beside   those beside the sentences and the chunk
   fit-beside       oracle-beside on the fitting split
+  offtopic-beside  each paragraph served another's questions (half the corpus away),
+                   beside the sentences and the chunk
 Every index uses ``headings`` qualifying text and the ``identity`` query transform, so only
 the matching texts differ; queries run with the default query settings (hybrid, DBSF,
 ``fusion-rerank``).
