@@ -103,8 +103,10 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "WatchEvent": ("flexmatch.models", "WatchEvent"),
     "WebImportError": ("flexmatch.errors", "WebImportError"),
     "WriteConflictError": ("flexmatch.errors", "WriteConflictError"),
+    "WriteRefusedError": ("flexmatch.errors", "WriteRefusedError"),
     "answer_result": ("flexmatch.results", "answer_result"),
     "describe_access": ("flexmatch.access", "describe"),
+    "check_sets_no_access": ("flexmatch.access", "check_sets_no_access"),
     "parse_access": ("flexmatch.access", "parse_access"),
     "doctor_store": ("flexmatch.engine.stores.repair", "doctor_store"),
     "evaluate": ("flexmatch.evaluation", "evaluate"),
@@ -126,6 +128,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "AgentTool": ("flexmatch.agent_tools", "AgentTool"),
     "ToolCaller": ("flexmatch.agent_tools", "ToolCaller"),
     "describe_tools": ("flexmatch.agent_tools", "describe_tools"),
+    "scoped": ("flexmatch.agent_tools", "scoped"),
     "AddRecordArguments": ("flexmatch.tools", "AddRecordArguments"),
     "GetDocumentArguments": ("flexmatch.tools", "GetDocumentArguments"),
     "IngestUrlArguments": ("flexmatch.tools", "IngestUrlArguments"),
@@ -192,9 +195,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         PRINCIPAL_HEADER,
         Everything,
         Scope,
+        check_sets_no_access,
         named_principal,
     )
-    from flexmatch.agent_tools import AGENT_TOOLS, AgentTool, ToolCaller, describe_tools
+    from flexmatch.agent_tools import AGENT_TOOLS, AgentTool, ToolCaller, describe_tools, scoped
     from flexmatch.client import Client
     from flexmatch.config import (
         CONFIG_FILE,
@@ -239,6 +243,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         UnsupportedFormatError,
         WebImportError,
         WriteConflictError,
+        WriteRefusedError,
     )
     from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate, load_setup
     from flexmatch.inputs.parsing import readable_suffixes

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flexmatch.errors import ConfigError
+from flexmatch.errors import ConfigError, WriteRefusedError
 
 # the tenant a call reads and writes when it names none: a light module, so the adapters
 # (and ``flexmatch --help``) have it without importing the knowledge base
@@ -256,3 +256,12 @@ def describe(tokens: list[str] | None) -> str:
     access = Access.from_tokens(tokens)
     parts = (["everyone (public)"] if access.public else []) + access.principals
     return ", ".join(parts) if parts else "admins only"
+
+
+def check_sets_no_access(writer: Principal | None, field: str) -> None:
+    """Only an admin says who may read a document: a write by ``writer`` (``None``: an
+    admin) that sets a document's access in ``field`` is refused unless it is an
+    admin's. The engine applies it to every write; a request that declares access
+    up front is refused by it before any work starts."""
+    if writer is not None:
+        raise WriteRefusedError(f"only an admin may set a document's access ({field})")

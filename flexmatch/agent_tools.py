@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from flexmatch.access import DEFAULT_TENANT, Principal
+from flexmatch.access import DEFAULT_TENANT, Everything, Principal, Scope, check_sets_no_access
 from flexmatch.config import KBConfig, SourceConfig
-from flexmatch.errors import ToolCallError
+from flexmatch.errors import ConfigError
 from flexmatch.models import DocumentDetail, DocumentRecord, IngestReport
 from flexmatch.results import Answer
 from flexmatch.tools import (
@@ -41,6 +41,8 @@ class KnowledgeBase(Protocol):
     def config(self) -> KBConfig: ...
 
     def choose_source(self, name: object = None, *, records: bool = False) -> str: ...
+
+    def has_restricted_documents(self, *, tenant: str = DEFAULT_TENANT) -> bool: ...
 
     async def asearch(
         self,
@@ -91,6 +93,23 @@ class KnowledgeBase(Protocol):
 Arguments = TypeVar("Arguments", bound=ToolArguments)
 Result = dict[str, Any]
 LISTED_FIELDS = {"id", "title", "uri", "source", "status", "chunks"}
+
+
+def scoped(kb: KnowledgeBase, tenant: str, principal: Scope | None) -> Principal | None:
+    """Whom an integration (the agent tool, a framework's retriever or tool) reads and
+    writes as over a local knowledge base: ``principal``, ``ADMIN`` meaning everything
+    (None, the knowledge base's own spelling). Left out while some of the tenant's
+    documents are not for everyone, it is refused rather than handing them all to an
+    agent; checked on every call, as documents come and go."""
+    if isinstance(principal, Everything):
+        return None
+    if principal is None and kb.has_restricted_documents(tenant=tenant):
+        raise ConfigError(
+            "this knowledge base has documents restricted to some people: pass "
+            "principal=Principal(user=..., groups=...) for the person the agent serves, "
+            "or principal=flexmatch.ADMIN to read everything"
+        )
+    return principal
 
 
 @dataclass(frozen=True)
@@ -211,8 +230,8 @@ async def add_record(
 ) -> Result:
     """One record stored through a records source's template, as the writer; only an
     admin says who may read it (``record.access``), as over the HTTP API."""
-    if "access" in arguments.record and caller.writer is not None:
-        raise ToolCallError("only an admin may set a record's access (record.access)")
+    if "access" in arguments.record:
+        check_sets_no_access(caller.writer, "record.access")
     name = _source(kb, arguments.source, records=True)
     async with caller.writes:
         report = await kb.aadd_records(

@@ -20,6 +20,7 @@ FlexMatchError
 ├── WebImportError     a URL was refused or could not be fetched
 ├── PayloadError       a document holds what the store could not read back (names the field)
 ├── WriteConflictError another writer replaced a document while it was being indexed
+├── WriteRefusedError  this writer may not write that document, or may not set its access
 ├── KeyRequestError    an API key could not be created or changed as asked
 ├── ToolCallError      an agent's tool call was malformed (unknown tool, bad arguments)
 ├── ServiceError       a FlexMatch server refused a request, or could not be reached
@@ -187,6 +188,15 @@ class WriteConflictError(FlexMatchError):
 
     code = "write_conflict"
     status = 409
+
+
+class WriteRefusedError(FlexMatchError):
+    """A write this writer may not make: the document id is taken by a document it may
+    not read (said the same whoever may read it), or a writer who is not an admin set a
+    document's access. Nothing stored changes."""
+
+    code = "write_refused"
+    status = 403
 
 
 class KeyRequestError(FlexMatchError):

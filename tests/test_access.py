@@ -916,8 +916,8 @@ def test_http_only_an_admin_key_sets_access(
         for response in refused:
             assert response.status_code == 403, response.text
             error = response.json()["error"]
-            assert error["code"] == "forbidden"
-            assert "only an admin key may set a document's access" in error["message"]
+            assert error["code"] == "write_refused"
+            assert "only an admin may set a document's access" in error["message"]
         plain = client.get(f"/v1/documents/{document_id}", headers=_as(keys["plain"]))
         assert plain.status_code == 404
         again = _upload(client, keys["ann"], "hr-grid.txt", "The hr pay grid.")

@@ -196,7 +196,8 @@ class Agent(Path_):
     name = "agent"
 
     def call(self, who: Who, tool: str, arguments: dict[str, Any]) -> Any:
-        raw = handle_tool_call(self.kb, tool, arguments, self.tenant, principal=who)
+        scope = ADMIN if who is None else who
+        raw = handle_tool_call(self.kb, tool, arguments, self.tenant, principal=scope)
         return json.loads(asyncio.run(raw))
 
     def read(self, who: Who, document_id: str) -> tuple[Any, ...]:

@@ -81,6 +81,50 @@ def refused(error: str | None, document_id: str) -> str:
 
 
 # -- the engine's rule, through the Python API -----------------------------------------
+def test_only_an_admin_sets_access_on_any_path_of_the_python_api(kb: KnowledgeBase) -> None:
+    """A reader of a document may replace it, never open it up or narrow it: setting a
+    document's access (a record's field, a document's metadata, ``update_metadata``) is
+    an admin's act, refused by the engine whichever write carries it."""
+    tenant = uuid.uuid4().hex[:12]
+    hr_only = Access(principals=["group:hr"])
+    assert not kb.add_records(
+        [fact("hr-pay", "Pay bands.", hr_only)], source="facts", tenant=tenant
+    ).failed
+    before = stored(kb, tenant, "hr-pay")
+    opened = {"access": {"public": True}}
+    attempts = [
+        kb.update_metadata("hr-pay", opened, tenant=tenant, principal=HR),
+        kb.add_records(
+            [fact("hr-pay", "Pay bands.", Access(public=True))],
+            source="facts",
+            tenant=tenant,
+            principal=HR,
+        ),
+        kb.add_records(
+            [fact("mine", "Mine.", Access(principals=["user:bob"]))],
+            source="facts",
+            tenant=tenant,
+            principal=HR,
+        ),
+    ]
+    for report in attempts:
+        [failed] = report.failed
+        assert "only an admin may set a document's access" in failed.error
+    assert stored(kb, tenant, "hr-pay") == before
+    assert kb.registry.get(tenant, "mine") is None
+    assert [d.id for d in kb.list_documents(tenant=tenant, principal=ALICE)] == []
+    # the stored access sent back unchanged is no change; an admin may change it
+    same = kb.add_records(
+        [fact("hr-pay", "Pay bands, revised.", hr_only)],
+        source="facts",
+        tenant=tenant,
+        principal=HR,
+    )
+    assert not same.failed and stored(kb, tenant, "hr-pay")[2] == before[2]
+    assert not kb.update_metadata("hr-pay", opened, tenant=tenant).failed
+    assert [d.id for d in kb.list_documents(tenant=tenant, principal=ALICE)] == ["hr-pay"]
+
+
 def test_a_writer_replaces_no_document_it_may_not_read(kb: KnowledgeBase) -> None:
     tenant = uuid.uuid4().hex[:12]
     hidden = {  # three documents alice may not read, as different as can be
@@ -178,7 +222,7 @@ def test_the_agent_tool_writes_as_its_principal_and_has_the_document_tools(
     assert "Overwritten" not in (kb.stored_copy("hr-pay", tenant=tenant) or page("x", "")).text
     widened = {"record": fact("mine", "x", Access(public=True)), "source": "facts"}
     assert call("add_record", widened) == {
-        "error": "only an admin may set a record's access (record.access)"
+        "error": "only an admin may set a document's access (record.access)"
     }
     listed = call("list_documents", {})
     assert [d["id"] for d in listed["documents"]] == ["open"] and listed["total"] == 1
@@ -250,3 +294,29 @@ def test_frameworks_need_a_principal_over_restricted_documents(kb: KnowledgeBase
     for who, readable in ((ALICE, {"open"}), (HR, {"open", "hr-pay"}), (ADMIN, {"open", "hr-pay"})):
         found = FlexMatchRetriever(kb=kb, tenant=tenant, principal=who, top_n=10).invoke("orchard")
         assert {d.metadata["document_id"] for d in found} == readable
+
+
+def test_the_agent_tool_needs_a_principal_over_restricted_documents(kb: KnowledgeBase) -> None:
+    """The agent tool keeps the frameworks' rule (``flexmatch.scoped``): with no principal
+    over restricted documents the application is told, before any tool runs; ``ADMIN``
+    is the explicit choice to read everything."""
+    tenant = uuid.uuid4().hex[:12]
+    kb.add_records([fact("open", "Orchard memo, open.")], source="facts", tenant=tenant)
+
+    def call(tool: str, arguments: dict[str, Any], **who: Any) -> Any:
+        return json.loads(asyncio.run(handle_tool_call(kb, tool, arguments, tenant, **who)))
+
+    assert call("list_documents", {})["total"] == 1  # nothing to hide: no principal needed
+    hidden = fact("hr-pay", "Orchard memo, hr.", Access(principals=["group:hr"]))
+    kb.add_records([hidden], source="facts", tenant=tenant)
+    for tool, arguments in (
+        ("list_documents", {}),
+        ("get_document", {"document_id": "hr-pay"}),
+        ("search_knowledge", {"query": "orchard memo"}),
+        ("add_record", {"record": fact("hr-pay", "Overwritten."), "source": "facts"}),
+    ):
+        with pytest.raises(ConfigError, match="pass principal="):
+            call(tool, arguments)
+    assert "Overwritten" not in (kb.stored_copy("hr-pay", tenant=tenant) or page("x", "")).text
+    assert call("list_documents", {}, principal=ALICE)["total"] == 1
+    assert call("list_documents", {}, principal=ADMIN)["total"] == 2

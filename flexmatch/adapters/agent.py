@@ -38,15 +38,17 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 
 from flexmatch import (
+    ADMIN,
     AGENT_TOOLS,
     DEFAULT_TENANT,
     ConfigError,
     FlexMatchError,
     LLMError,
-    Principal,
+    Scope,
     SearchResult,
     ToolCaller,
     ToolCallError,
+    scoped,
 )
 from flexmatch.adapters.command_line import KbOption, TenantOption, kb_folder, shown
 
@@ -79,12 +81,15 @@ async def handle_tool_call(
     tenant: str = DEFAULT_TENANT,
     *,
     allow_writes: bool = True,
-    principal: Principal | None = None,
+    principal: Scope | None = None,
 ) -> str:
     """Run one tool call and return its result as a JSON string, errors included.
-    ``principal``: the person the agent serves, who reads and writes (None: everything),
-    set by the application and never by the model (a tool argument would let a prompt
-    choose whose documents it reads)."""
+    ``principal``: the person the agent serves, who reads and writes (``ADMIN``:
+    everything), set by the application and never by the model (a tool argument would
+    let a prompt choose whose documents it reads). Left out over a knowledge base with
+    restricted documents, the call raises ``ConfigError`` (the application's mistake,
+    not the model's: ``flexmatch.scoped``)."""
+    who = scoped(kb, tenant, principal)
     try:
         arguments = _arguments(arguments_json)
         tool = AGENT_TOOLS.get(name)
@@ -92,7 +97,7 @@ async def handle_tool_call(
             raise ToolCallError(f"unknown tool '{name}'")
         if tool.writes and not allow_writes:
             raise ToolCallError(f"'{name}' is not available: the knowledge base is read-only")
-        result = await tool.run(kb, arguments, ToolCaller.acting_as(principal, tenant))
+        result = await tool.run(kb, arguments, ToolCaller.acting_as(who, tenant))
     except FlexMatchError as exc:
         return json.dumps({"error": str(exc)}, ensure_ascii=False)
     return json.dumps(result, ensure_ascii=False)
@@ -161,11 +166,13 @@ async def run_agent(
     tenant: str = DEFAULT_TENANT,
     tools: list[dict[str, Any]] | None = None,
     on_tool_call: Callable[[AgentToolCall], None] | None = None,
-    principal: Principal | None = None,
+    principal: Scope | None = None,
 ) -> AgentAnswer:
     """Ask ``model`` (a litellm model string) ``question`` with the knowledge-base tools
     (default: search only): run each tool call it makes, give it the result as a ``tool``
-    message, and repeat until it replies in words or ``max_steps`` calls were made."""
+    message, and repeat until it replies in words or ``max_steps`` calls were made.
+    ``principal``: as for ``handle_tool_call``, checked before the model is asked."""
+    scoped(kb, tenant, principal)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no cost-map download
     litellm = await asyncio.to_thread(importlib.import_module, "litellm")
     offered = tools if tools is not None else [SEARCH_TOOL]
@@ -268,6 +275,7 @@ def agent_demo(
                 max_steps=max_steps,
                 tenant=tenant,
                 on_tool_call=said,
+                principal=ADMIN,  # the operator's own command, like `flexmatch query`
             )
         )
     Console().print(shown(answer.text), highlight=False, soft_wrap=True)

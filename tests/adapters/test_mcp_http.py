@@ -107,7 +107,7 @@ def test_keys_see_their_tools_and_failures_are_errors(kb: Path) -> None:
             assert json.loads(text_of(added))["status"] == "added"
             opened = {"fact_id": "gate", "subject": "Gate code 4711", "access": "public"}
             widened = await client.call_tool("add_record", {"record": opened})
-            assert "only an admin may set a record's access" in one_line_error(widened)
+            assert "only an admin may set a document's access" in one_line_error(widened)
 
         over_http(url, writer, writer_calls)
 

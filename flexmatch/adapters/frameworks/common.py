@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flexmatch import (
+    DEFAULT_TENANT,
     Client,
     ConfigError,
     KnowledgeBase,
@@ -12,6 +13,7 @@ from flexmatch import (
     Scope,
     SearchArguments,
     SearchResult,
+    scoped,
 )
 
 # a local knowledge base or a served one: both answer ``query``/``aquery`` alike
@@ -49,19 +51,11 @@ def search_options(
 
 
 def check_scope(kb: Searchable, tenant: str | None, principal: Scope | None) -> None:
-    """Refuse to read a local knowledge base for nobody in particular when some of its
-    documents are not for everyone: the integration would hand them all to its agent.
-    Checked when an integration is made and again on each search (documents come and
-    go); a ``Client`` reads as its API key allows, which the server decides."""
-    if principal is not None or not isinstance(kb, KnowledgeBase):
-        return
-    named = {"tenant": tenant} if tenant is not None else {}
-    if kb.has_restricted_documents(**named):
-        raise ConfigError(
-            "this knowledge base has documents restricted to some people: pass "
-            "principal=Principal(user=..., groups=...) for the person the agent serves, "
-            "or principal=flexmatch.ADMIN to read everything"
-        )
+    """The integrations' one scope rule (``flexmatch.scoped``) over a local knowledge
+    base, checked when an integration is made and again on each search; a ``Client``
+    reads as its API key allows, which the server decides."""
+    if isinstance(kb, KnowledgeBase):
+        scoped(kb, tenant if tenant is not None else DEFAULT_TENANT, principal)
 
 
 def search(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from flexmatch.access import ACCESS_FIELD, Principal, readable
+from flexmatch.access import ACCESS_FIELD, Principal, check_sets_no_access, readable
 from flexmatch.config import IngestConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains.sources import SourceChains
@@ -26,7 +26,13 @@ from flexmatch.engine.ingest.versions import (
 )
 from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
-from flexmatch.errors import ConfigError, DocumentTooLargeError, FlexMatchError, WriteConflictError
+from flexmatch.errors import (
+    ConfigError,
+    DocumentTooLargeError,
+    FlexMatchError,
+    WriteConflictError,
+    WriteRefusedError,
+)
 from flexmatch.inputs.sources.files import NAMING_METADATA
 from flexmatch.inputs.sources.validators import validators
 from flexmatch.models import (
@@ -104,6 +110,7 @@ class Indexer:
         access = chains.access_of(document)
         if access is None and record is not None:
             access = record.access  # a new version declaring none keeps it: never wider
+        check_access_set(document, record, access, self.writer)
         document = with_naming_of(document, record)
         if record is not None and record.source != document.source:
             # ids are per tenant: two sources (or plug-ins) naming items alike must not
@@ -136,6 +143,8 @@ class Indexer:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
             raise
         current = self.registry.get(self.tenant, document.id)
+        if record is not None and current is not None:  # access may change meanwhile
+            check_writable(document, current, self.writer, self.tenant)
         if current is None or current.pending_version != version:
             raise WriteConflictError(
                 f"{document.uri}: another writer replaced it while it was indexed"
@@ -259,7 +268,25 @@ def check_writable(
     the document is left as it was. A new id is writable; docs/security.md ("Writes")
     says what the refusal still tells (that the id is taken) and why."""
     if record is not None and not readable(record.access, writer):
-        raise WriteConflictError(refusal(document.uri, document.id, tenant))
+        raise WriteRefusedError(refusal(document.uri, document.id, tenant))
+
+
+def check_access_set(
+    document: Document,
+    record: DocumentRecord | None,
+    access: list[str] | None,
+    writer: Principal | None,
+) -> None:
+    """Only an admin says who may read a document: a writer who is not one may not give
+    a document access of its own (``metadata.access``) that differs from what is stored,
+    whichever path the write came by; resending the stored access unchanged is fine."""
+    if writer is None or ACCESS_FIELD not in document.metadata:
+        return
+    if record is None or record.access != access:
+        try:
+            check_sets_no_access(writer, f"metadata.{ACCESS_FIELD}")
+        except WriteRefusedError as exc:
+            raise WriteRefusedError(f"{document.uri}: {exc}") from None
 
 
 def refusal(uri: str, document_id: str, tenant: str) -> str:

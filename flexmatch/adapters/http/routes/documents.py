@@ -23,9 +23,10 @@ from flexmatch import (
     JobKind,
     ParseError,
     Principal,
+    check_sets_no_access,
     record_id,
 )
-from flexmatch.adapters.http.auth import Caller, permits, require
+from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import ApiError, not_found, reject_unknown_query
 from flexmatch.adapters.http.jobs import Reservation, WorkItem, owner_of
 from flexmatch.adapters.http.multipart import UploadRoute
@@ -101,10 +102,11 @@ async def _accepted(
 
 
 def refuse_access(principal: Caller, field: str | None) -> None:
-    """Only an admin key says who may read what it writes: a writer's ``field`` naming an
-    access list is refused (403), never quietly applied or dropped."""
-    if field is not None and not permits(principal, "admin"):
-        raise ApiError(403, "forbidden", f"only an admin key may set a document's access ({field})")
+    """A request whose ``field`` names an access list is refused at once (403
+    ``write_refused``) unless its key writes as an admin: the engine's rule
+    (``check_sets_no_access``), applied before the job starts rather than per document."""
+    if field is not None:
+        check_sets_no_access(principal.writer, field)
 
 
 def _size(upload: StarletteUploadFile) -> int:
