@@ -22,6 +22,12 @@ brings it back, where a filter of the source text would have to foresee every sp
 groff also runs with an empty environment (``PATH`` and the locale only: ``\\V`` finds
 nothing, no ``GROFF_TMAC_PATH`` or ``HOME`` adds a folder to search) in an empty
 temporary folder, in safer mode.
+
+One way to open a file stays: groff 1.22 takes a font name as a path (``.ft ../../x``,
+``\\f[../../x]``), and a font request cannot be removed. What it reads never reaches
+the output, only groff's complaints about it (``unrecognised ligature 'WORD'``), so those
+are never read: groff's messages go nowhere, a failed page is said by its exit status,
+and a page cannot fill memory with them (a font of ``/dev/zero``: the timeout ends it).
 """
 
 from __future__ import annotations
@@ -107,7 +113,8 @@ def render(text: str, label: Path | str) -> str:
             done = subprocess.run(
                 [groff, *_COMMAND[1:], macros, "-"],
                 input=source,
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # can quote a file a font request opened
                 timeout=TIMEOUT,
                 env=env,
                 cwd=empty,
@@ -116,8 +123,10 @@ def render(text: str, label: Path | str) -> str:
     except subprocess.TimeoutExpired:
         raise ParseError(f"{label}: groff took longer than {TIMEOUT:g}s") from None
     if done.returncode != 0 and not done.stdout.strip():
-        reason = clean_inline(done.stderr.decode("utf-8", "replace"))[:200]
-        raise ParseError(f"{label}: groff could not render the man page: {reason}")
+        raise ParseError(
+            f"{label}: groff could not render the man page (exit status {done.returncode}; "
+            "its messages are not shown, as a page can make them quote a file)"
+        )
     return done.stdout.decode("utf-8", "replace")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from flexmatch.errors import ParseError
 from flexmatch.inputs.parsing import parse_file
 
 pytestmark = pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
@@ -90,3 +91,24 @@ def test_real_man_pages_still_parse(tmp_path: Path, page: str) -> None:
     headings = [e.text for e in doc.elements if e.kind == "heading" and e.level == 2]
     assert headings[:2] == ["NAME", "SYNOPSIS"] and "DESCRIPTION" in headings
     assert len(doc.text) > 1000
+
+
+@pytest.mark.parametrize(
+    "select",
+    [".ft {F}\n", ".fp 5 {F}\n", "text \\f[{F}]bold\\fR\n", ".ds P {F}\n.ft \\*P\n"],
+)
+def test_a_font_named_by_a_path_quotes_no_file_in_the_error(
+    tmp_path: Path, secret: Path, select: str
+) -> None:
+    """groff 1.22 opens a font named by a relative path, and its complaints about what it
+    read quote the file (``unrecognised ligature 'WORD'``): they are never shown."""
+    font = secret.parent / "ligfile"
+    font.write_text(f"ligatures {SECRET} 0\ncharset\n{SECRET} x\n")
+    climb = "../" * 12 + str(font).lstrip("/")
+    page = tmp_path / "fonts.1"
+    page.write_text(select.format(F=climb) + ".ab\n" + HEAD + "body\n")
+    with pytest.raises(ParseError) as raised:
+        parse_file(page)
+    assert SECRET not in str(raised.value) and "groff could not render" in str(raised.value)
+    page.write_text(HEAD + "before\n" + select.format(F=climb) + "after\n")
+    assert SECRET not in parse_file(page).text
