@@ -1,9 +1,11 @@
 """``KnowledgeBaseProtocol``: the operations an embedded ``KnowledgeBase`` and a served
 one (``Client``) share, with the same names, parameters, results and errors.
 
-Code written against it runs on either: open one or the other and pass it along. What
-only one of them has stays out: the tenant, principals and chains of an embedded
-knowledge base; the jobs of a served one. mypy holds both classes to it (each module
+Code written against it runs on either: open one or the other and pass it along. The
+searches take the end user they are for (``principal``: what that person may read; a
+served one also needs a service or admin key to name one). What only one of them has
+stays out: the tenant and chains of an embedded knowledge base, and whom its writes are
+for; the jobs of a served one. mypy holds both classes to it (each module
 ends with a function that returns its class as the protocol: it fails to type-check
 when the class drifts), and tests/test_congruence.py runs each operation on both over
 the same data and compares the results.
@@ -15,6 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from flexmatch.access import Principal
 from flexmatch.engine.archive import Original
 from flexmatch.models import DocumentDetail, DocumentRecord, IngestReport, SearchResult, Stats
 from flexmatch.results import Answer
@@ -38,33 +41,63 @@ class KnowledgeBaseProtocol(Protocol):
 
     # -- query ---------------------------------------------------------------------------
     def search(
-        self, text: str, *, top_n: int | None = None, filters: Filters | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: Filters | None = None,
+        principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first."""
         ...
 
     async def asearch(
-        self, text: str, *, top_n: int | None = None, filters: Filters | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: Filters | None = None,
+        principal: Principal | None = None,
     ) -> Answer: ...
 
     def query(
-        self, text: str, *, top_n: int | None = None, filters: Filters | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: Filters | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first."""
         ...
 
     async def aquery(
-        self, text: str, *, top_n: int | None = None, filters: Filters | None = None
+        self,
+        text: str,
+        *,
+        top_n: int | None = None,
+        filters: Filters | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]: ...
 
     def similar(
-        self, text: str, *, top_n: int = 5, filters: Filters | None = None
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: Filters | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks most similar to ``text``: no query rewrite, no reranking."""
         ...
 
     async def asimilar(
-        self, text: str, *, top_n: int = 5, filters: Filters | None = None
+        self,
+        text: str,
+        *,
+        top_n: int = 5,
+        filters: Filters | None = None,
+        principal: Principal | None = None,
     ) -> list[SearchResult]: ...
 
     # -- ingest --------------------------------------------------------------------------

@@ -37,10 +37,6 @@ MAX_TOP_N = 20
 MAX_LISTED = 500
 
 
-QUERY_CODES = QueryError.codes
-"""The ``code`` of every ``QueryError`` ``check_query`` raises (an HTTP error answer's too)."""
-
-
 def check_query(text: str, *, limit: int | None = None, what: str = "query") -> str:
     """``text`` if it is a valid query: not blank, and at most ``limit`` characters
     (None: any length; the knowledge base's own calls take long texts, such as a passage

@@ -929,6 +929,15 @@ def test_http_only_an_admin_key_sets_access(
         by_admin = _records(client, keys["admin"], [opened])
         assert _job(client, by_admin, keys["admin"])["documents"][0]["outcome"] == "added"
         assert client.get("/v1/documents/open-1", headers=_as(keys["plain"])).status_code == 200
+        # an admin key naming someone who may not read it writes as an admin: a PUT
+        # replaces it as a DELETE removes it (neither answers "not found")
+        bob = _as(keys["admin"], Principal(user="bob"))
+        assert client.get(f"/v1/documents/{document_id}", headers=bob).status_code == 404
+        replaced = client.put(
+            f"/v1/documents/{document_id}", headers=bob, data={"metadata": '{"rev": "2"}'}
+        )
+        assert replaced.status_code == 200, replaced.text
+        assert client.delete(f"/v1/documents/{document_id}", headers=bob).status_code == 200
 
 
 def test_http_metrics_are_off_without_an_operator_token(

@@ -59,7 +59,7 @@ class Seen:
     removed: tuple[Any, ...] | None = None  # the not-found answer (hidden and missing only)
 
 
-class Path_:
+class Route:
     """One way in: read, write (a record of the ``facts`` source), remove and search."""
 
     name = ""
@@ -85,7 +85,7 @@ def _write_answer(status: str, error: str | None, document_id: str) -> tuple[Any
     return (status,) if status != "failed" else (status, refused(error, document_id))
 
 
-class Python(Path_):
+class Python(Route):
     name, removes = "python", True
 
     def read(self, who: Who, document_id: str) -> tuple[Any, ...]:
@@ -112,7 +112,7 @@ class Python(Path_):
         return {r.document_id for r in found}
 
 
-class Http(Path_):
+class Http(Route):
     """A real server: an admin key for the admin, else a service key naming the user."""
 
     name, removes = "http", True
@@ -192,7 +192,7 @@ class Remote(Http):
             return {r.document_id for r in client.query(QUERY, top_n=20)}
 
 
-class Agent(Path_):
+class Agent(Route):
     name = "agent"
 
     def call(self, who: Who, tool: str, arguments: dict[str, Any]) -> Any:
@@ -215,7 +215,7 @@ class Agent(Path_):
         return {r["document_id"] for r in answer["results"]}
 
 
-class Mcp(Path_):
+class Mcp(Route):
     """The MCP server's tools, in memory, served for ``who`` (``flexmatch mcp --as``)."""
 
     name = "mcp"
@@ -247,7 +247,7 @@ class Mcp(Path_):
         return {r["document_id"] for r in json.loads(text)["results"]}
 
 
-PATHS: list[type[Path_]] = [Python, Http, Remote, Agent, Mcp]
+PATHS: list[type[Route]] = [Python, Http, Remote, Agent, Mcp]
 
 
 def framework_searches(kb: KnowledgeBase, tenant: str) -> list[Callable[[Who], set[str]]]:

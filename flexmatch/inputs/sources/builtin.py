@@ -126,18 +126,25 @@ def _steady(context: SourceContext, path: Path, items: Iterable[Item]) -> Iterat
         context.incomplete(f"{path} changed while it was read")
 
 
-def _fingerprint(path: Path) -> tuple[int, int, int, int, bytes] | None:
-    """What tells a file's state: its inode, size and modification time, and the hash of
-    its content (a rewrite within one clock tick, to the same size, changes only that)."""
+HASHED_UP_TO = 64 << 20  # bytes: a bigger file's rewrite outlasts a clock tick
+
+
+def _fingerprint(path: Path) -> tuple[int, int, int, int, int, bytes] | None:
+    """What tells a file's state: its inode, size, modification and change times, and,
+    up to ``HASHED_UP_TO`` bytes, the hash of its content (a small file rewritten within
+    one clock tick, to the same size, changes only that; a big one is not read twice
+    more for it)."""
     try:
         status = path.stat()
         digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            while piece := handle.read(1 << 20):
-                digest.update(piece)
+        if status.st_size <= HASHED_UP_TO:
+            with path.open("rb") as handle:
+                while piece := handle.read(1 << 20):
+                    digest.update(piece)
     except OSError:
         return None
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, digest.digest())
+    times = (status.st_mtime_ns, status.st_ctime_ns)
+    return (status.st_dev, status.st_ino, status.st_size, *times, digest.digest())
 
 
 def _file_refs(context: SourceContext, paths: list[Path], *, versions: bool) -> Iterator[Any]:
