@@ -7,9 +7,14 @@ from __future__ import annotations
 Line = tuple[float, float, float, str]  # x, y (points from the bottom), size, text
 
 
-def pdf_of(pages: list[list[Line]]) -> bytes:
-    """A PDF of text lines placed by hand, one list per page, in Helvetica on A4: a real
-    text layer pdfminer lays out, small enough to write here instead of storing a file."""
+A4 = (595, 842)
+LETTER = (612, 792)
+
+
+def pdf_of(pages: list[list[Line]], paper: tuple[int, int] = A4) -> bytes:
+    """A PDF of text lines placed by hand, one list per page, in Helvetica on ``paper``
+    (width, height in points): a real text layer pdfminer lays out, small enough to
+    write here instead of storing a file."""
     count = len(pages)
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
     objects = [
@@ -26,7 +31,7 @@ def pdf_of(pages: list[list[Line]]) -> bytes:
             for (x, y, size, _), text in zip(placed, shown, strict=True)
         ).encode("latin-1")
         objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources "
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {paper[0]} {paper[1]}] /Resources "
             f"<< /Font << /F1 3 0 R >> >> /Contents {5 + 2 * i} 0 R >>".encode()
         )
         objects.append(b"<< /Length %d >>\nstream\n%bendstream" % (len(stream), stream))

@@ -106,6 +106,21 @@ def timed(call: Callable[[], object]) -> tuple[float, BaseException]:
     return time.monotonic() - started, failed.value
 
 
+def stats_call(client: Client, mode: str) -> tuple[float, BaseException]:
+    """``client.stats`` (``sync``) or ``astats`` (``async``, the pool closed after),
+    timed: the seconds it took and what it raised."""
+    if mode == "sync":
+        return timed(client.stats)
+
+    async def run() -> None:
+        try:
+            await client.astats()
+        finally:
+            await client.aclose()
+
+    return timed(lambda: asyncio.run(run()))
+
+
 @pytest.mark.parametrize("where", ["body", "headers"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_timeout_bounds_the_whole_request_against_a_trickle(where: str, mode: str) -> None:
@@ -121,17 +136,7 @@ def test_timeout_bounds_the_whole_request_against_a_trickle(where: str, mode: st
 
     with serving(send if where == "body" else trickle(answer)) as server:
         client = Client(server.url, "key", timeout=1)
-        if mode == "sync":
-            took, error = timed(client.stats)
-        else:
-
-            async def run() -> None:
-                try:
-                    await client.astats()
-                finally:
-                    await client.aclose()
-
-            took, error = timed(lambda: asyncio.run(run()))
+        took, error = stats_call(client, mode)
         client.close()
     assert isinstance(error, ServiceError) and error.code == "deadline_exceeded"
     assert "timeout=1s" in str(error) and server.url in str(error)
@@ -143,17 +148,7 @@ def test_timeout_bounds_the_whole_request_against_a_trickle(where: str, mode: st
 def test_an_answer_over_the_cap_is_refused_unread(content_length: bool, mode: str) -> None:
     with serving(flood(content_length)) as server:
         client = Client(server.url, "key", timeout=30, max_answer_bytes=CAP)
-        if mode == "sync":
-            _, error = timed(client.stats)
-        else:
-
-            async def run() -> None:
-                try:
-                    await client.astats()
-                finally:
-                    await client.aclose()
-
-            _, error = timed(lambda: asyncio.run(run()))
+        _, error = stats_call(client, mode)
         client.close()
         server.stop.set()
         server.thread.join(10)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from flexmatch.inputs.parsing import parse_file
 from tests.conftest import DOCS
+from tests.pdfs import LETTER, pdf_of
 
 
 def test_two_column_page_reads_column_by_column() -> None:
@@ -36,35 +37,8 @@ def test_number_table_keeps_its_cells_paired() -> None:
 
 
 def _pdf(pages: list[list[tuple[int, str]]]) -> bytes:
-    """A plain PDF (Helvetica, US Letter): each page a list of (height, line of text)."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
-    font = 3
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    kids = []
-    for lines in pages:
-        text = b"".join(
-            b"BT /F1 11 Tf 72 %d Td (%s) Tj ET\n" % (y, line.encode("latin-1")) for y, line in lines
-        )
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text))
-        objects.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (len(objects), font)
-        )
-        kids.append(b"%d 0 R" % len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), len(kids))
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+    """A plain PDF (Helvetica 11, US Letter): each page a list of (height, line of text)."""
+    return pdf_of([[(72, y, 11, line) for y, line in lines] for lines in pages], LETTER)
 
 
 def test_running_headers_footers_and_page_numbers_stay_out_of_the_text(tmp_path: Path) -> None:
