@@ -143,6 +143,7 @@ class AgentTool(Generic[Arguments]):
     open_world: bool = False
     embeds: bool = False
     records: bool = False
+    indent: int | None = None  # of its JSON text (``text``)
 
     @property
     def name(self) -> str:
@@ -164,6 +165,11 @@ class AgentTool(Generic[Arguments]):
             arguments if isinstance(arguments, self.arguments) else self.arguments.check(arguments)  # type: ignore[arg-type]
         )
         return await self.operation(kb, checked, caller)
+
+    def text(self, result: Result) -> str:
+        """``result`` as the tool's JSON text, the same from every surface (the search's
+        as ``flexmatch query --json`` and ``KnowledgeBase.format`` print it)."""
+        return json.dumps(result, ensure_ascii=False, indent=self.indent)
 
 
 def _source(kb: KnowledgeBase, name: str | None, *, records: bool = False) -> str | None:
@@ -244,7 +250,7 @@ async def add_record(
 AGENT_TOOLS: dict[str, AgentTool[Any]] = {
     tool.name: tool
     for tool in (
-        AgentTool(SearchArguments, search_knowledge, embeds=True),
+        AgentTool(SearchArguments, search_knowledge, embeds=True, indent=2),
         AgentTool(ListDocumentsArguments, list_documents),
         AgentTool(GetDocumentArguments, get_document),
         AgentTool(IngestUrlArguments, ingest_url, writes=True, open_world=True, embeds=True),

@@ -100,7 +100,7 @@ async def handle_tool_call(
         result = await tool.run(kb, arguments, ToolCaller.acting_as(who, tenant))
     except FlexMatchError as exc:
         return json.dumps({"error": str(exc)}, ensure_ascii=False)
-    return json.dumps(result, ensure_ascii=False)
+    return tool.text(result)
 
 
 def _arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import socket
 import sys
 from collections.abc import Callable
@@ -276,8 +275,8 @@ def build_server(
             except FlexMatchError as exc:
                 raise ToolError(str(exc)) from exc
             if tool.writes:
-                return _succeeded(result)
-            return json.dumps(result, ensure_ascii=False)
+                return _succeeded(tool, result)
+            return tool.text(result)
 
     for tool in AGENT_TOOLS.values():
         if tool.offered(kb, read_only=read_only):
@@ -285,14 +284,14 @@ def build_server(
     return server
 
 
-def _succeeded(summary: dict[str, str]) -> str:
+def _succeeded(tool: AgentTool[Any], summary: dict[str, str]) -> str:
     """The outcome of a one-document write as the tool's JSON result, or a tool error
     (``is_error``) with its one line if it failed."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     if summary["status"] == "failed":
         raise ToolError(f"{summary['input']}: {summary['detail'] or 'failed'}")
-    return json.dumps(summary, ensure_ascii=False)
+    return tool.text(summary)
 
 
 class _Warm:
