@@ -12,7 +12,7 @@ at the moment), one call per group; a prompt written for one chunk at a time (it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,7 +44,7 @@ class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
     """An LLM writes the questions the section answers; its sentences and the chunk
     text are indexed too."""
 
-    Params = TextQuestionParams
+    Params: ClassVar[type[QuestionParams]] = TextQuestionParams
     uses_llm = True
     prompt_variables = VARIABLES
     index_params = frozenset({"beside_sentences"})
