@@ -37,7 +37,7 @@ class QuestionParams(BaseModel):
 
 
 class TextQuestionParams(QuestionParams):
-    beside_sentences: bool = True  # index the sentences too (always when no questions)
+    beside_sentences: bool = True  # index the section's sentences beside the questions
 
 
 class LLMQuestions(ChunkBatching[list[str]], MatchingTextChain):
