@@ -5,8 +5,9 @@ DESIGN NOTE (measured 2026-12-07 on the whole split; docs/benchmarks.md, "Questi
 beside sentences", has the table and the commands):
 
 1. Index an LLM's questions *beside* the offline matching texts, never instead of them.
-   The ``questions`` chain should keep each sentence with its title (what ``sentences``
-   indexes) next to the questions and the chunk. Through the engine, with today's
+   The ``questions`` chain now does (``beside_sentences: true``, its default): each
+   sentence with its title (what ``sentences`` indexes) next to the questions and the
+   chunk. Through the engine, with today's
    ranking: oracle questions beside 0.9213 nDCG@10 against 0.8993 instead (offline
    default 0.9140); generic questions beside 0.9130 against 0.8782 instead; off-topic
    questions beside 0.9158. This change is what the gain needs.
@@ -51,11 +52,14 @@ index, positions 2, 6, 10, ... are asked of it; the asked (odd) queries are neve
 
 Indexes (each ingested once through ``KnowledgeBase.ingest``, cached in ``--work``):
   offline          ``sentences`` (each sentence with its title, plus the chunk): the default
-  oracle-shipped   ``questions`` answered with the paragraph's served questions
-  oracle-beside    those questions *and* the sentences and the chunk (``questions-beside``)
-  generic-shipped  ``questions`` answered by the fake LLM's default (one generic question
-                   per sentence: "What does the text say about <its first words>?")
-  generic-beside   those beside the sentences and the chunk
+  oracle-instead   ``questions`` with ``beside_sentences: false`` (questions and the
+                   chunk), answered with the paragraph's served questions
+  oracle-beside    ``questions`` as it ships: those questions *and* the sentences and
+                   the chunk (``beside_sentences: true``)
+  generic-instead  ``questions`` with ``beside_sentences: false``, answered by the fake
+                   LLM's default (one generic question per sentence: "What does the text
+                   say about <its first words>?")
+  generic-beside   the built-in ``questions`` chain as it ships, answered the same way
   fit-beside       oracle-beside on the fitting split
   offtopic-beside  each paragraph served another's questions (half the corpus away),
                    beside the sentences and the chunk
@@ -96,17 +100,12 @@ import numpy as np
 
 from flexmatch.config import KBConfig
 from flexmatch.engine import fusion
-from flexmatch.engine.chains.matching_text.questions import LLMQuestions
-from flexmatch.engine.chains.registry import register
-from flexmatch.engine.chains.variables import content_text, heading_label
 from flexmatch.engine.stores import Search
 from flexmatch.evaluation import BeirDataset, Scores, evaluate, mrr_at_k, ndcg_at_k, recall_at_k
 from flexmatch.knowledge_base import KnowledgeBase
-from flexmatch.models import Document, MatchingText, Section
 from flexmatch.testing import FakeLLMServer
 from flexmatch.testing.fake_llm import default_responder
 from flexmatch.testing.fake_llm.text import prompt_text
-from flexmatch.text import split_sentences
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "default"
@@ -115,37 +114,11 @@ SHOWN = 30  # results per query the evaluation ranks documents by (flexmatch.eva
 
 
 # -- the ingest side ----------------------------------------------------------------------
-@register("matching_text", "questions-beside")
-class QuestionsBeside(LLMQuestions):
-    """The LLM's questions beside the offline matching texts (each sentence with its
-    title, and the chunk): what an LLM setup indexes if questions add to sentences
-    instead of replacing them. Bench-only: the engine has no such chain yet."""
-
-    def known_texts(self, section: Section, document: Document) -> list[MatchingText]:
-        return sentence_texts(section, document)
-
-    async def run(self, section: Section, document: Document) -> list[MatchingText]:
-        questions = await self.answer(section, document) or []
-        asked = [MatchingText(text=q, kind="question") for q in questions]
-        return asked + sentence_texts(section, document)
-
-
-def sentence_texts(section: Section, document: Document) -> list[MatchingText]:
-    """What the ``sentences`` chain indexes with its default parameters."""
-    label = heading_label(document, section)
-    texts = [
-        MatchingText(text=f"{label}: {s}" if label else s, kind="sentence")
-        for s in split_sentences(section.text)
-        if len(s.split()) >= 4
-    ][:40]
-    return [*texts, content_text(section, document)]
-
-
 CHAIN_YAML = """kind: matching_text
-type: {type}
+type: questions
 prompt: questions.j2
 fallback: sentences
-params: {{count: {count}, include_content: true, chunks_per_call: 4}}
+params: {{count: {count}, include_content: true, beside_sentences: {beside}, chunks_per_call: 4}}
 output: {{format: json, key: questions, max_items: {count}, max_chars: 300}}
 """
 
@@ -155,17 +128,18 @@ class Index:
     name: str
     chain: str  # the matching_text chain (a built-in, or one CHAIN_YAML writes)
     served: str | None  # "eval" / "fit": the oracle questions served; None: the default
-    yaml: tuple[str, int] | None = None  # (type, count) of a chain written into the kb
+    # (count, beside_sentences) of a ``questions`` chain written into the kb
+    yaml: tuple[int, bool] | None = None
 
 
 INDEXES = [
     Index("offline", "sentences", None),
-    Index("oracle-shipped", "oracle-questions", "eval", ("questions", 30)),
-    Index("oracle-beside", "oracle-beside", "eval", ("questions-beside", 30)),
-    Index("generic-shipped", "questions", None),
-    Index("generic-beside", "generic-beside", None, ("questions-beside", 5)),
-    Index("fit-beside", "oracle-beside", "fit", ("questions-beside", 30)),
-    Index("offtopic-beside", "oracle-beside", "offtopic", ("questions-beside", 30)),
+    Index("oracle-instead", "oracle-instead", "eval", (30, False)),
+    Index("oracle-beside", "oracle-beside", "eval", (30, True)),
+    Index("generic-instead", "generic-instead", None, (5, False)),
+    Index("generic-beside", "questions", None),  # the built-in chain as it ships
+    Index("fit-beside", "oracle-beside", "fit", (30, True)),
+    Index("offtopic-beside", "oracle-beside", "offtopic", (30, True)),
 ]
 
 
@@ -276,9 +250,9 @@ def ingest_all(split: Split, work: Path, server: FakeLLMServer, embedder: Any) -
         folder.mkdir(parents=True, exist_ok=True)
         if index.yaml:
             (folder / "chains").mkdir(exist_ok=True)
-            kind, count = index.yaml
+            count, beside = index.yaml
             (folder / "chains" / f"{index.chain}.yaml").write_text(
-                CHAIN_YAML.format(type=kind, count=count), encoding="utf-8"
+                CHAIN_YAML.format(count=count, beside=str(beside).lower()), encoding="utf-8"
             )
         misses: list[str] = []
         server.responder = oracle_responder(split, index.served, misses) if index.served else None

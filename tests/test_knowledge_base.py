@@ -4,6 +4,7 @@ store, and LLM chains through litellm against the fake server."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from flexmatch.config import (
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.errors import ConfigError, ModelMismatchError
 from flexmatch.testing import FakeLLMServer
+from flexmatch.testing.fake_llm import default_responder
+from flexmatch.testing.fake_llm.text import prompt_text
 from tests.conftest import llm_config, write_config
 
 GUIDE = """# Orchard handbook
@@ -119,6 +122,65 @@ def test_changing_one_chain_repays_only_that_chain(
     assert kinds.count("question") <= 2 * first.chunks
 
 
+def _offtopic_questions(messages: list[dict]) -> str:
+    """Answers the questions prompt with one question no sentence of the guide answers."""
+    prompt = prompt_text(messages)
+    if '<chunk id="' not in prompt or '"questions"' not in prompt:
+        return default_responder(messages)
+    chunks = [int(n) for n in re.findall(r'<chunk id="(\d+)">', prompt)]
+    entries = [{"chunk": n, "questions": ["Who founded the orchard?"]} for n in chunks]
+    return json.dumps({"chunks": entries})
+
+
+def test_questions_are_indexed_beside_the_sentences(
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
+) -> None:
+    llm_server.responder = _offtopic_questions
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        kb.ingest([guide])
+        payloads = _stored(kb)
+        results = kb.query("Fruit is kept in a cold store at what temperature?")
+    by_kind: dict[str, set[str]] = {}
+    for p in payloads:
+        by_kind.setdefault(p["match_kind"], set()).add(p["matched_text"])
+    assert by_kind["question"] == {"Who founded the orchard?"}
+    sentence = "Orchard handbook › Storage: Fruit is kept in a cold store at two degrees Celsius."
+    assert sentence in by_kind["sentence"]  # as the ``sentences`` chain writes it
+    assert len(by_kind["content"]) == 3  # and each chunk's text
+    # a query phrased like a sentence of the chunk, not like its question, finds the chunk
+    # by that sentence
+    assert results[0].heading_path[-1] == "Storage"
+    assert results[0].matched_text == sentence
+
+
+def test_questions_without_the_sentences_when_asked(
+    tmp_path: Path, guide: Path, embedder: OnnxEmbedder, llm_server: FakeLLMServer
+) -> None:
+    kb_dir = tmp_path / "kb"
+    write_config(kb_dir, llm_config(llm_server))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        first = kb.ingest([guide])
+        beside = [p["match_kind"] for p in _stored(kb)]
+    fewer = (
+        "sources:\n  default:\n"
+        "    matching_text: {chain: questions, params: {beside_sentences: false}}\n"
+    )
+    write_config(kb_dir, llm_config(llm_server, fewer))
+    with KnowledgeBase.open(kb_dir, embedder=embedder, env={}) as kb:
+        second = kb.ingest([guide])
+        kinds = [p["match_kind"] for p in _stored(kb)]
+    assert "sentence" in beside
+    assert set(kinds) == {"question", "content"}  # the questions and the chunk only
+    assert kinds.count("question") == beside.count("question")
+    # the setting changes what is indexed, so the document is indexed again, but never
+    # the questions asked: every chunk's questions come from the cache
+    assert second.changed == 1
+    assert second.usage.calls == 0
+    assert second.usage.cached_calls == 2 * first.chunks  # questions and context
+
+
 def test_changed_document_replaces_its_chunks(
     tmp_path: Path, guide: Path, embedder: OnnxEmbedder
 ) -> None:
@@ -141,7 +203,7 @@ def test_malformed_llm_output_is_handled(
         payloads = _stored(kb)
     assert report.documents == 1 and not report.failed
     for payload in payloads:  # nothing of the garbage is stored as a question
-        assert payload["match_kind"] in ("content", "question")
+        assert payload["match_kind"] in ("content", "question", "sentence")  # sentences beside
         assert "{broken" not in payload["matched_text"]
         assert len(payload["matched_text"]) <= 300 or payload["match_kind"] == "content"
 

@@ -123,6 +123,9 @@ class ChunkBatching(Chain, Generic[R]):
     a time; one written for a single chunk is asked one chunk at a time."""
 
     group_variable: ClassVar[str] = "chunks"
+    # params that only decide what is indexed beside an answer, never the answer: left out
+    # of its cache key, so turning one on or off never pays the LLM again
+    index_params: ClassVar[frozenset[str]] = frozenset()
 
     @property
     def grouped(self) -> bool:
@@ -147,9 +150,17 @@ class ChunkBatching(Chain, Generic[R]):
     def decode(self, text: str) -> R:
         return cast(R, json.loads(text))
 
+    def answer_definition(self) -> dict[str, Any]:
+        """The chain's definition as far as its answers depend on it (``index_params``
+        left out)."""
+        definition = self.definition()
+        spec = definition["spec"]
+        params = {k: v for k, v in spec["params"].items() if k not in self.index_params}
+        return {**definition, "spec": {**spec, "params": params}}
+
     def _key(self, request: ChunkRequest) -> str:
         # a built chain never changes: its definition is serialised once, not per chunk
-        definition = self.__dict__.setdefault("_definition", self.definition())
+        definition = self.__dict__.setdefault("_definition", self.answer_definition())
         return item_key(definition, self.llm.api_base, self.item_inputs(request))
 
     async def answer(self, section: Section, document: Document) -> R | None:

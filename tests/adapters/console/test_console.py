@@ -636,6 +636,9 @@ def test_chains_edit_a_prompt_with_a_live_preview_save_and_reindex_at_a_cost(
     calls = _llm_server.calls()
     page.get_by_role("button", name=re.compile("^Ask the LLM")).click()
     expect(page.locator("#llm-output li").first).to_be_visible()
+    # what the LLM wrote: the questions, not the sentences indexed beside them
+    answers = page.locator("#llm-output li").all_inner_texts()
+    assert answers and all(text.strip().endswith("?") for text in answers), answers
     expect(page.locator("#llm-status")).to_contain_text("1 call (")
     assert _llm_server.calls() == calls + 1
 

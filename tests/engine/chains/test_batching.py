@@ -154,7 +154,9 @@ def test_chunk_text_is_embedded_while_the_llm_writes(
         assert waits and all(waits)
         chunk = kb.get_document(kb.list_documents()[0].id).chunks[0]
         texts = [m.text for m in chunk.matching_texts]
-        assert {m.kind for m in chunk.matching_texts} == {"question", "content"}
+        # the questions beside the chunk's sentences (known, like its text, before the
+        # answers) and the chunk
+        assert {m.kind for m in chunk.matching_texts} == {"question", "sentence", "content"}
         stored = kb.store.scroll("default", {"chunk_id": chunk.id, "record": "match"})
         assert sorted(hit.payload["matched_text"] for hit in stored) == sorted(texts)
         for text, vector in zip(texts, embedder.embed(texts), strict=True):

@@ -290,8 +290,15 @@ def render_on_chunk(chain: Any, section: Section, document: Document) -> str:
 
 
 async def run_on_chunk(chain: Any, section: Section, document: Document) -> Any:
-    """What the chain gives for the chunk (an LLM call, through the draft's own cache)."""
-    return await _bounded(lambda: chain.run(section, document))
+    """What the chain's LLM gives for the chunk (an LLM call, through the draft's own
+    cache): the texts a matching-text chain indexes whatever it answers (the chunk's
+    sentences, signatures or text, ``known_texts``) left out."""
+    output = await _bounded(lambda: chain.run(section, document))
+    known = getattr(chain, "known_texts", None)
+    if known is None or not isinstance(output, list):
+        return output
+    offline = {text.text for text in known(section, document)}
+    return [text for text in output if text.text not in offline]
 
 
 async def run_on_query(chain: Any, query: str) -> Any:

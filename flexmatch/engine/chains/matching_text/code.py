@@ -133,17 +133,8 @@ class LLMCodeQuestions(LLMQuestions):
         ]
         return self.render(chunks=chunks)
 
-    def known_texts(self, section: Section, document: Document) -> list[MatchingText]:
-        texts = []
-        if self.params.include_signatures:
-            texts = signature_texts(section, document, SignatureParams())
-        return texts + super().known_texts(section, document)
-
-    async def run(self, section: Section, document: Document) -> list[MatchingText]:
-        questions = await self.answer(section, document) or []
-        texts = [MatchingText(text=q, kind="question") for q in questions]
-        if self.params.include_signatures or not texts:
-            texts.extend(signature_texts(section, document, SignatureParams()))
-        if self.params.include_content or not texts:
-            texts.append(content_text(section, document))
-        return texts
+    def offline_texts(self, section: Section, document: Document) -> list[MatchingText]:
+        """The signatures, not the sentences: a chunk of code is not prose to split."""
+        if not self.params.include_signatures:
+            return []
+        return signature_texts(section, document, SignatureParams())

@@ -19,21 +19,30 @@ class SentenceParams(BaseModel):
     max_items: int = Field(40, ge=1)
 
 
+def sentence_texts(
+    section: Section, document: Document, params: SentenceParams
+) -> list[MatchingText]:
+    """Each sentence of ``section`` long enough to match on, prefixed with where it sits:
+    the ``sentences`` chain's texts, also indexed beside an LLM's questions."""
+    label = heading_label(document, section) if params.prefix_heading else ""
+    texts: list[MatchingText] = []
+    for sentence in split_sentences(section.text):
+        if len(sentence.split()) < params.min_words:
+            continue
+        text = f"{label}: {sentence}" if label else sentence
+        texts.append(MatchingText(text=text, kind="sentence"))
+        if len(texts) >= params.max_items:
+            break
+    return texts
+
+
 class Sentences(MatchingTextChain):
     """No LLM: each sentence of the section, prefixed with the title and heading path."""
 
     Params = SentenceParams
 
     async def run(self, section: Section, document: Document) -> list[MatchingText]:
-        label = heading_label(document, section) if self.params.prefix_heading else ""
-        texts: list[MatchingText] = []
-        for sentence in split_sentences(section.text):
-            if len(sentence.split()) < self.params.min_words:
-                continue
-            text = f"{label}: {sentence}" if label else sentence
-            texts.append(MatchingText(text=text, kind="sentence"))
-            if len(texts) >= self.params.max_items:
-                break
+        texts = sentence_texts(section, document, self.params)
         if self.params.include_content or not texts:
             texts.append(content_text(section, document))
         return texts
