@@ -320,3 +320,27 @@ def test_the_agent_tool_needs_a_principal_over_restricted_documents(kb: Knowledg
     assert "Overwritten" not in (kb.stored_copy("hr-pay", tenant=tenant) or page("x", "")).text
     assert call("list_documents", {}, principal=ALICE)["total"] == 1
     assert call("list_documents", {}, principal=ADMIN)["total"] == 2
+
+
+def test_a_writer_cannot_steer_a_document_to_another_access_rule(tmp_path: Path) -> None:
+    """Access rules match a document's path, which its metadata says: a reader who
+    rewrites that path (``hr/`` to ``pub/``) replaces the document, never its access."""
+    rules = (
+        "    access_rules:\n"
+        "      'hr/*': {principals: ['group:hr']}\n"
+        "      'pub/*': {public: true}\n"
+    )
+    write_config(tmp_path / "kb", KB_CONFIG.replace("  default: {}\n", "  default:\n" + rules))
+    with KnowledgeBase.open(tmp_path / "kb", embedder=HashEmbedder(), env={}) as kb:
+        hr_doc = page("hrdoc", "Pay bands of the hr team.").model_copy(
+            update={"metadata": {"path": "hr/h.md"}}
+        )
+        kb.ingest_documents([hr_doc])
+        assert kb.registry.get("default", "hrdoc").access == ["group:hr"]
+        moved = kb.update_metadata("hrdoc", {"path": "pub/h.md"}, principal=HR)
+        assert not moved.failed
+        assert kb.registry.get("default", "hrdoc").access == ["group:hr"]
+        assert kb.list_documents(principal=ALICE) == []
+        # an admin may move it, and its access follows the rule
+        kb.update_metadata("hrdoc", {"path": "pub/h.md"})
+        assert kb.registry.get("default", "hrdoc").access == ["public"]

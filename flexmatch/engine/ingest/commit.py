@@ -111,6 +111,10 @@ class Indexer:
         if access is None and record is not None:
             access = record.access  # a new version declaring none keeps it: never wider
         check_access_set(document, record, access, self.writer)
+        if self.writer is not None and record is not None:
+            # only an admin changes who may read a stored document: not by its metadata
+            # (refused above), nor by a path that steers it to another access rule
+            access = record.access
         document = with_naming_of(document, record)
         if record is not None and record.source != document.source:
             # ids are per tenant: two sources (or plug-ins) naming items alike must not
