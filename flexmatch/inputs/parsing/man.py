@@ -24,10 +24,12 @@ nothing, no ``GROFF_TMAC_PATH`` or ``HOME`` adds a folder to search) in an empty
 temporary folder, in safer mode.
 
 One way to open a file stays: groff 1.22 takes a font name as a path (``.ft ../../x``,
-``\\f[../../x]``), and a font request cannot be removed. What it reads never reaches
-the output, only groff's complaints about it (``unrecognised ligature 'WORD'``), so those
-are never read: groff's messages go nowhere, a failed page is said by its exit status,
-and a page cannot fill memory with them (a font of ``/dev/zero``: the timeout ends it).
+``\\f[../../x]``), and a font request cannot be removed; a page can then test whether
+a file exists (``.if F``), or read a font file's numbers. So groff runs confined
+(``confined``: Landlock, where the kernel has it): it reads only the system's programs
+and data and its own empty folder. Its messages, which can quote what it read, are never
+read (a failed page is said by its exit status), and a page that loops (a font of
+``/dev/zero``) is ended with its whole process group at the timeout.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from flexmatch.inputs.parsing._common import (
     parse_errors,
     split_list_lines,
 )
+from flexmatch.inputs.parsing.confined import run_confined
 from flexmatch.inputs.parsing.text import add_text_blocks, decode_text, looks_binary
 from flexmatch.models import ParsedDocument
 
@@ -110,24 +113,21 @@ def render(text: str, label: Path | str) -> str:
     source = (_PROLOGUE + text).encode("utf-8")
     try:
         with tempfile.TemporaryDirectory(prefix="flexmatch-groff-") as empty:
-            done = subprocess.run(
+            status, out = run_confined(
                 [groff, *_COMMAND[1:], macros, "-"],
-                input=source,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,  # can quote a file a font request opened
+                Path(empty),
+                stdin=source,
                 timeout=TIMEOUT,
                 env=env,
-                cwd=empty,
-                check=False,
             )
     except subprocess.TimeoutExpired:
         raise ParseError(f"{label}: groff took longer than {TIMEOUT:g}s") from None
-    if done.returncode != 0 and not done.stdout.strip():
+    if status != 0 and not out.strip():
         raise ParseError(
-            f"{label}: groff could not render the man page (exit status {done.returncode}; "
+            f"{label}: groff could not render the man page (exit status {status}; "
             "its messages are not shown, as a page can make them quote a file)"
         )
-    return done.stdout.decode("utf-8", "replace")
+    return out.decode("utf-8", "replace")
 
 
 def _indent(line: str) -> int:

@@ -4,12 +4,16 @@ reach nothing of the server, and real pages still parse."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flexmatch.errors import ParseError
-from flexmatch.inputs.parsing import parse_file
+from flexmatch.inputs.parsing import confined, man, parse_file
+from flexmatch.inputs.parsing.confined import landlock_available
 
 pytestmark = pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
 
@@ -112,3 +116,66 @@ def test_a_font_named_by_a_path_quotes_no_file_in_the_error(
     assert SECRET not in str(raised.value) and "groff could not render" in str(raised.value)
     page.write_text(HEAD + "before\n" + select.format(F=climb) + "after\n")
     assert SECRET not in parse_file(page).text
+
+
+@pytest.mark.skipif(not landlock_available(), reason="this kernel has no Landlock")
+def test_groff_is_confined_to_the_system_and_its_own_folder(tmp_path: Path, secret: Path) -> None:
+    """A font named by a path still opens a file in groff 1.22: confined, it opens
+    nothing outside the system's programs and data, so a page can neither test whether
+    a file exists nor read a font file's numbers."""
+    font = secret.parent / "font"
+    font.write_text("name font\nspacewidth 4242\ncharset\nQ 24 0 0x0041\n")
+    climb = "../" * 12 + str(font).lstrip("/")
+    page = tmp_path / "probe.1"
+    page.write_text(
+        HEAD
+        + f".ie F {climb} FILE-IS-THERE\n.el FILE-NOT-SEEN\n"
+        + ".ie F ../../../../../../../../proc/self/environ ENVIRON-IS-THERE\n"
+        + ".el ENVIRON-NOT-SEEN\n"
+        + ".ie F R ROMAN-IS-THERE\n.el ROMAN-NOT-SEEN\n"
+    )
+    text = parse_file(page).text
+    assert "FILE-NOT-SEEN" in text and "ENVIRON-NOT-SEEN" in text
+    assert "ROMAN-IS-THERE" in text  # groff's own fonts, in /usr/share, are readable
+
+
+def test_a_page_that_loops_is_ended_with_every_process_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """groff starts troff and grotty; at the timeout the whole process group is killed,
+    none left running on a core."""
+    started: list[int] = []
+    real = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        process = real(*args, **kwargs)
+        if kwargs.get("start_new_session"):  # a group of its own: the pid names it
+            started.append(process.pid)
+        return process
+
+    monkeypatch.setattr(man, "TIMEOUT", 1.0)
+    monkeypatch.setattr(confined.subprocess, "Popen", popen)
+    page = tmp_path / "loop.1"
+    page.write_text(HEAD + ".nr x 0\n.while 1 .nr x +1\n")
+    began = time.monotonic()
+    with pytest.raises(ParseError, match="longer than 1s"):
+        parse_file(page)
+    assert time.monotonic() - began < 10
+    [group] = started
+    deadline = time.monotonic() + 5  # a killed process takes a moment to die
+    while running_in(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running_in(group) == []  # none of its processes is left running
+
+
+def running_in(group: int) -> list[int]:
+    """The processes of process group ``group`` still running (not dead, not zombies)."""
+    left = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+            left.append(int(entry.name))
+    return left
