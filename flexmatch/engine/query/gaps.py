@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+import yaml
+
 from flexmatch.engine.embedders import Embedder
 from flexmatch.models.querylog import (
     FeedbackEvent,
@@ -88,3 +90,11 @@ def _unit(vector: list[float]) -> list[float]:
 
 def _dot(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def golden_yaml(items: list[GoldenItem]) -> str:
+    """The golden questions as the YAML file ``flexmatch eval --kb`` reads: a list of
+    ``{question, expect: {document}, must_not}`` (``must_not`` only when there is one)."""
+    return yaml.safe_dump(
+        [item.as_yaml_data() for item in items], sort_keys=False, allow_unicode=True
+    )
