@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flexmatch import Access, ConfigError, KnowledgeBase, Principal, golden_yaml, load_config
+from flexmatch import Access, KnowledgeBase, Principal, golden_yaml, load_config
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.query.log import LOG_FILE
 from flexmatch.service.state_db import SqlAlchemyDatabase
