@@ -580,10 +580,7 @@ class KnowledgeBase:
         """What people ask that finds nothing good (no result ``principal`` may read
         reaches ``query_log.good_score``) or that they marked unhelpful, grouped by
         meaning (``query_log.group_similarity``), the most frequent first."""
-        readable = self._readable(tenant, principal)
-        entries = self.query_log.entries(tenant, readable)
-        feedback = self.query_log.feedback(tenant, readable)
-        return gaps(entries, feedback, self.embedder, self.config.query_log.group_similarity)
+        return gaps(self.query_log, tenant, self._readable(tenant, principal), self.embedder)
 
     def golden_from_feedback(
         self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None

@@ -13,8 +13,9 @@ import yaml
 
 from flexmatch import Answer, ConfigError, SearchResult, Signals, golden_yaml, load_config
 from flexmatch.config import QueryLogConfig
-from flexmatch.engine.query.gaps import golden_items
+from flexmatch.engine.query.gaps import gaps, golden_items
 from flexmatch.engine.query.log import QueryLog
+from flexmatch.testing import HashEmbedder
 from tests.conftest import write_config
 
 
@@ -97,3 +98,24 @@ def test_a_bad_setting_is_one_clear_error(tmp_path: Path, setting: str, words: s
     write_config(tmp_path, f"query_log:\n  {setting}\n")
     with pytest.raises(ConfigError, match=words.replace(".", r"\.")):
         load_config(tmp_path)
+
+
+def test_gaps_count_each_question_once_per_ask_and_mark_most_asked_first(
+    tmp_path: Path,
+) -> None:
+    log = log_in(tmp_path, good_score=0.5)
+    for text in ("cake", "cake", "tides", "ferry"):
+        dense = 0.9 if text == "ferry" else 0.1
+        log.record_query(
+            Answer(query=text, results=[result("a#0", dense)]), tenant="t", principal=None
+        )
+    log.record_feedback("ferry", "a#0", False, document_id="a", tenant="t", principal=None)
+    embedder = HashEmbedder()
+    found = gaps(log, "t", None, embedder)
+    assert [(g.example, g.count, g.nothing_good, g.unhelpful) for g in found] == [
+        ("cake", 2, 2, 0),
+        ("ferry", 1, 0, 1),
+        ("tides", 1, 1, 0),
+    ]
+    assert embedder.texts == 3  # each distinct query embedded once
+    assert gaps(log, "t", lambda d: d != "a", embedder)[0].example == "cake"

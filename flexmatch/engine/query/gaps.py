@@ -12,26 +12,30 @@ anything but the log, and a few hundred texts take one embedding batch.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 import yaml
 
 from flexmatch.engine.embedders import Embedder
+from flexmatch.engine.query.log import QueryLog
 from flexmatch.models.querylog import (
     FeedbackEvent,
     Gap,
     GoldenExpect,
     GoldenItem,
-    LogEntry,
 )
 
 
 def gaps(
-    entries: list[LogEntry],
-    feedback: list[FeedbackEvent],
+    log: QueryLog,
+    tenant: str,
+    readable: Callable[[str], bool] | None,
     embedder: Embedder,
-    similarity: float,
 ) -> list[Gap]:
-    """The groups of similar gap queries, the most frequent first."""
+    """The groups of similar gap queries in ``tenant``'s log, over the documents
+    ``readable`` allows, the most frequent first."""
+    entries, feedback = log.entries(tenant, readable), log.feedback(tenant, readable)
+    similarity = log.settings().group_similarity
     nothing_good = Counter(e.query for e in entries if not e.good)
     unhelpful = Counter(f.query for f in feedback if not f.helpful)
     counts = nothing_good + unhelpful
