@@ -15,6 +15,7 @@ from flexmatch import Answer, ConfigError, SearchResult, Signals, golden_yaml, l
 from flexmatch.config import QueryLogConfig
 from flexmatch.engine.query.gaps import gaps, golden_items
 from flexmatch.engine.query.log import QueryLog
+from flexmatch.service.state_db import SqlAlchemyDatabase
 from flexmatch.testing import HashEmbedder
 from tests.conftest import write_config
 
@@ -119,3 +120,26 @@ def test_gaps_count_each_question_once_per_ask_and_mark_most_asked_first(
     ]
     assert embedder.texts == 3  # each distinct query embedded once
     assert gaps(log, "t", lambda d: d != "a", embedder)[0].example == "cake"
+
+
+def test_replicas_sharing_a_postgresql_database_keep_one_log(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    shared = SqlAlchemyDatabase(postgres_url)
+    one, two = log_in(tmp_path / "one"), log_in(tmp_path / "two")
+    try:
+        one.share(shared)
+        two.share(shared)
+        one.record_query(
+            Answer(query="ferry", results=[result("a#0", 0.7)]), tenant="t", principal=None
+        )
+        two.record_feedback("ferry", "a#0", True, document_id="a", tenant="t", principal=None)
+        assert [e.query for e in two.entries("t")] == ["ferry"]
+        assert [f.chunk_id for f in one.feedback("t")] == ["a#0"]
+        assert one.entries("other") == []
+        assert not (tmp_path / "one" / "query_log.sqlite").exists()
+    finally:
+        with shared.transaction() as db:
+            db.execute("DELETE FROM query_log")
+            db.execute("DELETE FROM query_feedback")
+        shared.close()
