@@ -5,6 +5,7 @@ may read; and ``flexmatch gaps`` run as a user runs it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -224,3 +225,36 @@ def test_the_gaps_command(tmp_path: Path) -> None:
     assert payroll not in as_bob.stdout and yaml.safe_load(golden.read_text()) == []
     bad = run("gaps", "--kb", str(kb), "--limit", "0")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def test_the_client_mcp_and_the_agent_tool_are_logged_as_who_they_act_for(
+    served: Served,
+) -> None:
+    from mcp import Client as McpClient
+
+    from flexmatch import Client
+    from flexmatch.adapters.agent import handle_tool_call
+    from flexmatch.adapters.mcp import build_server
+
+    url = str(served.client.base_url)
+    with Client(url, served.tokens["admin"], principal=Principal(user="carol")) as client:
+        client.search("ferry from the client")
+    arguments = {"query": "ferry from the agent"}
+    asyncio.run(
+        handle_tool_call(
+            served.kb, "search_knowledge", arguments, "acme", principal=Principal(user="dave")
+        )
+    )
+
+    async def mcp_search() -> None:
+        server = build_server(served.kb, tenant="acme", principal=Principal(user="erin"))
+        async with McpClient(server) as mcp:
+            await mcp.call_tool("search_knowledge", {"query": "ferry from mcp"})
+
+    asyncio.run(mcp_search())
+    logged = {e["query"]: e["principal"] for e in served.get("/v1/query-log").json()}
+    assert logged == {
+        "ferry from the client": "user:carol",
+        "ferry from the agent": "user:dave",
+        "ferry from mcp": "user:erin",
+    }
