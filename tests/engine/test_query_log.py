@@ -221,3 +221,12 @@ def test_a_service_with_a_shared_database_keeps_the_log_there(
         kb.query_log.share(own)
         shared.close()
     assert kb.query_log_entries(tenant="acme") == []
+
+
+def test_an_eval_run_paused_leaves_no_trace_in_the_log(kb: KnowledgeBase) -> None:
+    before = kb.query_log.counts.queries
+    with kb.query_log.paused():
+        kb.search("a golden question", tenant="acme")
+        kb.run_sync(kb.asearch("another golden question", tenant="acme"))
+    assert kb.query_log_entries(tenant="acme") == []
+    assert kb.query_log.counts.queries == before

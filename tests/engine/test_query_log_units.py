@@ -143,3 +143,12 @@ def test_replicas_sharing_a_postgresql_database_keep_one_log(
             db.execute("DELETE FROM query_log")
             db.execute("DELETE FROM query_feedback")
         shared.close()
+
+
+def test_searches_made_while_paused_are_neither_logged_nor_counted(tmp_path: Path) -> None:
+    log = log_in(tmp_path)
+    with log.paused():
+        log.record_query(Answer(query="golden question"), tenant="t", principal=None)
+    log.record_query(Answer(query="a user's question"), tenant="t", principal=None)
+    assert [e.query for e in log.entries("t")] == ["a user's question"]
+    assert log.counts.queries == 1

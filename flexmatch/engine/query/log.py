@@ -185,6 +185,21 @@ class QueryLog:
         self._own = SqliteLog(state_dir / LOG_FILE)
         self.database: LogDatabase = self._own
         self._pruned_at = float("-inf")
+        self._paused = 0
+        self._pause_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Neither log nor count this knowledge base's searches meanwhile (every search
+        of this object, whatever thread makes it): an eval run's questions are not what
+        people ask, so ``flexmatch eval --kb``, a process of its own, runs inside it."""
+        with self._pause_lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._pause_lock:
+                self._paused -= 1
 
     def share(self, database: LogDatabase) -> None:
         """Keep the log in ``database`` (a service's shared state) from now on."""
@@ -198,7 +213,9 @@ class QueryLog:
 
     # -- writing --------------------------------------------------------------------------
     def record_query(self, answer: Answer, *, tenant: str, principal: Principal | None) -> None:
-        """Count the query, and log it when the log is on."""
+        """Count the query, and log it when the log is on (unless ``paused``)."""
+        if self._paused:
+            return
         settings = self.settings()
         results = [
             LoggedResult(

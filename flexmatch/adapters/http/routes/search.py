@@ -83,7 +83,8 @@ async def run_search(
     answer_body = SearchResponse(
         **result.model_dump(), total=len(result.results), took_ms=took, explain=explain
     )
-    state.cache.put(key, answer_body)
+    if not logged:
+        state.cache.put(key, answer_body)
     response.headers["X-Cache"] = "miss"
     return answer_body
 
