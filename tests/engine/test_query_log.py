@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
 
 from flexmatch import Access, KnowledgeBase, Principal, golden_yaml, load_config
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.query.log import LOG_FILE
 from flexmatch.service.state_db import SqlAlchemyDatabase
 from tests.conftest import write_config
+from tests.test_access import accesses, may_read, principals
 
 ON = "query_log:\n  enabled: true\n  retention_days: 7\n"
 FERRY = "# Ferry timetable\n\nThe ferry to the island leaves the harbour at nine every morning."
@@ -230,3 +232,44 @@ def test_an_eval_run_paused_leaves_no_trace_in_the_log(kb: KnowledgeBase) -> Non
         kb.run_sync(kb.asearch("another golden question", tenant="acme"))
     assert kb.query_log_entries(tenant="acme") == []
     assert kb.query_log.counts.queries == before
+
+
+@given(ferry_access=accesses, payroll_access=accesses, who=principals)
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_no_reader_sees_a_document_they_may_not_read_in_the_log_gaps_or_golden(
+    kb: KnowledgeBase, ferry_access: Access | None, payroll_access: Access | None, who: Principal
+) -> None:
+    ferry, payroll = doc_id(kb, "acme", "Ferry timetable"), doc_id(kb, "acme", "Payroll")
+    access = {ferry: ferry_access, payroll: payroll_access}
+    try:
+        for document, given_access in access.items():
+            kb.set_access(document, given_access, tenant="acme")
+        kb.search("ferry timetable and salaries", tenant="acme", top_n=10)
+        for document in access:
+            for helpful in (True, False):
+                kb.query_log.record_feedback(
+                    "ferry timetable and salaries",
+                    f"{document}#0",
+                    helpful,
+                    document_id=document,
+                    tenant="acme",
+                    principal=None,
+                )
+        hidden = {d for d, a in access.items() if not may_read(a, who)}
+        seen = kb.query_log_entries(tenant="acme", principal=who)
+        shown = {r.document_id for entry in seen for r in entry.results}
+        shown |= {f.document_id for f in kb.query_feedback(tenant="acme", principal=who)}
+        golden = kb.golden_from_feedback(tenant="acme", principal=who)
+        shown |= {d for item in golden for d in [item.expect.document, *item.must_not]}
+        assert not shown & hidden
+        assert shown == set(access) - hidden  # and everything else is there
+        text = "".join(g.model_dump_json() for g in kb.gaps(tenant="acme", principal=who))
+        assert not any(document in text for document in hidden)
+    finally:
+        kb.set_access(ferry, None, tenant="acme")
+        kb.set_access(payroll, Access(principals=["user:alice"]), tenant="acme")
+        with kb.query_log.database.transaction() as db:
+            db.execute("DELETE FROM query_log")
+            db.execute("DELETE FROM query_feedback")
