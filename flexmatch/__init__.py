@@ -49,6 +49,10 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "FILTERABLE_FIELDS": ("flexmatch.engine.points", "FILTERABLE_FIELDS"),
     "Access": ("flexmatch.access", "Access"),
     "FailedDocument": ("flexmatch.models", "FailedDocument"),
+    "FeedbackEvent": ("flexmatch.models", "FeedbackEvent"),
+    "Gap": ("flexmatch.models", "Gap"),
+    "GoldenItem": ("flexmatch.models", "GoldenItem"),
+    "LogEntry": ("flexmatch.models", "LogEntry"),
     "FilterError": ("flexmatch.errors", "FilterError"),
     "Filters": ("flexmatch.engine.points", "Filters"),
     "FlexMatchError": ("flexmatch.errors", "FlexMatchError"),
@@ -80,6 +84,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "named_principal": ("flexmatch.access", "named_principal"),
     "PromptError": ("flexmatch.errors", "PromptError"),
     "QueryConfig": ("flexmatch.config", "QueryConfig"),
+    "QueryCounts": ("flexmatch.engine.query.log", "QueryCounts"),
     "ReindexPlan": ("flexmatch.models", "ReindexPlan"),
     "ServiceError": ("flexmatch.errors", "ServiceError"),
     "ResultItem": ("flexmatch.results", "ResultItem"),
@@ -110,6 +115,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "parse_access": ("flexmatch.access", "parse_access"),
     "doctor_store": ("flexmatch.engine.stores.repair", "doctor_store"),
     "evaluate": ("flexmatch.evaluation", "evaluate"),
+    "golden_yaml": ("flexmatch.engine.query.gaps", "golden_yaml"),
     "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
     "load_config": ("flexmatch.config", "load_config"),
     "source_chain_refs": ("flexmatch.config", "source_chain_refs"),
@@ -217,6 +223,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.engine.embedders import prepare_local_model
     from flexmatch.engine.plugin_failures import broken_plugins
     from flexmatch.engine.points import FILTERABLE_FIELDS, Filters, search_filters
+    from flexmatch.engine.query.gaps import golden_yaml
+    from flexmatch.engine.query.log import QueryCounts
     from flexmatch.engine.stores.repair import DoctorReport, doctor_store
     from flexmatch.errors import (
         ChainError,
@@ -261,12 +269,16 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         DocumentStatus,
         Element,
         FailedDocument,
+        FeedbackEvent,
+        Gap,
+        GoldenItem,
         IngestReport,
         Job,
         JobCounts,
         JobKind,
         JobStatus,
         Location,
+        LogEntry,
         MatchingText,
         Outcome,
         ParsedDocument,

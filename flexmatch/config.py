@@ -483,6 +483,22 @@ class McpConfig(_Strict):
         return value
 
 
+class QueryLogConfig(_Strict):
+    """The opt-in query log (``flexmatch gaps``): each query's text, who asked, its
+    results and their scores, and the feedback given on them, kept ``retention_days``.
+
+    ``good_score``: a query finds *nothing good* when no result's best cosine over its
+    matching texts (``signals.dense``) reaches it; the fused score cannot say so, as it
+    is normalised over each query's own candidates (its best result is near 1 whatever
+    was asked). ``group_similarity``: the cosine at which two queries count as one
+    question in ``flexmatch gaps``."""
+
+    enabled: bool = False
+    retention_days: int = Field(30, ge=1, le=3650)
+    good_score: float = Field(0.3, ge=-1, le=1)
+    group_similarity: float = Field(0.8, gt=0, le=1)
+
+
 class KBConfig(_Strict):
     """One knowledge base: its store, models, sources and query settings."""
 
@@ -494,6 +510,7 @@ class KBConfig(_Strict):
     ingest: IngestConfig = IngestConfig()
     query: QueryConfig = QueryConfig()
     mcp: McpConfig = McpConfig()
+    query_log: QueryLogConfig = QueryLogConfig()
 
     @model_validator(mode="after")
     def _default_source_exists(self) -> KBConfig:

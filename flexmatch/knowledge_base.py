@@ -37,6 +37,8 @@ from flexmatch.engine.ingest import ProgressCallback
 from flexmatch.engine.ingest.fanout import RayOptions
 from flexmatch.engine.ingest.ingestor import Ingestor
 from flexmatch.engine.llm import LLM
+from flexmatch.engine.query.gaps import gaps, golden_items
+from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.querier import Querier
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stored_documents import StoredDocuments
@@ -50,7 +52,11 @@ from flexmatch.models import (
     Document,
     DocumentDetail,
     DocumentRecord,
+    FeedbackEvent,
+    Gap,
+    GoldenItem,
     IngestReport,
+    LogEntry,
     ReindexPlan,
     SearchResult,
     Stats,
@@ -91,7 +97,8 @@ class KnowledgeBase:
         self._chains = ResolvedChains(lambda: self.config, self.context, path)
         self._ingestor = Ingestor(self.runtime, self._chains.source)
         self._documents = StoredDocuments(lambda: self.store, self.archive)
-        self._querier = Querier(self.runtime, self._chains)
+        self.query_log = QueryLog(self.runtime.state_dir, lambda: self.config.query_log)
+        self._querier = Querier(self.runtime, self._chains, self.query_log)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -540,6 +547,49 @@ class KnowledgeBase:
             answer.query, found, formatter, explain, variants, warnings
         )
 
+    # -- the query log ---------------------------------------------------------------------
+    def _readable(self, tenant: str, principal: Principal | None) -> Callable[[str], bool] | None:
+        """Whether ``principal`` may read a document, by id (None: everything, the admin)."""
+        if principal is None:
+            return None
+        ids = {record.id for record in self.list_documents(tenant=tenant, principal=principal)}
+        return ids.__contains__
+
+    def query_log_entries(
+        self,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+        limit: int | None = None,
+    ) -> list[LogEntry]:
+        """The logged queries of ``tenant``, newest first (``query_log.enabled`` turns the
+        log on). Each shows only the results on documents ``principal`` may read
+        (``None``: all of them, the admin's view)."""
+        return self.query_log.entries(tenant, self._readable(tenant, principal), limit=limit)
+
+    def query_feedback(
+        self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> list[FeedbackEvent]:
+        """The logged feedback events of ``tenant`` on documents ``principal`` may read,
+        newest first."""
+        return self.query_log.feedback(tenant, self._readable(tenant, principal))
+
+    def gaps(
+        self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> list[Gap]:
+        """What people ask that finds nothing good (no result ``principal`` may read
+        reaches ``query_log.good_score``) or that they marked unhelpful, grouped by
+        meaning (``query_log.group_similarity``), the most frequent first."""
+        return gaps(self.query_log, tenant, self._readable(tenant, principal), self.embedder)
+
+    def golden_from_feedback(
+        self, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> list[GoldenItem]:
+        """Golden questions made from the feedback log: each query marked helpful expects
+        the document marked helpful for it (documents only marked unhelpful for it are
+        ``must_not``), over documents ``principal`` may read."""
+        return golden_items(self.query_log.feedback(tenant, self._readable(tenant, principal)))
+
     # -- sync twins: each async method above, run to its end: the same parameters and the
     # same docstring (``sync_twin``), for code that is not async ------------------------
     @staticmethod
@@ -573,11 +623,16 @@ class KnowledgeBase:
     aget_original = async_twin(get_original)
     aremove_document = async_twin(remove_document)
     astats = async_twin(stats)
+    aquery_log_entries = async_twin(query_log_entries)
+    aquery_feedback = async_twin(query_feedback)
+    agaps = async_twin(gaps)
+    agolden_from_feedback = async_twin(golden_from_feedback)
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the worker processes, close the store and the LLM cache."""
+        """Stop the worker processes, close the store, the LLM cache and the query log."""
         self.runtime.close()
+        self.query_log.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self

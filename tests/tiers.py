@@ -71,6 +71,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "tests/adapters/cli/test_git_source.py": ("slow",),  # ingest runs on a git repository
     "tests/adapters/cli/test_dry_run_failures.py": ("slow",),  # dry and real ingest runs
     "tests/engine/test_file_identity.py": ("slow",),  # ingests with the embedding model
+    "tests/engine/test_query_log.py": ("slow",),  # ingests and searches with the model
+    "tests/adapters/http/test_query_log_http.py": ("slow",),  # a real server, CLI runs
     "tests/adapters/cli/test_serve_lifecycle.py": ("slow",),
     "tests/adapters/cli/test_service_commands.py": ("slow",),
     "tests/adapters/http/test_replicas.py": ("slow",),

@@ -43,6 +43,14 @@ from flexmatch.models.jobs import (
     JobKind,
     JobStatus,
 )
+from flexmatch.models.querylog import (
+    FeedbackEvent,
+    Gap,
+    GoldenExpect,
+    GoldenItem,
+    LogEntry,
+    LoggedResult,
+)
 from flexmatch.models.records import (
     ChainUse,
     ChunkView,
@@ -83,12 +91,18 @@ __all__ = [
     "Element",
     "ElementKind",
     "FailedDocument",
+    "FeedbackEvent",
+    "Gap",
+    "GoldenExpect",
+    "GoldenItem",
     "IngestReport",
     "Job",
     "JobCounts",
     "JobKind",
     "JobStatus",
     "Location",
+    "LogEntry",
+    "LoggedResult",
     "MatchKind",
     "MatchingText",
     "Outcome",

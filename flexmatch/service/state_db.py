@@ -294,6 +294,32 @@ def _tables(sa: Any) -> Any:
         sa.Column("started_ns", sa.BigInteger(), nullable=False),
         sa.Column("body", sa.Text(), nullable=False),
     )
+    # the query log of replicas that share this database (flexmatch.engine.query.log,
+    # which declares the same tables for its own SQLite file)
+    sa.Table(
+        "query_log",
+        metadata,
+        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("at_ns", sa.BigInteger(), nullable=False),
+        sa.Column("tenant", sa.String(64), nullable=False),
+        sa.Column("principal", sa.String(200), nullable=False),
+        sa.Column("query", sa.Text(), nullable=False),
+        sa.Column("results", sa.Text(), nullable=False),
+        sa.Index("query_log_by_tenant", "tenant", "at_ns"),
+    )
+    sa.Table(
+        "query_feedback",
+        metadata,
+        sa.Column("id", sa.String(32), primary_key=True),
+        sa.Column("at_ns", sa.BigInteger(), nullable=False),
+        sa.Column("tenant", sa.String(64), nullable=False),
+        sa.Column("principal", sa.String(200), nullable=False),
+        sa.Column("query", sa.Text(), nullable=False),
+        sa.Column("chunk_id", sa.Text(), nullable=False),
+        sa.Column("document_id", sa.Text(), nullable=False),
+        sa.Column("helpful", sa.Integer(), nullable=False),
+        sa.Index("query_feedback_by_tenant", "tenant", "at_ns"),
+    )
     return metadata
 
 

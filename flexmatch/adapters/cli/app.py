@@ -21,6 +21,7 @@ from flexmatch.adapters.cli import (
     doctor,
     documents,
     evaluate,
+    gaps,
     ingest,
     keys,
     query,
@@ -64,6 +65,7 @@ app.command()(ingest.reindex)
 app.command()(chains.chains)
 app.command()(documents.stats)
 app.command("eval")(evaluate.evaluate)
+app.command()(gaps.gaps)
 add_plugin_commands(app)  # serve, mcp, agent-demo, and every installed plug-in's
 doctor.register(app)
 demo.register(app)

@@ -16,7 +16,12 @@ What is counted where:
   registry, as each document is written;
 - LLM calls, tokens, cost and LLM-cache hits: read at scrape time from the knowledge
   base's running ``Usage`` (every LLM call of this process is counted there);
-- jobs queued and running in this process: read from the job registry at scrape time.
+- jobs queued and running in this process: read from the job registry at scrape time;
+- queries, those that found nothing good (no result reached ``query_log.good_score``)
+  and feedback by kind: read at scrape time from the knowledge base's ``QueryCounts``,
+  which the engine moves on every search and feedback event, whichever interface made
+  it (HTTP, the console, MCP or Python in this process); cached answers are not queries
+  here (they are search-cache hits).
 
 Several processes (``--workers``, replicas) count apart: see the deployment docs.
 """
@@ -29,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from flexmatch import DocumentOutcome, KnowledgeBase, Usage
+from flexmatch import DocumentOutcome, KnowledgeBase, QueryCounts, Usage
 
 # seconds: from a cached answer (about a millisecond) to a slow upload or LLM re-write
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -44,6 +49,7 @@ class Metrics:
         self,
         usage: Callable[[], Usage | None],
         jobs: Callable[[], Mapping[str, int]],
+        queries: Callable[[], QueryCounts] = QueryCounts,
     ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -93,11 +99,14 @@ class Metrics:
             self.search_cache.labels(label)
         for stage in SEARCH_STAGES:
             self.search_stage_seconds.labels(stage)
-        self.registry.register(_LiveCollector(usage, jobs))
+        self.registry.register(_LiveCollector(usage, jobs, queries))
 
     @classmethod
     def for_service(cls, kb: KnowledgeBase, jobs: Callable[[], Mapping[str, int]]) -> Metrics:
-        return cls(lambda: kb.llm.usage if kb.llm is not None else None, jobs)
+        def usage() -> Usage | None:
+            return kb.llm.usage if kb.llm is not None else None
+
+        return cls(usage, jobs, lambda: kb.query_log.counts)
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
@@ -127,10 +136,14 @@ class _LiveCollector(Collector):
     LLM usage (already summed by the engine) and the jobs waiting or running now."""
 
     def __init__(
-        self, usage: Callable[[], Usage | None], jobs: Callable[[], Mapping[str, int]]
+        self,
+        usage: Callable[[], Usage | None],
+        jobs: Callable[[], Mapping[str, int]],
+        queries: Callable[[], QueryCounts],
     ) -> None:
         self.usage = usage
         self.jobs = jobs
+        self.queries = queries
 
     def collect(self) -> Iterable[Metric]:
         used = self.usage() or Usage()
@@ -166,3 +179,20 @@ class _LiveCollector(Collector):
         for status in ("queued", "running"):
             jobs.add_metric([status], counts.get(status, 0))
         yield jobs
+        asked = self.queries()
+        yield CounterMetricFamily(
+            "flexmatch_queries", "Searches the knowledge base answered.", value=asked.queries
+        )
+        yield CounterMetricFamily(
+            "flexmatch_queries_nothing_good",
+            "Searches none of whose results reached query_log.good_score (zero results).",
+            value=asked.nothing_good,
+        )
+        feedback = CounterMetricFamily(
+            "flexmatch_feedback",
+            "Feedback events on search results, by kind (helpful, unhelpful).",
+            labels=["kind"],
+        )
+        feedback.add_metric(["helpful"], asked.helpful)
+        feedback.add_metric(["unhelpful"], asked.unhelpful)
+        yield feedback

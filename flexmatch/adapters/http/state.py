@@ -71,6 +71,8 @@ class ServiceState:
             limits.cache_entries, limits.cache_ttl_seconds, generations=shared.generations
         )
         writer = TenantWriter(cache)
+        if kb.config.service.state_url:  # replicas share one query log, as they share state
+            kb.query_log.share(shared.database)
         warm: list[ServiceState] = []  # the jobs wait for the state's warm-up
         # the metrics read the jobs running when scraped; the jobs count into the metrics
         metrics = Metrics.for_service(kb, lambda: warm[0].jobs.counts() if warm else {})

@@ -4,6 +4,7 @@ of what was found. The facade hands each query call here."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 from flexmatch.access import Principal, access_filter
@@ -12,6 +13,7 @@ from flexmatch.engine.chains import ResolvedChains
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query.format import format_result
+from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.run import run_query, similar
 from flexmatch.engine.stores import VectorStore
 from flexmatch.models import SearchResult
@@ -33,9 +35,10 @@ class QueryResources(Protocol):
 class Querier:
     """The queries of one open knowledge base, over its chains."""
 
-    def __init__(self, resources: QueryResources, chains: ResolvedChains) -> None:
+    def __init__(self, resources: QueryResources, chains: ResolvedChains, log: QueryLog) -> None:
         self.resources = resources
         self.chains = chains
+        self.log = log
 
     async def search(
         self,
@@ -46,10 +49,12 @@ class Querier:
         tenant: str,
         principal: Principal | None,
     ) -> Answer:
-        """The whole query path; ``principal``'s access applied inside the search."""
+        """The whole query path; ``principal``'s access applied inside the search. Every
+        query is counted, and logged when the query log is on (the one place every
+        interface's searches pass)."""
         check_query(text)
         settings = self.resources.config.query
-        return await run_query(
+        answer = await run_query(
             text,
             plan=self.chains.query_plan(),
             embedder=self.resources.embedder,
@@ -60,6 +65,13 @@ class Querier:
             top_n=top_n or settings.top_n,
             filters={**search_filters(filters), **access_filter(principal)},
         )
+        if self.log.settings().enabled:  # a write: off the event loop
+            await asyncio.to_thread(
+                self.log.record_query, answer, tenant=tenant, principal=principal
+            )
+        else:
+            self.log.record_query(answer, tenant=tenant, principal=principal)
+        return answer
 
     async def similar(
         self,

@@ -48,7 +48,8 @@ def console(
     tmp_path_factory: pytest.TempPathFactory, _llm_server: FakeLLMServer
 ) -> Iterator[Console]:
     folder = tmp_path_factory.mktemp("console")
-    with running_console(folder / "kb", config_text(_llm_server.base_url)) as running:
+    config = config_text(_llm_server.base_url) + "query_log:\n  enabled: true\n"
+    with running_console(folder / "kb", config) as running:
         admin = running.key("admin", "default", "read,write,admin")
         running.key("reader", "default", "read")
         running.key("writer", "default", "read,write")
@@ -538,6 +539,7 @@ PAGES = [
     "/console/chains/edit?source=default&kind=matching_text",
     "/console/chains/reindex?source=default",
     "/console/sources",
+    "/console/gaps",
 ]
 UNLABELLED = """() => [...document.querySelectorAll("input, select, textarea, button")]
     .filter(e => e.type !== "hidden")
@@ -570,6 +572,46 @@ def test_an_unknown_console_page_is_a_clear_404(console: Console, page: Page) ->
     expect(page.get_by_role("alert")).to_contain_text("no console page")
     response = page.goto(f"{console.url}/console/documents/no-such-document")
     assert response is not None and response.status == 404
+
+
+# -- gaps --------------------------------------------------------------------------------
+def test_gaps_show_what_finds_nothing_good_grouped_with_counts(
+    console: Console, page: Page
+) -> None:
+    sign_in(page, console, console.tokens["admin"])
+    page.get_by_role("link", name="Search").click()
+    page.get_by_label("Query").fill("recipe for chocolate cake")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator(".result").first).to_be_visible()
+    with console.api(console.tokens["writer"]) as client:  # the API's searches are logged too
+        response = client.post("/v1/search", json={"query": "how to bake a chocolate cake"})
+        assert response.status_code == 200, response.text
+    page.get_by_role("link", name="Gaps").click()
+    row = page.locator("tr.gap").filter(has_text="chocolate cake")
+    expect(row).to_have_count(1)
+    expect(row.get_by_test_id("count")).to_have_text("2")
+    expect(page.get_by_test_id("recent")).to_contain_text("how to bake a chocolate cake")
+    golden = page.context.request.get(f"{console.url}/console/gaps/golden.yaml")
+    assert golden.status == 200 and golden.headers["content-type"].startswith("application/yaml")
+    expect(page.get_by_test_id("log-off")).to_have_count(0)
+
+    browser = page.context.browser
+    assert browser is not None
+    for token in ("reader", "other"):  # a key without admin; another tenant's admin
+        fresh = browser.new_context()
+        try:
+            tab = fresh.new_page()
+            sign_in(tab, console, console.tokens[token])
+            response = tab.goto(f"{console.url}/console/gaps")
+            assert response is not None
+            if token == "reader":
+                assert response.status == 403
+                expect(tab.get_by_role("link", name="Gaps")).to_have_count(0)
+            else:
+                assert response.status == 200
+                expect(tab.locator("tr.gap").filter(has_text="chocolate")).to_have_count(0)
+        finally:
+            fresh.close()
 
 
 # -- sources -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
 
-from flexmatch.adapters.http.console import chains, imports, pages, sources
+from flexmatch.adapters.http.console import chains, gaps, imports, pages, sources
 from flexmatch.adapters.http.console.sessions import PATH
 from flexmatch.adapters.http.console.web import STATIC, ConsoleRoute, ConsoleState, failure
 
@@ -20,7 +20,7 @@ async def unknown(request: Request, rest: str) -> Response:
 def mount(app: FastAPI, state: ConsoleState | None = None) -> None:
     """Serve the console under ``/console`` on ``app`` (the API's app)."""
     app.state.console = state or ConsoleState()
-    for module in (pages, imports, chains, sources):
+    for module in (pages, imports, chains, sources, gaps):
         app.include_router(module.router)
     app.mount(f"{PATH}/static", StaticFiles(directory=STATIC), name="console-static")
     app.include_router(fallback)  # last: after every page and the static files

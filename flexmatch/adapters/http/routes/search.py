@@ -56,8 +56,11 @@ async def run_search(
     explain = explain and kind == "search"
     readers = None if reader is None else reader.key()  # None: the admin's, everything
     key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers)
-    cached = state.cache.get(key)
-    state.metrics.cache_lookup(cached is not None)
+    # with the query log on, every search reaches the knowledge base, which logs it
+    logged = kind == "search" and state.kb.config.query_log.enabled
+    cached = None if logged else state.cache.get(key)
+    if not logged:
+        state.metrics.cache_lookup(cached is not None)
     if cached is not None:
         response.headers["X-Cache"] = "hit"
         return cached.model_copy(update={"cached": True})
@@ -80,7 +83,8 @@ async def run_search(
     answer_body = SearchResponse(
         **result.model_dump(), total=len(result.results), took_ms=took, explain=explain
     )
-    state.cache.put(key, answer_body)
+    if not logged:
+        state.cache.put(key, answer_body)
     response.headers["X-Cache"] = "miss"
     return answer_body
 
