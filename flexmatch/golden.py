@@ -188,7 +188,7 @@ class GoldenOutcome(BaseModel):
     """One question's result: where its answer ranked, what came first, pass or fail."""
 
     question: str
-    expected: str
+    expect: Expect
     rank: int | None
     first: str | None  # the first result's citation
     shown_must_not: list[str] = Field(default_factory=list)
@@ -341,7 +341,7 @@ async def judge(
         outcomes.append(
             GoldenOutcome(
                 question=item.question,
-                expected=str(item.expect),
+                expect=item.expect,
                 rank=rank,
                 first=results[0].cite if results else None,
                 shown_must_not=bad,

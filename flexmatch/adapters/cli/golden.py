@@ -98,7 +98,7 @@ def _print(result: GoldenEvaluation) -> None:
         first = shown(o.first or "no result")
         if o.shown_must_not:
             first += f"\n[red]shown, must not be:[/] {shown(', '.join(o.shown_must_not))}"
-        table.add_row(mark, shown(o.question), shown(o.expected), _rank(o.rank), first)
+        table.add_row(mark, shown(o.question), shown(o.expect), _rank(o.rank), first)
     console.print(table)
     summary = Table(title="Summary")
     for column in ("setup", "questions", "passed", "hit@1", "hit@5", "MRR@10", "nDCG@10", "note"):
