@@ -320,11 +320,9 @@ async def judge(
     *,
     at: int = 1,
     filters: dict[str, Any] | None = None,
-    principal: Principal | None = None,
     tick: Callable[[], None] | None = None,
 ) -> list[GoldenOutcome]:
-    """Each golden question through the real query path, judged. ``principal``: who asks
-    (the asker's principal unless a re-index already left out what they may not read)."""
+    """Each golden question through the real query path, as ``asker``, judged."""
     shown = kb.config.query.top_n
     outcomes = []
     for item in items:
@@ -333,7 +331,7 @@ async def judge(
             top_n=CANDIDATES,
             filters=filters,
             tenant=asker.tenant,
-            principal=principal,
+            principal=asker.principal,
         )
         rank = rank_of(results, item.expect)
         seen = results[:shown]
@@ -436,9 +434,10 @@ async def ablate(
     base: GoldenScores,
     *,
     at: int = 1,
-    tick: Callable[[], None] | None = None,
+    ticker: Callable[[str], Callable[[], None]] | None = None,
 ) -> list[Ablation]:
-    """Each signal switched off in turn on ``kb`` (its settings restored after)."""
+    """Each signal switched off in turn on ``kb`` (its settings restored after);
+    ``ticker`` gives each run's progress callback, by name."""
     config = kb.config
     rows = []
     try:
@@ -453,8 +452,7 @@ async def ablate(
                 asker,
                 at=at,
                 filters=switch.filters,
-                principal=asker.principal,
-                tick=tick,
+                tick=ticker(f"without {switch.signal}") if ticker is not None else None,
             )
             got = scores_of(outcomes)
             rows.append(
@@ -497,7 +495,8 @@ async def _reindexed(
     other = open_kb(folder, config=config, env={}, embedder=kb.embedder)
     try:
         await other.aingest_documents(documents, tenant=asker.tenant)
-        outcomes = await judge(other, items, asker, at=at, tick=tick)
+        # only what the asker may read is in it: asked there as its operator
+        outcomes = await judge(other, items, Asker(asker.tenant), at=at, tick=tick)
     finally:
         other.close()
     missing = len(copies) - len(documents)
@@ -539,15 +538,13 @@ async def run_golden(
         return tick
 
     config = kb.config
-    outcomes = await judge(kb, items, asker, at=at, principal=principal, tick=ticker(CURRENT))
+    outcomes = await judge(kb, items, asker, at=at, tick=ticker(CURRENT))
     runs = [GoldenRun(setup=CURRENT, scores=scores_of(outcomes), outcomes=outcomes)]
     for index, setup in enumerate(setups):
         if _query_side_only(setup, config):
             kb.use_query_config(setup.config.query, setup.config.sources)
             try:
-                found = await judge(
-                    kb, items, asker, at=at, principal=principal, tick=ticker(setup.name)
-                )
+                found = await judge(kb, items, asker, at=at, tick=ticker(setup.name))
             finally:
                 kb.use_query_config(config.query, config.sources)
             runs.append(
@@ -565,7 +562,7 @@ async def run_golden(
             )
     rows = []
     if ablation:
-        rows = await ablate(kb, items, asker, runs[0].scores, at=at, tick=ticker("ablation"))
+        rows = await ablate(kb, items, asker, runs[0].scores, at=at, ticker=ticker)
     return GoldenEvaluation(at=at, runs=runs, ablation=rows)
 
 

@@ -244,3 +244,29 @@ def test_generate_against_the_fake_llm(built: tuple[Path, Path], tmp_path: Path)
         again = tmp_path / "again.yaml"
         evaluated(kb, "--generate", "3", "--seed", "7", "--write-golden", str(again), env=env)
     assert load_golden(again) == items  # the same seed draws the same chunks
+
+
+def test_whose_view_is_judged(tmp_path: Path) -> None:
+    """``--as``: a question whose document the user may not read fails for them; a setup
+    that re-indexes takes only the documents they may read."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    kb = tmp_path / "kb"
+    assert run("init", str(kb)).returncode == 0
+    config = kb / "flexmatch.yaml"
+    rules = (
+        "  default:\n    access: {public: true}\n"
+        '    access_rules:\n      "tax.md": {principals: ["user:alice"]}\n'
+    )
+    config.write_text(config.read_text().replace("  default:\n", rules, 1))
+    assert run("ingest", "--kb", str(kb), str(docs), env=offline()).returncode == 0
+    path = golden(tmp_path)
+    code, report, _ = evaluated(kb, str(path), "--as", "user:alice")
+    assert code == 0 and report["failed"] == 0
+    code, report, _ = evaluated(kb, str(path), "--as", "user:bob", "--setup", "bm25")
+    mooring, tax, library = report["runs"][0]["outcomes"]
+    assert code == 1 and tax["rank"] is None and mooring["passed"] and library["passed"]
+    assert report["runs"][1]["note"] == "re-indexed 5 documents"
+    assert report["runs"][1]["outcomes"][1]["rank"] is None
