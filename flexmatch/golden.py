@@ -39,12 +39,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flexmatch.access import Principal
-from flexmatch.config import ChainRef, KBConfig, QueryConfig, SourceConfig, StoreConfig
+from flexmatch.config import (
+    ChainRef,
+    KBConfig,
+    QueryConfig,
+    SourceConfig,
+    StoreConfig,
+    ingest_side,
+)
 from flexmatch.engine.chains.output import parse_json
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.llm import LLM
 from flexmatch.errors import ConfigError, LLMError
-from flexmatch.evaluation import Setup
 from flexmatch.models import (
     MATCH_KINDS,
     DocumentDetail,
@@ -471,14 +477,19 @@ async def ablate(
 
 
 # -- setups side by side -----------------------------------------------------------------
-def _query_side_only(setup: Setup, current: KBConfig) -> bool:
-    return setup.ingest_key == Setup(CURRENT, current).ingest_key
+class Alternative(Protocol):
+    """A setup to run the golden set against (``flexmatch.Setup``, from ``load_setup``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> KBConfig: ...
 
 
 async def _reindexed(
     open_kb: GoldenOpener,
     kb: GoldenKB,
-    setup: Setup,
+    setup: Alternative,
     items: list[GoldenQuestion],
     asker: Asker,
     folder: Path,
@@ -512,7 +523,7 @@ async def run_golden(
     items: list[GoldenQuestion],
     work_dir: Path,
     *,
-    setups: Iterable[Setup] = (),
+    setups: Iterable[Alternative] = (),
     ablation: bool = False,
     at: int = 1,
     tenant: str,
@@ -541,7 +552,7 @@ async def run_golden(
     outcomes = await judge(kb, items, asker, at=at, tick=ticker(CURRENT))
     runs = [GoldenRun(setup=CURRENT, scores=scores_of(outcomes), outcomes=outcomes)]
     for index, setup in enumerate(setups):
-        if _query_side_only(setup, config):
+        if ingest_side(setup.config) == ingest_side(config):
             kb.use_query_config(setup.config.query, setup.config.sources)
             try:
                 found = await judge(kb, items, asker, at=at, tick=ticker(setup.name))
