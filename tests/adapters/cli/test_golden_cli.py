@@ -171,6 +171,10 @@ def test_a_bad_golden_file_is_one_line(built: tuple[Path, Path], tmp_path: Path)
     assert "item 2 ('Q'): field 'expect': Field required" in " ".join(done.stderr.split())
     missing = run("eval", "--kb", str(kb), str(tmp_path / "nope.yaml"), env=offline())
     assert missing.returncode == 2 and "nope.yaml: file not found" in missing.stderr
+    nothing = run("eval", "--kb", str(kb), env=offline())
+    assert nothing.returncode == 2 and "golden questions (a YAML file" in nothing.stderr
+    mixed = run("eval", "--kb", str(kb), str(path), "--baselines", env=offline())
+    assert mixed.returncode == 2 and "knowledge base's own config" in mixed.stderr
 
 
 def test_setups_side_by_side_and_the_ablation(built: tuple[Path, Path], tmp_path: Path) -> None:
