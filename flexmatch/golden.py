@@ -505,7 +505,7 @@ async def _reindexed(
     config = setup.config.model_copy(update={"store": StoreConfig()})
     other = open_kb(folder, config=config, env={}, embedder=kb.embedder)
     try:
-        await other.aingest_documents(documents, tenant=asker.tenant)
+        report = await other.aingest_documents(documents, tenant=asker.tenant)
         # only what the asker may read is in it: asked there as its operator
         outcomes = await judge(other, items, Asker(asker.tenant), at=at, tick=tick)
     finally:
@@ -514,6 +514,8 @@ async def _reindexed(
     note = f"re-indexed {len(documents)} documents" + (
         f" ({missing} without a stored copy left out)" if missing else ""
     )
+    if report.failed:  # e.g. a source the setup does not have
+        note += f"; {len(report.failed)} failed, the first: {report.failed[0].error}"
     return GoldenRun(setup=setup.name, scores=scores_of(outcomes), outcomes=outcomes, note=note)
 
 

@@ -182,6 +182,7 @@ def test_setups_side_by_side_and_the_ablation(built: tuple[Path, Path], tmp_path
     # BM25 puts codes.md first ("boiler"), the dense signals tax.md ("penalty")
     text = GOLDEN + "- question: boiler penalty\n  expect: {document: codes.md}\n"
     (tmp_path / "first-stage.yaml").write_text("query:\n  reranker: none\n")
+    (tmp_path / "tiny.yaml").write_text("ingest:\n  max_document_bytes: 10\n")
     code, report, _ = evaluated(
         kb,
         str(golden(tmp_path, text)),
@@ -189,14 +190,19 @@ def test_setups_side_by_side_and_the_ablation(built: tuple[Path, Path], tmp_path
         "bm25",
         "--setup",
         str(tmp_path / "first-stage.yaml"),
+        "--setup",
+        str(tmp_path / "tiny.yaml"),
         "--ablate",
     )
     assert code == 0, report
     runs = {r["setup"]: r for r in report["runs"]}
-    assert list(runs) == ["current", "bm25", "first-stage"]
+    assert list(runs) == ["current", "bm25", "first-stage", "tiny"]
     assert runs["bm25"]["note"] == "re-indexed 6 documents"
     assert runs["first-stage"]["note"] == "query settings only: the same index"
     assert all(r["scores"]["questions"] == 4 for r in runs.values())
+    # a setup whose index takes none of the documents says so, and answers nothing
+    assert runs["tiny"]["note"].startswith("re-indexed 6 documents; 6 failed, the first: ")
+    assert runs["tiny"]["scores"]["hit_at_5"] == 0
     rows = {row["signal"]: row for row in report["ablation"]}
     assert list(rows) == ["questions", "sentences", "chunk text", "BM25", "context", "reranker"]
     base = runs["current"]["scores"]
