@@ -593,8 +593,10 @@ async def generate_questions(
     """``count`` held-out questions, one for each of as many chunks drawn at random
     (``seed``) from what ``principal`` may read, written by ``llm`` with a prompt unlike
     the indexing one (``prompts/golden-question.j2``: a user who has not read the
-    passage, in their own words). Each expects the chunk's document, named as its
-    citation names it when no other document has that name, else by its id."""
+    passage, in their own words). A question that repeats one of the chunk's matching
+    texts word for word is dropped: it would test the index against itself. Each
+    expects the chunk's document, named as its citation names it when no other document
+    has that name, else by its id."""
     if llm is None:
         raise ConfigError(
             "--generate needs an LLM to write the questions: set models.llm in "
@@ -632,17 +634,32 @@ async def generate_questions(
         question = answer.get("question") if isinstance(answer, dict) else None
         if not isinstance(question, str) or not question.strip():
             return None
+        asked = " ".join(question.split())[:300]
+        plain = _plain(asked)
+        indexed = [_plain(m.text) for m in chunk.matching_texts]
+        # a sentence is indexed under its heading's label ("Fees: Mooring costs ...")
+        if any(text == plain or text.endswith(f": {plain}") for text in indexed):
+            echoes.append(asked)  # not held out: the chunk is indexed by these very words
+            return None
         name = cite_name(record.uri, record.title)
         reference = name if names[name] == 1 else record.id
-        return GoldenQuestion(
-            question=" ".join(question.split())[:300], expect=Expect(document=reference)
-        )
+        return GoldenQuestion(question=asked, expect=Expect(document=reference))
 
+    echoes: list[str] = []
     made = await asyncio.gather(*(one(document_id, index) for document_id, index in chosen))
     questions = [q for q in made if q is not None]
     if not questions:
+        why = (
+            f"{len(echoes)} repeated a text its chunk is indexed by, word for word"
+            if echoes
+            else 'each answer must be JSON: {"question": "..."}'
+        )
         raise LLMError(
-            f"the LLM '{llm.model}' wrote no usable question for {len(chosen)} chunks "
-            '(each answer must be JSON: {"question": "..."})'
+            f"the LLM '{llm.model}' wrote no usable question for {len(chosen)} chunks ({why})"
         )
     return questions
+
+
+def _plain(text: str) -> str:
+    """A text compared word for word: case, blanks and end punctuation aside."""
+    return " ".join(text.lower().split()).rstrip("?.!")

@@ -14,6 +14,7 @@ import pytest
 
 from flexmatch import load_golden
 from flexmatch.testing import FakeLLMServer
+from flexmatch.testing.fake_llm import default_responder
 from tests.conftest import run
 
 DOCS = {
@@ -280,3 +281,32 @@ def test_whose_view_is_judged(tmp_path: Path) -> None:
     assert code == 1 and tax["rank"] is None and mooring["passed"] and library["passed"]
     assert report["runs"][1]["note"] == "re-indexed 5 documents"
     assert report["runs"][1]["outcomes"][1]["rank"] is None
+
+
+def test_a_generated_question_that_repeats_an_indexed_text_is_dropped(
+    built: tuple[Path, Path],
+) -> None:
+    """A held-out question may not be one of its chunk's matching texts word for word
+    (here: the LLM answers with the passage's first sentence, which the offline index
+    holds as a sentence)."""
+
+    def echo(messages: list[dict[str, Any]]) -> str:
+        prompt = str(messages[-1]["content"])
+        if "<passage>" not in prompt:
+            return default_responder(messages)
+        passage = prompt.split("<passage>", 1)[1].split("</passage>", 1)[0].strip()
+        return json.dumps({"question": passage.split(". ")[0] + "."})
+
+    kb, _ = built
+    with FakeLLMServer() as server:
+        server.responder = echo
+        env = {
+            **offline(),
+            "FLEXMATCH_LLM": "openai/fake",
+            "FLEXMATCH_LLM_API_BASE": server.base_url,
+        }
+        done = run("eval", "--kb", str(kb), "--generate", "2", "--seed", "3", env=env)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "Traceback" not in said
+    assert "wrote no usable question for 2 chunks" in said
+    assert "2 repeated a text its chunk is indexed by, word for word" in said
