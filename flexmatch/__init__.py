@@ -116,7 +116,11 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "doctor_store": ("flexmatch.engine.stores.repair", "doctor_store"),
     "evaluate": ("flexmatch.evaluation", "evaluate"),
     "golden_yaml": ("flexmatch.engine.query.gaps", "golden_yaml"),
+    "evaluate_golden": ("flexmatch.knowledge_base", "evaluate_golden"),
     "evaluate_setups": ("flexmatch.knowledge_base", "evaluate_setups"),
+    "generate_golden": ("flexmatch.knowledge_base", "generate_golden"),
+    "load_golden": ("flexmatch.golden", "load_golden"),
+    "save_golden": ("flexmatch.golden", "save_golden"),
     "load_config": ("flexmatch.config", "load_config"),
     "source_chain_refs": ("flexmatch.config", "source_chain_refs"),
     "ChainChoice": ("flexmatch.config", "ChainChoice"),
@@ -137,6 +141,8 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "scoped": ("flexmatch.agent_tools", "scoped"),
     "AddRecordArguments": ("flexmatch.tools", "AddRecordArguments"),
     "GetDocumentArguments": ("flexmatch.tools", "GetDocumentArguments"),
+    "GoldenEvaluation": ("flexmatch.golden", "GoldenEvaluation"),
+    "GoldenQuestion": ("flexmatch.golden", "GoldenQuestion"),
     "IngestUrlArguments": ("flexmatch.tools", "IngestUrlArguments"),
     "ListDocumentsArguments": ("flexmatch.tools", "ListDocumentsArguments"),
     "MAX_QUERY_CHARS": ("flexmatch.tools", "MAX_QUERY_CHARS"),
@@ -254,9 +260,15 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         WriteRefusedError,
     )
     from flexmatch.evaluation import BeirDataset, Scores, Setup, evaluate, load_setup
+    from flexmatch.golden import GoldenEvaluation, GoldenQuestion, load_golden, save_golden
     from flexmatch.inputs.parsing import readable_suffixes
     from flexmatch.inputs.sources.records import record_id
-    from flexmatch.knowledge_base import KnowledgeBase, evaluate_setups
+    from flexmatch.knowledge_base import (
+        KnowledgeBase,
+        evaluate_golden,
+        evaluate_setups,
+        generate_golden,
+    )
     from flexmatch.models import (
         ChainUse,
         Chunk,

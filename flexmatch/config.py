@@ -545,6 +545,17 @@ QUERY_SIDE = ("query_transform", "reranker", "formatter")  # a source's own, els
 CHAIN_KEYS = SOURCE_SIDE + QUERY_SIDE  # the six chain kinds, as config keys
 
 
+def ingest_side(config: KBConfig) -> dict[str, Any]:
+    """What of ``config`` decides how documents are indexed: everything but the query
+    settings and the sources' own query chains. Two configs with the same ingest side
+    can share one index (and compare their query settings on it)."""
+    data = config.model_dump(mode="json", exclude={"query"})
+    for source in data["sources"].values():
+        for field in QUERY_SIDE:
+            source.pop(field, None)
+    return data
+
+
 @dataclass(frozen=True)
 class ChainChoice:
     """The chain one kind of a source resolves to, and whether the source sets it

@@ -23,7 +23,13 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from flexmatch.async_bridge import run_sync
-from flexmatch.config import QUERY_SIDE, KBConfig, QueryConfig, SourceConfig, current_query_keys
+from flexmatch.config import (
+    KBConfig,
+    QueryConfig,
+    SourceConfig,
+    current_query_keys,
+    ingest_side,
+)
 from flexmatch.config_templates import deep_merge
 from flexmatch.engine.embedders import Embedder
 from flexmatch.errors import ConfigError
@@ -159,11 +165,7 @@ class Setup:
     @property
     def ingest_key(self) -> str:
         """Setups with the same ingest side share one ingested knowledge base."""
-        data = self.config.model_dump(mode="json", exclude={"query"})
-        for source in data["sources"].values():
-            for field in QUERY_SIDE:
-                source.pop(field, None)
-        return json.dumps([data, self.corpus_sources], sort_keys=True)
+        return json.dumps([ingest_side(self.config), self.corpus_sources], sort_keys=True)
 
     def corpus_parts(self, corpus: Path, folder: Path) -> list[tuple[Path, str | None]]:
         """The corpus file(s) to ingest and the source each goes to."""

@@ -45,6 +45,7 @@ from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.engine.stores import VectorStore
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import BeirDataset, Scores, Setup, run_setups
+from flexmatch.golden import GoldenEvaluation, GoldenQuestion, generate_questions, run_golden
 from flexmatch.inputs.sources.items import Item
 from flexmatch.models import (
     ChainUse,
@@ -67,7 +68,15 @@ from flexmatch.results import Answer
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.watching import WatchPlan, follow
 
-__all__ = ["DEFAULT_TENANT", "LLM_CACHE_FILE", "STATE_DIR", "KnowledgeBase", "evaluate_setups"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "LLM_CACHE_FILE",
+    "STATE_DIR",
+    "KnowledgeBase",
+    "evaluate_golden",
+    "evaluate_setups",
+    "generate_golden",
+]
 T = TypeVar("T")
 
 
@@ -654,6 +663,53 @@ async def evaluate_setups(
     open_kb = KnowledgeBase.open
     return await run_setups(
         open_kb, setups, dataset, work_dir, limit=limit, embedder=embedder, progress=progress
+    )
+
+
+async def evaluate_golden(
+    kb: KnowledgeBase,
+    questions: list[GoldenQuestion],
+    work_dir: Path,
+    *,
+    setups: Iterable[Setup] = (),
+    ablation: bool = False,
+    at: int = 1,
+    tenant: str = DEFAULT_TENANT,
+    principal: Principal | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> GoldenEvaluation:
+    """Golden questions against ``kb`` as it is, against each setup side by side (one
+    that changes the ingest side re-indexes the documents into a throw-away knowledge
+    base in ``work_dir``), and with each ranking signal switched off in turn
+    (``ablation``); ``at``: the rank a question's answer must reach to pass. Its
+    searches are neither logged nor counted: golden questions are not what people ask."""
+    with kb.query_log.paused():
+        return await run_golden(
+            KnowledgeBase.open,
+            kb,
+            questions,
+            work_dir,
+            setups=setups,
+            ablation=ablation,
+            at=at,
+            tenant=tenant,
+            principal=principal,
+            progress=progress,
+        )
+
+
+async def generate_golden(
+    kb: KnowledgeBase,
+    count: int,
+    *,
+    seed: int = 0,
+    tenant: str = DEFAULT_TENANT,
+    principal: Principal | None = None,
+) -> list[GoldenQuestion]:
+    """Held-out golden questions: ``kb``'s LLM writes one for each of ``count`` chunks
+    drawn at random (``seed``), with a prompt unlike the indexing one."""
+    return await generate_questions(
+        kb, kb.llm, count, seed=seed, tenant=tenant, principal=principal, kb_dir=kb.path
     )
 
 

@@ -89,6 +89,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # most of their tests take over 0.5 s on a loaded 2-core machine: command runs,
     # ingests with the real model, LLM chains, stores broken and repaired on disk
     "tests/adapters/cli/test_cli.py": ("slow",),
+    "tests/adapters/cli/test_golden_cli.py": ("slow",),
     "tests/adapters/cli/test_code_source.py": ("slow",),
     "tests/adapters/cli/test_structure_cli.py": ("slow",),  # ingest + queries, real command
     "tests/adapters/cli/test_rough_edges.py": ("slow",),  # command runs, a real serve

@@ -14,7 +14,15 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 
-from flexmatch import Access, KnowledgeBase, Principal, golden_yaml, load_config
+from flexmatch import (
+    Access,
+    GoldenQuestion,
+    KnowledgeBase,
+    Principal,
+    evaluate_golden,
+    golden_yaml,
+    load_config,
+)
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.query.log import LOG_FILE
 from flexmatch.service.state_db import SqlAlchemyDatabase
@@ -230,6 +238,22 @@ def test_an_eval_run_paused_leaves_no_trace_in_the_log(kb: KnowledgeBase) -> Non
     with kb.query_log.paused():
         kb.search("a golden question", tenant="acme")
         kb.run_sync(kb.asearch("another golden question", tenant="acme"))
+    assert kb.query_log_entries(tenant="acme") == []
+    assert kb.query_log.counts.queries == before
+
+
+def test_golden_questions_judged_leave_no_trace_in_the_log(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    ferry = doc_id(kb, "acme", "Ferry timetable")
+    questions = [
+        GoldenQuestion.model_validate(
+            {"question": "when does the ferry leave", "expect": {"document": ferry}}
+        )
+    ]
+    before = kb.query_log.counts.queries
+    judged = kb.run_sync(evaluate_golden(kb, questions, tmp_path, tenant="acme"))
+    assert judged.runs[0].outcomes[0].passed
     assert kb.query_log_entries(tenant="acme") == []
     assert kb.query_log.counts.queries == before
 

@@ -80,6 +80,19 @@ def test_every_candidate_has_every_signal(kb: KnowledgeBase) -> None:
     assert all(r.signals.content is not None for r in results)
 
 
+def test_a_match_kind_filtered_out_gives_no_signal(kb: KnowledgeBase) -> None:
+    """A kind the caller's ``match_kind`` filter leaves out is not searched when the
+    candidates' signals are completed either, so the reranker cannot bring it back
+    (what ``flexmatch eval --ablate`` switches signals off with)."""
+    question = "How much is mooring per night?"
+    no_content = kb.query(question, filters={"match_kind": ["question", "sentence"]})
+    assert no_content and all(r.signals.content is None for r in no_content)
+    assert all(r.signals.question is not None for r in no_content)
+    only_content = kb.query(question, filters={"match_kind": "content"})
+    assert only_content and all(r.signals.question is None for r in only_content)
+    assert all(r.signals.content is not None for r in only_content)
+
+
 def test_min_score_threshold(kb: KnowledgeBase) -> None:
     kb.use_query_config(KBConfig().query.model_copy(update={"min_score": 0.6}))
     try:

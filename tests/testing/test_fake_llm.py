@@ -141,6 +141,16 @@ def test_questions_default_count(server: FakeLLMServer) -> None:
     assert len(many["questions"]) == 4
 
 
+def test_golden_question_branch(server: FakeLLMServer) -> None:
+    """``flexmatch eval --generate``'s prompt: one question about the passage."""
+    prompt = (
+        "Write the one question a user would ask.\n<title>Fees</title>\n"
+        "<passage>\nMooring costs twelve euros per night. The office opens at six.\n</passage>"
+    )
+    data = json.loads(chat(server, prompt))
+    assert data == {"question": "What is said about mooring costs twelve euros per night?"}
+
+
 def test_query_rewrite_branch(server: FakeLLMServer) -> None:
     data = json.loads(chat(server, "Rewrite the query.\n<query>vacation policy...</query>"))
     assert data == {"questions": ["Vacation policy?"]}

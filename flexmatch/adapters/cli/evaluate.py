@@ -1,4 +1,6 @@
-"""``flexmatch eval``: retrieval quality of setups side by side, on a BEIR dataset."""
+"""``flexmatch eval``: retrieval quality of setups side by side, on a BEIR dataset, or
+of an existing knowledge base on golden questions (``--kb KB golden.yaml``, in
+``golden``)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ from rich.table import Table
 
 import flexmatch as fm  # names load on first use: `flexmatch --help` imports no engine
 import flexmatch.service as fm_service
+from flexmatch import DEFAULT_TENANT
+from flexmatch.adapters.cli.golden import run_golden
 from flexmatch.adapters.cli.output import console, errors, shown
-from flexmatch.adapters.command_line import JsonOption
+from flexmatch.adapters.command_line import AsOption, GroupOption, JsonOption, TenantOption, reader
 
 if TYPE_CHECKING:
     from flexmatch import IngestReport, Scores
@@ -28,8 +32,12 @@ if TYPE_CHECKING:
 
 def evaluate(
     dataset: Annotated[
-        Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/.")
-    ],
+        Path | None,
+        typer.Argument(
+            help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/), or a golden-questions "
+            "YAML file judged on the knowledge base --kb names."
+        ),
+    ] = None,
     setup: Annotated[
         list[str] | None,
         typer.Option("--setup", help="Setup file or built-in name (repeatable); default: default."),
@@ -51,10 +59,68 @@ def evaluate(
         ),
     ] = None,
     as_json: JsonOption = False,
+    kb: Annotated[
+        Path | None,
+        typer.Option(
+            "--kb",
+            envvar="FLEXMATCH_KB",
+            help="Golden questions: the knowledge base judged ($FLEXMATCH_KB, else here).",
+        ),
+    ] = None,
+    at: Annotated[
+        int,
+        typer.Option(
+            "--at", min=1, max=10, help="Golden questions: the rank the answer must reach."
+        ),
+    ] = 1,
+    generate: Annotated[
+        int | None,
+        typer.Option(
+            "--generate",
+            min=1,
+            help="Golden questions: the LLM writes held-out questions for N sampled chunks.",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Which chunks --generate samples.")] = 0,
+    write_golden: Annotated[
+        Path | None,
+        typer.Option("--write-golden", dir_okay=False, help="Keep the generated questions here."),
+    ] = None,
+    ablation: Annotated[
+        bool,
+        typer.Option("--ablate", help="Golden questions: switch each signal off in turn."),
+    ] = False,
+    tenant: TenantOption = DEFAULT_TENANT,
+    as_user: AsOption = None,
+    groups: GroupOption = None,
 ) -> None:
-    """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by side."""
+    """Measure retrieval quality (nDCG@10, recall@5/10, MRR@10, latency) of setups side by
+    side on a BEIR data set, or judge a knowledge base on golden questions (--kb)."""
     import tempfile
 
+    golden = dataset is not None and (dataset.is_file() or dataset.suffix in (".yaml", ".yml"))
+    if generate is not None or golden:
+        if config is not None or baselines or save_to is not None:
+            message = "golden questions run on the knowledge base's own config (--kb)"
+            raise typer.BadParameter(message, param_hint="--config/--baselines/--save-to")
+        run_golden(
+            dataset,
+            kb or Path("."),
+            setups=list(setup or []),
+            generate=generate,
+            seed=seed,
+            write_golden=write_golden,
+            ablation=ablation,
+            at=at,
+            limit=limit,
+            tenant=tenant,
+            principal=reader(as_user, groups),
+            as_json=as_json,
+        )
+        return
+    if dataset is None:
+        message = "give a BEIR folder, or golden questions (a YAML file, or --generate N)"
+        raise typer.BadParameter(message, param_hint="DATASET")
     if save_to is not None and not save_to.expanduser().is_dir():  # before the long run
         message = f"{save_to} is not a knowledge-base folder"
         raise typer.BadParameter(message, param_hint="--save-to")

@@ -65,6 +65,17 @@ class FirstStage:
     scoped: Filters
 
 
+def allowed_kinds(scoped: Filters, half: str) -> list[str]:
+    """The match kinds of one half of the dense signal (``KINDS``) that a caller's
+    ``match_kind`` filter lets through: a kind filtered out gives no signal, in the
+    first stage or here, so a reranker cannot bring it back."""
+    wanted = scoped.get("match_kind")
+    if wanted is None:
+        return KINDS[half]
+    allowed = {str(wanted)} if isinstance(wanted, str | int | bool) else {str(k) for k in wanted}
+    return [kind for kind in KINDS[half] if kind in allowed]
+
+
 def best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
     """Each chunk's best hit among ``hits`` (added to ``into``)."""
     best = into if into is not None else {}
@@ -104,10 +115,14 @@ def complete(
         if key in dense
     }
     found_with = {key: str(best[key].payload["version"]) for key in chosen}
-    no_content = [key for key in chosen if known.get(key) != CONTENT]
-    no_question = [key for key in chosen if known.get(key) != "question"]
+    content_kinds, question_kinds = (
+        allowed_kinds(scoped, CONTENT),
+        allowed_kinds(scoped, "question"),
+    )
+    no_content = [key for key in chosen if known.get(key) != CONTENT] if content_kinds else []
+    no_question = [key for key in chosen if known.get(key) != "question"] if question_kinds else []
     # (the version is checked on the hits: as a condition it costs more than it saves)
-    contents: Filters = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
+    contents: Filters = {**scoped, "match_kind": content_kinds, "chunk_id": no_content}
     room = content_room(len(no_content))
     per_variant = bool(no_content) + len(no_question)
     searches: list[Search] = []
@@ -116,7 +131,7 @@ def complete(
             searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
         for key in no_question:
             own: Filters = {**scoped, "chunk_id": key, "version": found_with[key]}
-            own["match_kind"] = KINDS["question"]
+            own["match_kind"] = question_kinds
             searches.append(Search(1, vector=vector, filters=own, fields=()))
     no_bm25 = [key for key in chosen if key not in lexical]
     if no_bm25:

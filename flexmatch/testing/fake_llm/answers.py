@@ -1,5 +1,6 @@
 """What the fake model answers a chat request with: content derived from the prompt, so
-every FlexMatch chain (questions, context, keywords, query rewrites, LLM reranking) gets
+every FlexMatch chain (questions, context, keywords, query rewrites, LLM reranking) and
+``flexmatch eval --generate``'s held-out question get
 a well-formed, deterministic answer that reflects its input."""
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ def _questions_answer(prompt: str) -> str:
         words = " ".join(sentence.split()[:8]).lower().rstrip(".,;:!?-\"')( ")
         questions.append(f"What does the text say about {words}?")
     return json.dumps({"questions": questions})
+
+
+def _golden_answer(prompt: str) -> str:
+    """One held-out question about the ``<passage>`` (``flexmatch eval --generate``)."""
+    sentences = split_sentences(tag(prompt, "passage") or "")
+    words = " ".join(sentences[0].split()[:8]).lower().rstrip(".,;:!?-\"')( ") if sentences else ""
+    return json.dumps({"question": f"What is said about {words}?"})
 
 
 def _rewrite_answer(prompt: str) -> str:
@@ -126,6 +134,8 @@ def default_responder(messages: list[dict]) -> str:
     prompt = prompt_text(messages)
     if "<candidates>" in prompt or "<candidate index=" in prompt:
         return _rerank_answer(prompt)
+    if "<passage>" in prompt:  # a held-out question for a golden set
+        return _golden_answer(prompt)
     if '"keywords": [' in prompt:  # the keywords chains' answer form
         return _keywords_answer(prompt)
     if '<chunk id="' in prompt:  # chunks asked about in groups
