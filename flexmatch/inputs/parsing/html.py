@@ -9,9 +9,9 @@ Every element's location names the fragment id of the part of the page it is in 
 heading's own id, its permalink's target, or the id of the ``<section>`` around it), so a
 result links to ``page.html#that-part``. A heading without an id of its own (most pages
 not written for linking) is named by its text instead, with the headings above it up
-to the one an id names (``guide.html › Install › Linux``). Permalink anchors in headings (Sphinx's ``¶``,
-the ``#`` of Node.js and GitHub pages, empty anchors: any link without a letter or digit)
-are left out of the heading's text.
+to the one an id names (``guide.html › Install › Linux``). Permalink anchors in headings
+(Sphinx's ``¶``, the ``#`` of Node.js and GitHub pages, empty anchors: any link without a
+letter or digit) are left out of the heading's text.
 """
 
 from __future__ import annotations
