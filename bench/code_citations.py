@@ -130,14 +130,28 @@ def where(result: SearchResult) -> str:
     return f"{result.cite} [{' › '.join(result.heading_path[1:]) or 'module'}]"
 
 
+def signals(result: SearchResult) -> str:
+    s = result.signals
+    return (
+        f"dense {s.dense or 0:.3f} (#{s.dense_rank}) lexical {s.lexical or 0:.2f} "
+        f"(#{s.lexical_rank}) first {s.first_stage or 0:.3f} rerank {s.rerank or 0:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=150)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--explain", action="store_true", help="for a miss: each signal of the first and the right"
+    )
+    parser.add_argument(
         "--stdlib",
         type=Path,
         default=Path(f"/usr/lib/python{sys.version_info[0]}.{sys.version_info[1]}"),
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="keep the knowledge base here; one already there is queried"
     )
     args = parser.parse_args()
     names = sample(args.stdlib, args.files, args.seed)
@@ -148,23 +162,31 @@ def main() -> None:
             target = corpus / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(args.stdlib / name, target)
-        with KnowledgeBase.open(work / "kb", config=KBConfig(), env={}) as kb:
-            started = time.perf_counter()
-            report = kb.ingest([corpus])
-            ingest_s = time.perf_counter() - started
-            print(f"{len(names)} files, {report.chunks} chunks, ingest {ingest_s:.0f}s", flush=True)
+        kb_dir = args.keep or work / "kb"
+        fresh = not kb_dir.exists()
+        with KnowledgeBase.open(kb_dir, config=KBConfig(), env={}) as kb:
+            if fresh:
+                started = time.perf_counter()
+                report = kb.ingest([corpus])
+                ingest_s = time.perf_counter() - started
+                print(f"{len(names)} files, {report.chunks} chunks, ingest {ingest_s:.0f}s")
             file_hits = function_hits = top5 = 0
             for question in QUESTIONS:
-                results = asyncio.run(kb.aquery(question.text, top_n=5))
+                results = asyncio.run(kb.aquery(question.text, top_n=10 if args.explain else 5))
                 first = results[0] if results else None
                 right_file = first is not None and first.uri.endswith("/" + question.file)
                 right = first is not None and holds(first, question)
                 file_hits += right_file
                 function_hits += right
-                top5 += any(holds(r, question) for r in results)
+                top5 += any(holds(r, question) for r in results[:5])
                 if not right:
                     got = where(first) if first else "nothing"
                     print(f"  miss: {question.text!r} ({question.symbol}): first {got}")
+                    if args.explain and first is not None:
+                        rank = next((i for i, r in enumerate(results) if holds(r, question)), None)
+                        print(f"    first: {signals(first)}")
+                        if rank is not None:
+                            print(f"    right (#{rank + 1}): {signals(results[rank])}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     total = len(QUESTIONS)
