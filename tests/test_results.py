@@ -63,6 +63,11 @@ def test_location_and_cite_say_where_a_result_is() -> None:
         ("/x/deck.pptx", Location(slide=3), "deck.pptx slide 3"),
         ("https://h.org/guide.html?v=2", Location(fragment="install"), "guide.html#install"),
         ("/m/mail.eml", Location(attachment="report.pdf", page=2), "mail.eml › report.pdf p. 2"),
+        ("/man/man8/fsck.8.gz", Location(section="EXIT CODES"), "fsck(8) › EXIT CODES"),
+        ("/man/man3/printf.3posix", Location(section="NAME"), "printf(3posix) › NAME"),
+        ("/d/guide.html", Location(section="Install › Linux"), "guide.html › Install › Linux"),
+        ("/d/guide.html", Location(fragment="use", section="Tips"), "guide.html#use › Tips"),
+        ("/d/notes.1", Location(line_start=3, line_end=5), "notes.1:3-5"),
     ]
     for uri, location, cite in cases:
         result = _result(0).model_copy(update={"uri": uri, "location": location})

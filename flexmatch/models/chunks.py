@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, computed_field
@@ -107,14 +108,21 @@ def cite_name(uri: str, title: str = "") -> str:
     return f"{name}#{fragment}" if fragment else name
 
 
+# a man page's file name: ``fsck.8``, ``printf.3posix.gz``
+_MAN_PAGE_FILE = re.compile(r"^(.+)\.([1-9n][a-z0-9]*)(?:\.(?:gz|bz2|xz|lzma|zst|Z))?$")
+
+
 def cite(uri: str, title: str, location: Location | None) -> str:
     """A short citation: ``handbook.pdf p. 7``, ``shutil.py:512-560``, ``sales.xlsx › Q3
-    rows 2-40``, ``deck.pptx slide 3``, ``guide.html#install``, ``mail.eml › report.pdf
-    p. 2``; just the name when the location is not known."""
+    rows 2-40``, ``deck.pptx slide 3``, ``guide.html#install``, ``guide.html › Install``,
+    ``fsck(8) › EXIT CODES``, ``mail.eml › report.pdf p. 2``; just the name when the
+    location is not known."""
     text = cite_name(uri, title)
     if location is None:
         return text
     loc = location
+    if loc.section and (man := _MAN_PAGE_FILE.match(text)):  # a man page, as ``man`` names it
+        text = f"{man[1]}({man[2]})"
     if loc.fragment:  # the part of the page, not the one the address named
         text = text.split("#", 1)[0]
     if loc.attachment:
@@ -124,6 +132,8 @@ def cite(uri: str, title: str, location: Location | None) -> str:
         text += f":{loc.line_start}" if end == loc.line_start else f":{loc.line_start}-{end}"
     if loc.fragment:
         text += f"#{loc.fragment}"
+    if loc.section:
+        text += f" › {loc.section}"
     if loc.page is not None:
         text += _span("p.", "pp.", loc.page, loc.page_end)
     if loc.slide is not None:

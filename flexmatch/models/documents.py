@@ -34,13 +34,20 @@ class Location(BaseModel):
     line_end: int | None = Field(None, ge=1, description="Last line.")
     fragment: str | None = Field(None, description="HTML fragment id (``page.html#id``).")
     attachment: str | None = Field(None, description="E-mail attachment file name.")
+    section: str | None = Field(
+        None,
+        description="The headings of the part of the document, where the format has no "
+        "finer place to point to: a man page's section (``EXIT CODES``), an HTML page's "
+        "heading without an id (``Install › Linux``).",
+    )
 
     def is_empty(self) -> bool:
         return all(value is None for _, value in self)
 
     def label(self) -> str:
         """The location on its own, for a page that already names the document:
-        ``report.pdf · p. 2``, ``lines 12-40``, ``Q3 · rows 2-40``, ``#install``."""
+        ``report.pdf · p. 2``, ``lines 12-40``, ``Q3 · rows 2-40``, ``#install``,
+        ``EXIT CODES``."""
         parts = [self.attachment or ""]
         for start, end, one, many in (
             (self.line_start, self.line_end, "line", "lines"),
@@ -51,6 +58,7 @@ class Location(BaseModel):
                 last = end if end is not None else start
                 parts.append(f"{one} {start}" if last == start else f"{many} {start}-{last}")
         parts.append(f"#{self.fragment}" if self.fragment else "")
+        parts.append(self.section or "")
         parts.append(self.sheet or "")
         if self.row_start is not None:
             last = self.row_end or self.row_start
@@ -66,7 +74,8 @@ class Location(BaseModel):
     def spanning(cls, locations: Iterable[Location | None]) -> Location | None:
         """One location covering ``locations`` (a chunk made of several elements): page,
         slide, row and line ranges from the smallest start to the largest end; sheet and
-        attachment when they all share one; the first fragment. None when none is known."""
+        attachment when they all share one; the first fragment and section (where the
+        chunk starts). None when none is known."""
         known = [loc for loc in locations if loc is not None and not loc.is_empty()]
         if not known:
             return None
@@ -85,6 +94,7 @@ class Location(BaseModel):
             if len(names) == 1:
                 values[name] = names.pop()
         values["fragment"] = next((loc.fragment for loc in known if loc.fragment), None)
+        values["section"] = next((loc.section for loc in known if loc.section), None)
         return cls.model_validate(values)
 
 

@@ -20,6 +20,11 @@ from flexmatch.errors import (
 from flexmatch.inputs.isolation import memory_cap_mb
 from flexmatch.models import Element, ElementKind, Location, ParsedDocument
 
+# Bumped when what the built-in parsers make of a file changes (1: a man page's and an
+# HTML page's elements name the section they are in, underlined plain-text lines are
+# headings): a stored copy of an unchanged file read before is read again, not reused.
+PARSER_REVISION = 1
+
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 _SPACES = re.compile(r"\s+")
 _INLINE_SPACES = re.compile(r"[^\S\n]+")

@@ -7,9 +7,11 @@ footers, scripts, forms) is dropped; the rest is walked in document order.
 
 Every element's location names the fragment id of the part of the page it is in (a
 heading's own id, its permalink's target, or the id of the ``<section>`` around it), so a
-result links to ``page.html#that-part``. Permalink anchors in headings (Sphinx's ``¶``,
-the ``#`` of Node.js and GitHub pages, empty anchors: any link without a letter or digit)
-are left out of the heading's text.
+result links to ``page.html#that-part``. A heading without an id of its own (most pages
+not written for linking) is named by its text instead, with the headings above it up
+to the one an id names (``guide.html › Install › Linux``). Permalink anchors in headings
+(Sphinx's ``¶``, the ``#`` of Node.js and GitHub pages, empty anchors: any link without a
+letter or digit) are left out of the heading's text.
 """
 
 from __future__ import annotations
@@ -185,11 +187,38 @@ class _Walker:
         self._buffer: list[str] = []
         self._holders = _block_holders(root)
         self._fragment: str | None = None  # of the part of the page being read
+        # the headings the part is under: (level, text, has an id of its own)
+        self._headings: list[tuple[int, str, bool]] = []
+        self._section_id = False  # a <section id=...> began: its heading is the part it names
         self._numbers: dict[int, int] = {}  # id of an <ol> → the number of its last item
 
+    def _where(self) -> Location | None:
+        """The part of the page being read: its fragment id, and the headings below the
+        last one with an id of its own (all of them, when none has one; the page's ``<h1>``,
+        its title, left out under a deeper heading)."""
+        named: list[tuple[int, str]] = []
+        for level, text, anchored in self._headings:
+            named = [] if anchored else [*named, (level, text)]
+        if len(named) > 1 and named[0][0] == 1:
+            named = named[1:]
+        section = " › ".join(text for _, text in named) or None
+        if self._fragment is None and section is None:
+            return None
+        return Location(fragment=self._fragment, section=section)
+
+    def _heading(self, heading: Tag) -> None:
+        anchor = _heading_anchor(heading)  # first: its permalinks leave its text
+        text, level = clean_inline(_text(heading)), _HEADINGS[heading.name]
+        self._fragment = anchor or self._fragment
+        while self._headings and self._headings[-1][0] >= level:
+            self._headings.pop()
+        if text:
+            self._headings.append((level, text, anchor is not None or self._section_id))
+        self._section_id = False
+        self._add("heading", text, level=level)
+
     def _add(self, kind: ElementKind, text: str, level: int = 0) -> None:
-        where = Location(fragment=self._fragment) if self._fragment else None
-        self.builder.add(kind, text, level=level, location=where)
+        self.builder.add(kind, text, level=level, location=self._where())
 
     def _flush(self) -> None:
         if self._buffer:
@@ -215,10 +244,10 @@ class _Walker:
             name = child.name
             if name in _SECTIONS and _fragment_id(child.get("id")):
                 self._fragment = _fragment_id(child.get("id"))
+                self._section_id = True
             if name in _HEADINGS:
                 self._flush()
-                self._fragment = _heading_anchor(child) or self._fragment
-                self._add("heading", _text(child), level=_HEADINGS[name])
+                self._heading(child)
             elif name == "p":
                 self._flush()
                 self._add("paragraph", _text(child))
@@ -279,7 +308,7 @@ class _Walker:
             else:
                 parts.append(_text(child))
         number = self._marker_number(li)
-        where = Location(fragment=self._fragment) if self._fragment else None
+        where = self._where()
         level = max(0, self._list_depth(li) - 1)
         self.builder.add_list_item(
             "".join(parts), level, ordered=number is not None, number=number, location=where

@@ -6,7 +6,9 @@ where a Python roff reader would handle a subset. Its plain-text rendering is re
 section heading (``NAME``, ``SYNOPSIS``…) starts at column 0, a subsection at column 3,
 body text deeper, and blank lines separate paragraphs; that is read back into headings,
 paragraphs and list items. The page's title is its NAME line (``ls - list directory
-contents``). Rendered lines do not map to the source's lines, so elements carry none.
+contents``). Rendered lines do not map to the source's lines, so elements carry none:
+each says the section (and subsection) it is in instead, so a result is cited as ``man``
+names the place (``fsck(8) › EXIT CODES``).
 
 A page that only points to another one (``.so man3/other.3``) has no text of its own.
 
@@ -51,7 +53,7 @@ from flexmatch.inputs.parsing._common import (
 )
 from flexmatch.inputs.parsing.confined import run_confined
 from flexmatch.inputs.parsing.text import add_text_blocks, decode_text, looks_binary
-from flexmatch.models import ParsedDocument
+from flexmatch.models import Location, ParsedDocument
 
 _COMMAND = [
     "groff",
@@ -142,15 +144,20 @@ def rendered_to_builder(rendered: str) -> tuple[ElementBuilder, str]:
         lines = lines[filled[0] + 1 : filled[-1]]
     builder = ElementBuilder()
     section = ""
+    subsection = ""
     name = ""
     block: list[str] = []
+
+    def where() -> Location | None:
+        headings = [clean_inline(text) for text in (section, subsection) if text]
+        return Location(section=" › ".join(headings)) if headings else None
 
     def flush() -> None:
         nonlocal name
         for kind, content in split_list_lines([line.strip() for line in block]):
             if section == "NAME" and not name:
                 name = clean_inline(content)
-            builder.add(kind, content)
+            builder.add(kind, content, location=where())
         block.clear()
 
     for line in lines:
@@ -160,11 +167,12 @@ def rendered_to_builder(rendered: str) -> tuple[ElementBuilder, str]:
         indent = _indent(line)
         if indent == _SECTION_INDENT:
             flush()
-            section = line.strip()
-            builder.add("heading", section, level=2)
+            section, subsection = line.strip(), ""
+            builder.add("heading", section, level=2, location=where())
         elif indent == _SUBSECTION_INDENT:
             flush()
-            builder.add("heading", line.strip(), level=3)
+            subsection = line.strip()
+            builder.add("heading", subsection, level=3, location=where())
         else:
             block.append(line)
     flush()

@@ -1,4 +1,9 @@
-"""Plain-text files: blank lines separate paragraphs, bullet lines become list items.
+"""Plain-text files: blank lines separate paragraphs, bullet lines become list items, and
+an underlined line (``Title`` over ``=====``, ``Usage`` over ``-----``, also with the same
+line above it) that starts a paragraph is a heading, as READMEs and NEWS files write them.
+Its level comes from the order the underline styles first appear in, as in
+reStructuredText; the underline is at least 3 characters and half the title's length, so a
+rule under a long sentence is not a heading.
 
 Text files carry no declared encoding, so UTF-8 is tried first and cp1252 / latin-1 are
 the fallbacks; files that are clearly binary are refused instead of producing garbage.
@@ -19,6 +24,8 @@ from flexmatch.inputs.parsing._common import (
 from flexmatch.models import Location, ParsedDocument
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_UNDERLINE = re.compile(r"^ {0,3}([=\-~^*+#])\1{2,}\s*$")
+_HEADING_CHARS = 120  # a longer "title" is a paragraph over a rule
 
 
 def decode_text(data: bytes) -> str:
@@ -54,8 +61,19 @@ def add_text_blocks(builder: ElementBuilder, text: str, first_line: int | None =
     when ``text`` is not a file's, and its lines would cite nothing)."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     block: list[tuple[int, str]] = []  # (line number, text) of the block being read
+    styles: list[tuple[str, bool]] = []  # underline styles (character, overlined) seen
 
     def flush() -> None:
+        heading = _underlined(block)
+        if heading is not None:
+            title, style, used = heading
+            if style not in styles:
+                styles.append(style)
+            where = None
+            if first_line is not None:
+                where = Location(line_start=block[0][0], line_end=block[used - 1][0])
+            builder.add("heading", title, level=styles.index(style) + 1, location=where)
+            del block[:used]
         numbers = [number for number, _ in block]
         for kind, content, first, last in split_list_line_spans([line for _, line in block]):
             where = None
@@ -74,6 +92,27 @@ def add_text_blocks(builder: ElementBuilder, text: str, first_line: int | None =
             else:
                 flush()
     flush()
+
+
+def _underlined(block: list[tuple[int, str]]) -> tuple[str, tuple[str, bool], int] | None:
+    """The heading a block starts with (``Title`` over ``=====``, or between two such
+    lines): its text, its underline style and how many lines it takes; None if none."""
+    texts = [text for _, text in block]
+    over = _UNDERLINE.match(texts[0]) if texts else None
+    start = 1 if over else 0
+    if len(texts) < start + 2:
+        return None
+    title, under = texts[start].strip(), _UNDERLINE.match(texts[start + 1])
+    if (
+        under is None
+        or _UNDERLINE.match(texts[start])
+        or not any(ch.isalnum() for ch in title)
+        or len(title) > _HEADING_CHARS
+        or len(texts[start + 1].strip()) < max(3, len(title) // 2)
+        or (over is not None and over[1] != under[1])
+    ):
+        return None
+    return title, (under[1], over is not None), start + 2
 
 
 def parse_text_file(path: Path) -> ParsedDocument:

@@ -23,6 +23,7 @@ from flexmatch.inputs.sources.items import Item, attempt
 from flexmatch.inputs.sources.pages import page_document, parse_page
 from flexmatch.inputs.sources.records import entries_in_file, load_template, record_documents
 from flexmatch.inputs.sources.types import ItemRef, SourceContext, SourceType, WebPage
+from flexmatch.inputs.sources.validators import read_version
 from flexmatch.models import Document, FailedDocument
 from flexmatch.templates import PromptTemplate
 
@@ -79,7 +80,7 @@ def file_version(task: LoadTask) -> str | None:
     if time.time() - status.st_mtime < RACY_SECONDS:
         return None
     place = task.path.relative_to(task.root).as_posix() if task.root else ""
-    return f"{status.st_size}:{status.st_mtime_ns}:{place}"
+    return read_version(f"{status.st_size}:{status.st_mtime_ns}:{place}")
 
 
 def _split(inputs: list[str]) -> tuple[list[str], list[Path]]:

@@ -37,7 +37,7 @@ from flexmatch.inputs.sources.files import LoadTask, load, selected
 from flexmatch.inputs.sources.git_commands import Blobs, Commit, Git, last_commits
 from flexmatch.inputs.sources.items import Item, attempt
 from flexmatch.inputs.sources.types import ItemRef, SourceType
-from flexmatch.inputs.sources.validators import VERSION_KEY
+from flexmatch.inputs.sources.validators import VERSION_KEY, read_version
 from flexmatch.models import Document, FailedDocument
 
 STATE_VERSION = 1
@@ -418,4 +418,4 @@ class GitSource(SourceType):
 
 def _version(path: str, entry: TreeEntry) -> str:
     """A file's version hint: its blob and its path (a rename is read again)."""
-    return f"{entry.blob}:{path}"
+    return read_version(f"{entry.blob}:{path}")

@@ -219,3 +219,56 @@ def test_an_unusable_answer_falls_back_to_signatures_for_that_chunk(
     texts = asyncio.run(matching.run(stop, document))
     assert [m.kind for m in texts] == ["keyword", "sentence", "content"]
     assert texts[1].text == "def stop(self) -> None"
+
+
+# -- a definition matched with its module's context ---------------------------------
+TIDES = '''"""Tide tables for the harbour office.
+
+Function high_water(port, day):
+    Return the times of high water at a port on a day, from its tide table.
+
+Function low_water(port, day):
+    Return the times of low water.
+"""
+
+__all__ = ["high_water", "low_water"]
+
+from harbour import tables
+from harbour.tables import high_water_times, low_water_times
+
+
+def high_water(port, day):
+    table = tables.load(port)
+    return high_water_times(table, day)
+
+
+def low_water(port, day):
+    table = tables.load(port)
+    return low_water_times(table, day)
+'''
+
+
+def test_a_definition_is_matched_with_its_module_path_and_what_the_header_says_of_it(
+    tmp_path: Path,
+) -> None:
+    """The header's words about ``high_water`` and the package ``harbour`` are in the
+    function's matching texts, so the header does not outrank the function they
+    describe; the header keeps its own texts."""
+    document = _document(tmp_path, "harbour/tides.py", TIDES)
+    sections = _sections(_chain("structure", Chunker), document)
+    header, high = sections[0], next(s for s in sections if s.heading_path[-1] == "def high_water")
+    sentences = _chain("sentences", MatchingTextChain)
+    texts = [t.text for t in asyncio.run(sentences.run(high, document))]
+    label = "harbour/tides.py › def high_water"
+    assert (
+        f"{label}: Function high_water(port, day): Return the times of high water at a port "
+        "on a day, from its tide table."
+    ) in texts
+    content = texts[-1]
+    assert content.startswith(f"{label}\nFunction high_water(port, day): Return the times")
+    assert content.endswith(high.text)
+    low = next(s for s in sections if s.heading_path[-1] == "def low_water")
+    low_texts = [t.text for t in asyncio.run(sentences.run(low, document))]
+    assert not any("high water at a port" in text for text in low_texts)
+    header_texts = [t.text for t in asyncio.run(sentences.run(header, document))]
+    assert header_texts[-1] == f"harbour/tides.py\n{header.text}"

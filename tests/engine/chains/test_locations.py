@@ -325,3 +325,95 @@ def test_a_window_over_two_pages_locates_each_sentence() -> None:
     assert _cite(document, window) == "report.pdf pp. 1-2"
     assert window.locate(LETTER) == Location(page=2)
     assert window.locate("Harbour Supplies sells fasteners") == Location(page=1)
+
+
+# -- formats with no lines, pages or ids: cited by the section a chunk is in ----------
+MAN_PAGE = """.TH DEMO 8 "2026" "demo 1.0"
+.SH NAME
+demo \\- check a demo file system
+.SH DESCRIPTION
+.B demo
+checks the harbour ledger for torn records.
+.SS Repair mode
+In repair mode it rewrites each torn record from its journal copy.
+.SH EXIT CODES
+The exit status is 4 when torn records were left uncorrected.
+"""
+
+
+@pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")
+def test_a_man_page_chunk_cites_its_section(tmp_path: Path) -> None:
+    """``man`` names a place in a page by its section: so does a result (the page's file
+    has no lines a reader could open at)."""
+    (tmp_path / "demo.8").write_text(MAN_PAGE, encoding="utf-8")
+    page = _read(tmp_path / "demo.8", tmp_path)
+    found = [(s.text, _cite(page, s)) for s in _sections(_chunker("structure"), page)]
+    assert found == [
+        ("demo - check a demo file system", "demo(8) › NAME"),
+        ("demo checks the harbour ledger for torn records.", "demo(8) › DESCRIPTION"),
+        (
+            "In repair mode it rewrites each torn record from its journal copy.",
+            "demo(8) › DESCRIPTION › Repair mode",
+        ),
+        ("The exit status is 4 when torn records were left uncorrected.", "demo(8) › EXIT CODES"),
+    ]
+
+
+NO_IDS = """<html><head><title>Ledger guide</title></head><body>
+<h1>Ledger guide</h1><p>The ledger keeps one line per mooring.</p>
+<h2>Install</h2><p>Unpack the archive into /opt/ledger.</p>
+<h3>On Linux</h3><p>Run the installer as root.</p>
+<h2 id="use">Use</h2><p>Open the ledger with the harbour key.</p>
+<h3>Tips</h3><p>Close the ledger before the tide report.</p>
+</body></html>"""
+
+
+def test_html_headings_without_ids_are_cited_by_their_text(tmp_path: Path) -> None:
+    """A page without ids is no longer cited by its file alone; under a heading with an
+    id, a deeper one without is named after the id."""
+    (tmp_path / "guide.html").write_text(NO_IDS, encoding="utf-8")
+    guide = _read(tmp_path / "guide.html", tmp_path)
+    found = [_cite(guide, s) for s in _sections(_chunker("structure"), guide)]
+    assert found == [
+        "guide.html › Ledger guide",
+        "guide.html › Install",
+        "guide.html › Install › On Linux",
+        "guide.html#use",
+        "guide.html#use › Tips",
+    ]
+
+
+README = """Harbour ledger
+==============
+
+The ledger keeps one line per mooring.
+
+Installing
+----------
+Unpack the archive into /opt/ledger.
+
+A sentence that ends the section and is no heading at all, over a rule
+---
+
+Using it
+--------
+
+Open the ledger with the harbour key.
+"""
+
+
+def test_underlined_plain_text_lines_are_headings(tmp_path: Path) -> None:
+    """``Title`` over ``=====`` and ``Sub`` over ``---`` in a plain-text README are its
+    headings (a chunk's heading path); a short rule under a long sentence is not."""
+    (tmp_path / "README").write_text(README, encoding="utf-8")
+    readme = _read(tmp_path / "README", tmp_path)
+    headings = [(e.text, e.level) for e in readme.elements if e.kind == "heading"]
+    assert headings == [("Harbour ledger", 1), ("Installing", 2), ("Using it", 2)]
+    found = [
+        (s.heading_path[-1], _cite(readme, s)) for s in _sections(_chunker("structure"), readme)
+    ]
+    assert found == [
+        ("Harbour ledger", "README:4"),
+        ("Installing", "README:8-11"),
+        ("Using it", "README:16"),
+    ]

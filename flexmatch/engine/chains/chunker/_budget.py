@@ -13,10 +13,12 @@ from flexmatch.text import count_tokens, split_sentences, split_words
 # Bumped when what the built-in chunkers produce changes (2: chunks carry their location,
 # an empty heading is kept, merged code names its symbols; 3: a long table is cut between
 # rows with its header row repeated; 4: a new page, slide or sheet starts a new chunk, a
-# chunk over a page break says where each part of its text is): stored documents are
+# chunk over a page break says where each part of its text is; 5: a chunk names the
+# section it is in where its format has no finer place, and a code definition is matched
+# with its module's path and what its module's header says of it): stored documents are
 # stale and ``reindex`` (or the next ingest) writes them again, instead of old chunks
 # staying as they were with no location.
-REVISION = 4
+REVISION = 5
 
 
 def with_revision(definition: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from flexmatch.engine.chains.kinds import MatchingTextChain
-from flexmatch.engine.chains.variables import content_text, heading_label
+from flexmatch.engine.chains.variables import content_text, heading_label, module_mentions
 from flexmatch.models import Document, MatchingText, Section
 from flexmatch.text import split_sentences
 
@@ -22,11 +22,13 @@ class SentenceParams(BaseModel):
 def sentence_texts(
     section: Section, document: Document, params: SentenceParams
 ) -> list[MatchingText]:
-    """Each sentence of ``section`` long enough to match on, prefixed with where it sits:
+    """Each sentence of ``section`` long enough to match on, prefixed with where it sits,
+    then what a code file's header says of the definition it holds (``module_mentions``):
     the ``sentences`` chain's texts, also indexed beside an LLM's questions."""
     label = heading_label(document, section) if params.prefix_heading else ""
     texts: list[MatchingText] = []
-    for sentence in split_sentences(section.text):
+    sentences = [*split_sentences(section.text), *module_mentions(document, section)]
+    for sentence in sentences:
         if len(sentence.split()) < params.min_words:
             continue
         text = f"{label}: {sentence}" if label else sentence
