@@ -2,9 +2,10 @@
 skipped) and JSON Lines corpora (one document per line, its id kept).
 
 A folder walk takes what it finds: a file no parser reads (an unsupported type, a binary
-blob in a text format) or one without text is *skipped*, counted by reason, not failed,
-and a subfolder that cannot be read is one failure while the walk goes on. A file named
-on its own is meant: if it cannot be read, that is a failure.
+blob in a text format), one whose text is no prose (PostScript, a symbol table, minified
+code: named by that reason), one over the byte cap or one without text is *skipped*,
+counted by reason, not failed, and a subfolder that cannot be read is one failure while
+the walk goes on. A file named on its own is meant: if it cannot be read, that is a failure.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from flexmatch.access import ACCESS_FIELD
 from flexmatch.errors import (
     DocumentTooLargeError,
     EmptyDocumentError,
+    NotProseError,
     ParseError,
     UnsupportedFormatError,
 )
@@ -158,6 +160,9 @@ def _entries(
 
 
 Parse = Callable[[Path], ParsedDocument]
+TOO_LARGE = "over the byte cap"
+"""The skip reason of a walked file over ``ingest.max_document_bytes`` (compressed: what
+it holds), which the ingest report warns of: the cap may be worth raising."""
 
 
 def load(
@@ -192,14 +197,20 @@ def load(
     refused: list[str] = []  # why the parser passed over a walked file
 
     def build() -> Document:
-        check_file_size(task.path, max_bytes)
         try:
+            check_file_size(task.path, max_bytes)
             parsed = parse(task.path)
+        except NotProseError as exc:
+            refused.append(exc.reason)
+            raise
         except UnsupportedFormatError:
             refused.append("unsupported type")
             raise
         except EmptyDocumentError:
             refused.append("empty")
+            raise
+        except DocumentTooLargeError:
+            refused.append(TOO_LARGE)
             raise
         return Document(
             id=document_id(source, uri),
