@@ -375,6 +375,7 @@ def test_public_api_is_pinned() -> None:
         "MatchingText",
         "MissingExtraError",
         "ModelMismatchError",
+        "NotProseError",
         "Original",
         "Outcome",
         "PRINCIPAL_HEADER",

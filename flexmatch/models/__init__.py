@@ -53,6 +53,7 @@ from flexmatch.models.records import (
     Stats,
 )
 from flexmatch.models.reports import (
+    TOO_LARGE,
     DocumentOutcome,
     FailedDocument,
     IngestReport,
@@ -71,6 +72,7 @@ from flexmatch.models.sync import (
 __all__ = [
     "ELEMENTS_A_JOIN",
     "MATCH_KINDS",
+    "TOO_LARGE",
     "ChainUse",
     "Chunk",
     "ChunkView",

@@ -7,11 +7,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+TOO_LARGE = "over the byte cap"
+"""The skip reason of a walked file over ``ingest.max_document_bytes`` (compressed: what
+it holds): the report warns of each one, as the cap may be worth raising."""
+
 
 class FailedDocument(BaseModel):
     """A document that could not be ingested, and why. ``skipped`` names why a file a
     folder walk found was passed over rather than failed (``unsupported type``,
-    ``binary file``, ``empty``): counted and listed by reason, never an error."""
+    ``binary file``, ``empty``, ``over the byte cap``, or why its text is no prose:
+    ``PostScript``, ``symbol table``, ``minified``, ``generated data``, ``encoded
+    data``): counted and listed by reason, never an error."""
 
     uri: str
     error: str
@@ -135,6 +141,8 @@ class IngestReport(BaseModel):
         if failure.skipped is not None:
             self.skipped[failure.skipped] = self.skipped.get(failure.skipped, 0) + 1
             self.skipped_files.append(failure)
+            if failure.skipped == TOO_LARGE:
+                self.warnings.append(f"skipped {failure.error}")
             return
         self.failed.append(failure)
         self.outcomes.append(

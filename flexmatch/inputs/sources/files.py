@@ -29,7 +29,7 @@ from flexmatch.errors import (
 )
 from flexmatch.inputs.parsing import parse_file, parse_text, skip_reason
 from flexmatch.inputs.sources.items import SeenIds, attempt, document_id, given_id, json_lines
-from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
+from flexmatch.models import TOO_LARGE, Document, Element, FailedDocument, ParsedDocument
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,6 @@ def _entries(
 
 
 Parse = Callable[[Path], ParsedDocument]
-TOO_LARGE = "over the byte cap"
-"""The skip reason of a walked file over ``ingest.max_document_bytes`` (compressed: what
-it holds), which the ingest report warns of: the cap may be worth raising."""
 
 
 def load(

@@ -33,12 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch.errors import ConfigError, ParseError
 from flexmatch.inputs.sources.builtin import is_url
-from flexmatch.inputs.sources.files import TOO_LARGE, LoadTask, load, selected
+from flexmatch.inputs.sources.files import LoadTask, load, selected
 from flexmatch.inputs.sources.git_commands import Blobs, Commit, Git, last_commits
 from flexmatch.inputs.sources.items import Item, attempt
 from flexmatch.inputs.sources.types import ItemRef, SourceType
 from flexmatch.inputs.sources.validators import VERSION_KEY
-from flexmatch.models import Document, FailedDocument
+from flexmatch.models import TOO_LARGE, Document, FailedDocument
 
 STATE_VERSION = 1
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@host:owner/repo.git
