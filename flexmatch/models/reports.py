@@ -80,6 +80,24 @@ class DocumentOutcome(BaseModel):
         return {"input": self.input, "status": self.outcome, "detail": detail}
 
 
+class IngestProgress(BaseModel):
+    """One progress event of a run under way (``ingest --json`` writes one a line): how
+    far it is and what it has stored, without the per-document lists."""
+
+    event: Literal["progress"] = "progress"
+    planned: int  # documents the run found to read
+    processed: int  # of them, done (stored, unchanged, duplicate, failed or skipped)
+    added: int
+    changed: int
+    unchanged: int
+    failed: int
+    skipped: int
+    chunks: int
+    matching_texts: int
+    llm_calls: int
+    seconds: float  # since the run started
+
+
 class IngestReport(BaseModel):
     """What an ingest did: counts, skips, failures and what it cost.
 
@@ -213,6 +231,22 @@ class IngestReport(BaseModel):
     def documents(self) -> int:
         """Documents written by this run (added or changed)."""
         return self.added + self.changed
+
+    def progress(self, seconds: float) -> IngestProgress:
+        """Where the run stands, ``seconds`` after it started."""
+        return IngestProgress(
+            planned=self.planned,
+            processed=self.processed,
+            added=self.added,
+            changed=self.changed,
+            unchanged=self.unchanged,
+            failed=len(self.failed),
+            skipped=len(self.skipped_files),
+            chunks=self.chunks,
+            matching_texts=self.matching_texts,
+            llm_calls=self.usage.calls,
+            seconds=round(seconds, 1),
+        )
 
     @property
     def processed(self) -> int:

@@ -248,6 +248,10 @@ def test_a_walk_skips_a_file_over_the_byte_cap_and_a_named_one_fails(tmp_path: P
     assert isinstance(named, FailedDocument) and named.skipped is None
 
 
+def items_in(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
 def test_the_cli_skips_non_prose_and_over_cap_files_with_exit_0(tmp_path: Path) -> None:
     from tests.inputs.parsing.test_nonprose import SKIPPED as NOT_PROSE
 
@@ -275,5 +279,34 @@ def test_the_cli_skips_non_prose_and_over_cap_files_with_exit_0(tmp_path: Path) 
         counts[reason] = counts.get(reason, 0) + 1
     assert report["skipped"] == {**counts, "over the byte cap": 1}
     assert report["failed"] == [] and len(report["warnings"]) == 1
+    # standard error: one JSON progress event a line, the last one at the end of the run
+    events = [json.loads(line) for line in again.stderr.splitlines()]
+    assert events and all(e["event"] == "progress" for e in events)
+    assert events[-1]["processed"] == events[-1]["planned"] == len(items_in(root))
+    assert events[-1]["skipped"] == len(NOT_PROSE) + 1 and events[-1]["unchanged"] == 5
     named = run("ingest", "--kb", str(kb), str(root / "big.txt"))
     assert named.returncode == 2 and "over the 20,000-byte cap" in named.stderr
+
+
+def test_a_progress_event_says_where_a_run_stands_in_one_line() -> None:
+    from flexmatch.models import IngestReport
+
+    report = IngestReport(planned=4, chunks=7)
+    report.record_stored("a", "a.md", changed=False, chunks=7, matching_texts=20)
+    report.record_failed(FailedDocument(uri="b.ps", error="b.ps: PostScript", skipped="PostScript"))
+    line = report.progress(12.345).model_dump_json()
+    assert "\n" not in line
+    assert json.loads(line) == {
+        "event": "progress",
+        "planned": 4,
+        "processed": 2,
+        "added": 1,
+        "changed": 0,
+        "unchanged": 0,
+        "failed": 0,
+        "skipped": 1,
+        "chunks": 14,
+        "matching_texts": 20,
+        "llm_calls": 0,
+        "seconds": 12.3,
+    }

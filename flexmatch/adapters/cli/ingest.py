@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,6 +28,8 @@ from flexmatch.adapters.command_line import JsonOption, KbOption, TenantOption
 
 if TYPE_CHECKING:
     from flexmatch import CostEstimate, IngestReport
+
+PROGRESS_EVERY = 1.0  # seconds between two progress events of `ingest --json` at most
 
 
 def ingest(
@@ -105,8 +108,19 @@ def ingest(
         with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
             task_id = bar.add_task("ingest", total=None, detail="")
 
+            started = time.monotonic()
+            said = [0.0]  # when the last progress event was written (--json)
+
             def progress(report: IngestReport) -> None:
                 watch.seen(report)
+                if as_json:
+                    now = time.monotonic()
+                    if now - said[0] >= PROGRESS_EVERY or report.processed >= report.planned:
+                        said[0] = now
+                        line = report.progress(now - started).model_dump_json()
+                        sys.stderr.write(line + "\n")
+                        sys.stderr.flush()
+                    return
                 detail = (
                     f"{report.chunks} chunks · {report.usage.calls} LLM calls"
                     f" · {len(report.failed)} failed"
