@@ -91,6 +91,7 @@ def ingest(
                     f"{estimate.documents} documents, ~{estimate.document_tokens:,} tokens"
                 )
                 _print_estimate(estimate)
+                _print_footprint(estimate)
                 _print_would_fail(estimate)
             if not (estimate.documents or estimate.failed or estimate.skipped):
                 raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
@@ -259,6 +260,34 @@ def _print_estimate(estimate: CostEstimate) -> None:
         f"({estimate.cached_calls} answered by the cache) · ~{estimate.prompt_tokens:,} prompt "
         f"+ ~{estimate.completion_tokens:,} completion tokens · ~{price}"
     )
+
+
+def _print_footprint(estimate: CostEstimate) -> None:
+    """What the run would take of this machine: time, peak memory, disk."""
+    if estimate.seconds is None:
+        took = f"reading ~{_duration(estimate.read_seconds)}; embedding not timed (a remote model)"
+    else:
+        took = (
+            f"~{_duration(estimate.seconds)} (reading {_duration(estimate.read_seconds)}, "
+            f"embedding {estimate.matching_texts:,} matching texts at "
+            f"~{estimate.embedded_per_second:,.0f}/s"
+        )
+        took += f"; {estimate.llm_calls} LLM calls not timed)" if estimate.llm_calls else ")"
+    memory = estimate.peak_memory_bytes
+    shown_memory = f" · peak memory ~{_size(memory)}" if memory is not None else ""
+    console.print(f"time {took}{shown_memory} · disk ~{_size(estimate.disk_bytes)}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
 
 
 def reindex(
