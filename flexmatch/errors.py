@@ -11,6 +11,7 @@ FlexMatchError
 │   └── PromptError    a prompt template failed to load or render
 ├── ParseError         a document could not be read (names the file)
 │   ├── UnsupportedFormatError
+│   │   └── NotProseError  text that is no prose (PostScript, a symbol table, minified code)
 │   ├── EmptyDocumentError
 │   ├── EncryptedDocumentError
 │   └── DocumentTooLargeError
@@ -126,6 +127,20 @@ class UnsupportedFormatError(ParseError):
     """No parser handles this kind of file."""
 
     code = "unsupported_format"
+
+
+class NotProseError(UnsupportedFormatError):
+    """The file is text but no prose to index (PostScript, a symbol table, minified
+    code); ``reason`` names which, as a folder walk's skip counts it."""
+
+    code = "not_prose"
+
+    def __init__(self, message: str, reason: str = "not prose") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[NotProseError], tuple[str, str]]:
+        return type(self), (str(self), self.reason)  # from a parsing worker, reason kept
 
 
 class EmptyDocumentError(ParseError):

@@ -7,6 +7,8 @@ import json
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.testing import FakeLLMServer
@@ -52,7 +54,13 @@ def test_cli_dry_run_json(tmp_path: Path, llm_server: FakeLLMServer) -> None:
     assert done.returncode == 0, done.stderr
     estimate = json.loads(done.stdout)
     assert estimate["llm_calls"] == 2 and estimate["chunks"] == 2
+    assert estimate["peak_memory_bytes"] > 0 and estimate["disk_bytes"] > 0
+    assert estimate["seconds"] >= estimate["read_seconds"]
     assert llm_server.calls() == 0
+    said = run("ingest", "--kb", str(tmp_path / "kb"), "--dry-run", str(doc))
+    line = next(x for x in said.stdout.splitlines() if x.startswith("time ~"))
+    assert "embedding" in line and "2 LLM calls not timed" in line
+    assert "peak memory ~" in said.stdout and "disk ~" in said.stdout
     assert not (tmp_path / "kb" / ".flexmatch" / "qdrant").exists()  # nothing stored
 
 
@@ -73,3 +81,34 @@ def test_a_dry_run_streams_its_documents(tmp_path: Path, embedder: OnnxEmbedder)
             tracemalloc.stop()
     assert result.documents == 20_000
     assert peak < 12 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB for 20 MB of text"
+
+
+def test_a_dry_run_says_the_time_memory_and_disk_the_run_would_take(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """The matching texts are counted as the run makes them (exactly, offline), the time
+    is the reading measured plus embedding at the rate measured on a sample, and memory
+    and disk grow with what would be embedded and stored."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(6):
+        sentences = " ".join(
+            f"Orchard {n} keeps apples of kind {k} in cold rooms." for k in range(30)
+        )
+        storage = f"Orchard {n} stores its fruit for {n + 2} months at most."
+        (docs / f"orchard{n}.md").write_text(
+            f"# Orchard {n}\n\n{sentences}\n\n## Storage\n\n{storage}"
+        )
+    write_config(tmp_path / "kb", "sources:\n  default: {}\n")
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder, env={}) as kb:
+        small = kb.run_sync(kb.aestimate([docs / "orchard0.md"]))
+        estimate = kb.run_sync(kb.aestimate([docs]))
+        report = kb.ingest([docs])
+    assert estimate.matching_texts == report.matching_texts > 6 * 30
+    assert estimate.embedded_per_second and estimate.embedded_per_second > 0
+    assert estimate.seconds is not None
+    embedding = estimate.matching_texts / estimate.embedded_per_second
+    assert estimate.seconds == pytest.approx(estimate.read_seconds + embedding, abs=0.2)
+    assert estimate.peak_memory_bytes and estimate.peak_memory_bytes > 100e6  # the model
+    assert estimate.peak_memory_bytes > small.peak_memory_bytes  # type: ignore[operator]
+    assert estimate.disk_bytes > small.disk_bytes > 0

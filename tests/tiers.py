@@ -167,6 +167,8 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/inputs/test_walk.py::test_the_cli_refuses_an_unknown_parser_naming_the_known_ones",
         "tests/inputs/test_walk.py::test_a_real_docs_folder_is_read_or_skipped_with_no_failure",
         "tests/inputs/test_walk.py::test_a_walk_stores_or_skips_every_file_with_a_reason",
+        "tests/inputs/test_walk.py::test_the_cli_skips_non_prose_and_over_cap_files_with_exit_0",
+        "tests/inputs/parsing/test_nonprose.py::test_the_reason_comes_back_from_a_parsing_worker",
         "tests/adapters/cli/test_cli_quick.py::test_a_command_on_a_folder_without_a_config_is_refused",
         "tests/adapters/cli/test_cli_quick.py::test_every_template_listed_is_accepted",
         "tests/adapters/cli/test_terminal_text.py::test_an_error_quoting_hostile_text_shows_it_as_text",

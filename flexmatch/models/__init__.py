@@ -61,6 +61,7 @@ from flexmatch.models.records import (
     Stats,
 )
 from flexmatch.models.reports import (
+    TOO_LARGE,
     DocumentOutcome,
     FailedDocument,
     IngestReport,
@@ -79,6 +80,7 @@ from flexmatch.models.sync import (
 __all__ = [
     "ELEMENTS_A_JOIN",
     "MATCH_KINDS",
+    "TOO_LARGE",
     "ChainUse",
     "Chunk",
     "ChunkView",

@@ -19,6 +19,15 @@ class CostEstimate(BaseModel):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_models: list[str] = Field(default_factory=list)  # not in litellm's cost map
+    # what the run would take of this machine (``footprint``): the texts it would embed,
+    # the time (reading and chunking as this dry run took them, embedding at the rate
+    # measured here; the LLM's calls not included), its peak memory and the disk it adds
+    matching_texts: int = 0
+    read_seconds: float = 0.0  # this dry run's reading and chunking
+    embedded_per_second: float | None = None  # measured here on a sample (a local model)
+    seconds: float | None = None  # reading + embedding; None: no local rate to go by
+    peak_memory_bytes: int | None = None
+    disk_bytes: int = 0
     # what the real run would fail on, each with the reason it would give (a missing path,
     # an unsupported type, over the size cap...), and the files a folder walk would pass
     # over, by reason: a dry run shows them and exits as the real run would

@@ -7,11 +7,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+TOO_LARGE = "over the byte cap"
+"""The skip reason of a walked file over ``ingest.max_document_bytes`` (compressed: what
+it holds): the report warns of each one, as the cap may be worth raising."""
+
 
 class FailedDocument(BaseModel):
     """A document that could not be ingested, and why. ``skipped`` names why a file a
     folder walk found was passed over rather than failed (``unsupported type``,
-    ``binary file``, ``empty``): counted and listed by reason, never an error."""
+    ``binary file``, ``empty``, ``over the byte cap``, or why its text is no prose:
+    ``PostScript``, ``symbol table``, ``minified``, ``generated data``, ``encoded
+    data``): counted and listed by reason, never an error."""
 
     uri: str
     error: str
@@ -72,6 +78,24 @@ class DocumentOutcome(BaseModel):
         else:
             detail = f"stored as {self.chunks} chunk{'' if self.chunks == 1 else 's'}"
         return {"input": self.input, "status": self.outcome, "detail": detail}
+
+
+class IngestProgress(BaseModel):
+    """One progress event of a run under way (``ingest --json`` writes one a line): how
+    far it is and what it has stored, without the per-document lists."""
+
+    event: Literal["progress"] = "progress"
+    planned: int  # documents the run found to read
+    processed: int  # of them, done (stored, unchanged, duplicate, failed or skipped)
+    added: int
+    changed: int
+    unchanged: int
+    failed: int
+    skipped: int
+    chunks: int
+    matching_texts: int
+    llm_calls: int
+    seconds: float  # since the run started
 
 
 class IngestReport(BaseModel):
@@ -135,6 +159,8 @@ class IngestReport(BaseModel):
         if failure.skipped is not None:
             self.skipped[failure.skipped] = self.skipped.get(failure.skipped, 0) + 1
             self.skipped_files.append(failure)
+            if failure.skipped == TOO_LARGE:
+                self.warnings.append(f"skipped {failure.error}")
             return
         self.failed.append(failure)
         self.outcomes.append(
@@ -205,6 +231,22 @@ class IngestReport(BaseModel):
     def documents(self) -> int:
         """Documents written by this run (added or changed)."""
         return self.added + self.changed
+
+    def progress(self, seconds: float) -> IngestProgress:
+        """Where the run stands, ``seconds`` after it started."""
+        return IngestProgress(
+            planned=self.planned,
+            processed=self.processed,
+            added=self.added,
+            changed=self.changed,
+            unchanged=self.unchanged,
+            failed=len(self.failed),
+            skipped=len(self.skipped_files),
+            chunks=self.chunks,
+            matching_texts=self.matching_texts,
+            llm_calls=self.usage.calls,
+            seconds=round(seconds, 1),
+        )
 
     @property
     def processed(self) -> int:

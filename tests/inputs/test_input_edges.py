@@ -148,8 +148,9 @@ def seq_yaml(levels: int) -> str:
         ("deep.yaml", block_yaml(3_000)),
         ("deep-seq.yaml", seq_yaml(300)),
         ("inline.yaml", "- " * 3_000 + "x\n"),
-        ("deep.json", '{"a": ' * 3_000 + "1" + "}" * 3_000),
-        ("deep-list.json", "[" * 3_000 + "]" * 3_000),
+        # on lines of their own: one long line with hardly a space is refused as minified
+        ("deep.json", '{"a":\n' * 3_000 + "1" + "}\n" * 3_000),
+        ("deep-list.json", "[\n" * 3_000 + "]\n" * 3_000),
     ],
 )
 def test_deep_yaml_and_json_are_refused_by_name(tmp_path: Path, name: str, text: str) -> None:

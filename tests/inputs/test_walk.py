@@ -16,7 +16,7 @@ import pytest
 
 from flexmatch.inputs.sources.files import LoadTask, discover, load
 from flexmatch.models import Document, FailedDocument
-from tests.conftest import run
+from tests.conftest import REPO, run
 from tests.inputs.parsing.test_formats import MAN_PAGE, RST
 
 
@@ -214,3 +214,99 @@ def test_a_report_counts_skips_apart_from_failures() -> None:
     assert [f.uri for f in both.failed] == ["b.pdf"]
     assert [o.input for o in both.outcomes] == ["b.pdf"]  # skips are not outcomes
     assert both.processed == 4  # but they are done: a progress bar reaches its end
+
+
+# --- what is text but no prose, and what is over the byte cap: skipped by reason -----------
+
+NONPROSE = REPO / "tests" / "data" / "nonprose"
+
+
+def test_a_walk_skips_text_that_is_no_prose_by_its_reason(tmp_path: Path) -> None:
+    from tests.inputs.parsing.test_nonprose import SKIPPED as NOT_PROSE
+
+    root = shutil.copytree(NONPROSE, tmp_path / "docs")
+    items = walk(root)
+    skipped = {Path(i.uri).name: i.skipped for i in items if isinstance(i, FailedDocument)}
+    stored = {Path(i.uri).name for i in items if isinstance(i, Document)}
+    assert skipped == NOT_PROSE
+    assert stored == {p.name for p in (NONPROSE / "prose").iterdir()}
+    (named,) = load(LoadTask(root / "skipped" / "manual.ps.gz"), "docs", 10_000_000)
+    assert isinstance(named, FailedDocument) and named.skipped is None  # named: a failure
+    assert "manual.ps.gz (manual.ps): PostScript page code" in named.error
+
+
+def test_a_walk_skips_a_file_over_the_byte_cap_and_a_named_one_fails(tmp_path: Path) -> None:
+    root = make_folder(tmp_path / "docs")
+    (root / "big.txt").write_text("A long note. " * 100)
+    (root / "big.log.gz").write_bytes(gzip.compress(b"A long log line.\n" * 100))
+    tasks, _ = discover([root])
+    items = [item for task in tasks for item in load(task, "docs", 1000)]
+    skipped = {Path(i.uri).name: i.skipped for i in items if isinstance(i, FailedDocument)}
+    assert skipped["big.txt"] == skipped["big.log.gz"] == "over the byte cap"
+    assert not [i for i in items if isinstance(i, FailedDocument) and not i.skipped]
+    (named,) = load(LoadTask(root / "big.txt"), "docs", 1000)
+    assert isinstance(named, FailedDocument) and named.skipped is None
+
+
+def items_in(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_the_cli_skips_non_prose_and_over_cap_files_with_exit_0(tmp_path: Path) -> None:
+    from tests.inputs.parsing.test_nonprose import SKIPPED as NOT_PROSE
+
+    root = shutil.copytree(NONPROSE, tmp_path / "docs")
+    (root / "big.txt").write_text("A long note. " * 2000)
+    kb = tmp_path / "kb"
+    assert run("init", str(kb)).returncode == 0
+    config = kb / "flexmatch.yaml"
+    config.write_text(config.read_text() + "\ningest:\n  max_document_bytes: 20000\n")
+    result = run("ingest", "--kb", str(kb), str(root))
+    assert result.returncode == 0, result.stderr
+    lines = " ".join(result.stderr.split())
+    assert "skipped (PostScript): 1 file: manual.ps.gz" in lines
+    assert "skipped (symbol table): 2 files: libstdc++_symbols.txt.amd64, libz.nm.txt" in lines
+    assert "skipped (over the byte cap): 1 file: big.txt" in lines
+    assert (
+        f"warning: skipped {root / 'big.txt'}: the file is 26,000 bytes, over the "
+        "20,000-byte cap (ingest.max_document_bytes)" in lines
+    )
+    again = run("ingest", "--kb", str(kb), "--json", str(root))
+    report = json.loads(again.stdout)
+    assert again.returncode == 0, again.stderr
+    counts: dict[str, int] = {}
+    for reason in NOT_PROSE.values():
+        counts[reason] = counts.get(reason, 0) + 1
+    assert report["skipped"] == {**counts, "over the byte cap": 1}
+    assert report["failed"] == [] and len(report["warnings"]) == 1
+    # standard error: one JSON progress event a line, the last one at the end of the run
+    events = [json.loads(line) for line in again.stderr.splitlines()]
+    assert events and all(e["event"] == "progress" for e in events)
+    assert events[-1]["processed"] == events[-1]["planned"] == len(items_in(root))
+    assert events[-1]["skipped"] == len(NOT_PROSE) + 1 and events[-1]["unchanged"] == 5
+    named = run("ingest", "--kb", str(kb), str(root / "big.txt"))
+    assert named.returncode == 2 and "over the 20,000-byte cap" in named.stderr
+
+
+def test_a_progress_event_says_where_a_run_stands_in_one_line() -> None:
+    from flexmatch.models import IngestReport
+
+    report = IngestReport(planned=4, chunks=7)
+    report.record_stored("a", "a.md", changed=False, chunks=7, matching_texts=20)
+    report.record_failed(FailedDocument(uri="b.ps", error="b.ps: PostScript", skipped="PostScript"))
+    line = report.progress(12.345).model_dump_json()
+    assert "\n" not in line
+    assert json.loads(line) == {
+        "event": "progress",
+        "planned": 4,
+        "processed": 2,
+        "added": 1,
+        "changed": 0,
+        "unchanged": 0,
+        "failed": 0,
+        "skipped": 1,
+        "chunks": 14,
+        "matching_texts": 20,
+        "llm_calls": 0,
+        "seconds": 12.3,
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,6 +28,8 @@ from flexmatch.adapters.command_line import JsonOption, KbOption, TenantOption
 
 if TYPE_CHECKING:
     from flexmatch import CostEstimate, IngestReport
+
+PROGRESS_EVERY = 1.0  # seconds between two progress events of `ingest --json` at most
 
 
 def ingest(
@@ -88,6 +91,7 @@ def ingest(
                     f"{estimate.documents} documents, ~{estimate.document_tokens:,} tokens"
                 )
                 _print_estimate(estimate)
+                _print_footprint(estimate)
                 _print_would_fail(estimate)
             if not (estimate.documents or estimate.failed or estimate.skipped):
                 raise typer.BadParameter("nothing to ingest: name files, folders or URLs")
@@ -105,8 +109,19 @@ def ingest(
         with Progress(*columns, console=errors, transient=True, disable=as_json) as bar:
             task_id = bar.add_task("ingest", total=None, detail="")
 
+            started = time.monotonic()
+            said = [0.0]  # when the last progress event was written (--json)
+
             def progress(report: IngestReport) -> None:
                 watch.seen(report)
+                if as_json:
+                    now = time.monotonic()
+                    if now - said[0] >= PROGRESS_EVERY or report.processed >= report.planned:
+                        said[0] = now
+                        line = report.progress(now - started).model_dump_json()
+                        sys.stderr.write(line + "\n")
+                        sys.stderr.flush()
+                    return
                 detail = (
                     f"{report.chunks} chunks · {report.usage.calls} LLM calls"
                     f" · {len(report.failed)} failed"
@@ -245,6 +260,34 @@ def _print_estimate(estimate: CostEstimate) -> None:
         f"({estimate.cached_calls} answered by the cache) · ~{estimate.prompt_tokens:,} prompt "
         f"+ ~{estimate.completion_tokens:,} completion tokens · ~{price}"
     )
+
+
+def _print_footprint(estimate: CostEstimate) -> None:
+    """What the run would take of this machine: time, peak memory, disk."""
+    if estimate.seconds is None:
+        took = f"reading ~{_duration(estimate.read_seconds)}; embedding not timed (a remote model)"
+    else:
+        took = (
+            f"~{_duration(estimate.seconds)} (reading {_duration(estimate.read_seconds)}, "
+            f"embedding {estimate.matching_texts:,} matching texts at "
+            f"~{estimate.embedded_per_second:,.0f}/s"
+        )
+        took += f"; {estimate.llm_calls} LLM calls not timed)" if estimate.llm_calls else ")"
+    memory = estimate.peak_memory_bytes
+    shown_memory = f" · peak memory ~{_size(memory)}" if memory is not None else ""
+    console.print(f"time {took}{shown_memory} · disk ~{_size(estimate.disk_bytes)}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
 
 
 def reindex(

@@ -4,6 +4,7 @@ or facts block (``--markdown``) an agent reads.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -80,6 +81,30 @@ def _parse_filters(items: list[str] | None) -> dict[str, str | list[str]] | None
     return {k: v[0] if len(v) == 1 else v for k, v in parsed.items()}
 
 
+PANEL_CHARS = 700  # of a chunk, in a result's panel
+_WORD = re.compile(r"\w{3,}")
+
+
+def excerpt(content: str, matched: str, query: str, width: int = PANEL_CHARS) -> str:
+    """The part of a long chunk a panel shows: around what matched (the matched text
+    where the chunk holds it, else where the most words of the query and the matched
+    text fall), cut at words and marked with ``…``; a short chunk whole."""
+    if len(content) <= width:
+        return content
+    at = content.find(matched.strip()) if len(matched.strip()) >= 10 else -1
+    if at < 0:
+        words = {w.lower() for w in _WORD.findall(f"{query} {matched}")}
+        spots = [m.start() for m in _WORD.finditer(content) if m.group().lower() in words]
+        at = max(spots, key=lambda x: sum(x <= y < x + width // 2 for y in spots), default=0)
+    start = max(0, min(at - width // 4, len(content) - width))
+    if start:
+        start = content.find(" ", start) + 1 or start  # at a word
+    end = start + width
+    if end < len(content):
+        end = content.rfind(" ", start, end) if " " in content[start:end] else end
+    return ("…" if start else "") + content[start:end].strip() + ("…" if end < len(content) else "")
+
+
 def _explanation(r: ResultItem) -> str:
     s = r.explanation
     if s is None:
@@ -105,7 +130,7 @@ def _print_results(text: str, variants: list[str] | None, results: list[ResultIt
         console.print("No results: the knowledge base holds nothing that matches.")
     for r in results:
         where = " › ".join(part for part in [r.title, *r.heading_path] if part)
-        content = r.content if len(r.content) <= 700 else r.content[:700] + "…"
+        content = excerpt(r.content, r.matched_text, text)
         body = (
             f"[dim]cite:[/] {shown(r.cite)}\n"
             f"[dim]source:[/] {shown(r.source)}  [dim]uri:[/] {shown(r.uri)}\n"

@@ -13,6 +13,7 @@ from typing import Any
 from flexmatch.access import Principal
 from flexmatch.engine.chains import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
+from flexmatch.engine.embedders.remote import LiteLLMEmbedder
 from flexmatch.engine.ingest.embed import Work
 from flexmatch.engine.ingest.estimate import estimate_reading, plan_reindex
 from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
@@ -173,7 +174,9 @@ class Ingestor:
         rest = reader.read(plan, urls=False)
         limit = self.resources.config.ingest.max_document_bytes
         llm = self.resources.llm
-        estimate = await estimate_reading(pages, rest, self.source_chains, llm, limit)
+        embedder = self.resources.embedder
+        local = None if isinstance(embedder, LiteLLMEmbedder) else embedder  # spend nothing
+        estimate = await estimate_reading(pages, rest, self.source_chains, llm, limit, local)
         if prune:
             found = await asyncio.to_thread(prunable_records, reader, self.resources, tenant)
             gone, refused = found

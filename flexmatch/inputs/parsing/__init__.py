@@ -31,6 +31,7 @@ from flexmatch import plugins
 from flexmatch.errors import (
     EmptyDocumentError,
     FlexMatchError,
+    NotProseError,
     ParseError,
     UnsupportedFormatError,
 )
@@ -51,7 +52,15 @@ from flexmatch.inputs.parsing.compressed import (
 )
 from flexmatch.inputs.parsing.html import parse_html_bytes
 from flexmatch.inputs.parsing.markdown import markdown_to_builder
-from flexmatch.inputs.parsing.sniff import TEXT_PARSERS, is_binary, sniff
+from flexmatch.inputs.parsing.sniff import (
+    NOT_PROSE,
+    NOT_PROSE_SAMPLE,
+    PROSE_PARSERS,
+    TEXT_PARSERS,
+    is_binary,
+    not_prose,
+    sniff,
+)
 from flexmatch.inputs.parsing.text import add_text_blocks
 from flexmatch.models import ParsedDocument
 
@@ -233,15 +242,30 @@ def _reading(reading: Reading) -> Iterator[None]:
         _READING.reset(token)
 
 
-def _head(path: Path) -> bytes:
+def _head(path: Path, size: int = 8192) -> bytes:
     with path.open("rb") as handle:
-        return handle.read(8192)
+        return handle.read(size)
+
+
+def _check_prose(path: Path, name: str, label: str) -> tuple[str, Parse]:
+    """``name``'s parser, unless it reads text and the file holds none to index
+    (``not_prose``): then a ``NotProseError`` naming why."""
+    if name in PROSE_PARSERS:
+        reason = not_prose(_head(path, NOT_PROSE_SAMPLE))
+        if reason is not None:
+            raise NotProseError(
+                f"{label}: {NOT_PROSE[reason]}; not indexed (to read it anyway, name a "
+                "parser for it in ingest.parsers)",
+                reason,
+            )
+    return name, _parser(name, f"{path.name}: ingest.parsers")
 
 
 def _choose(path: Path, reading: Reading, names: tuple[str, ...], label: str) -> tuple[str, Parse]:
     """The parser for ``path`` (which may be a decompressed copy; ``names`` are the names
     the setting is matched against, ``label`` names the file in errors): the setting,
-    the suffix, else the content. Binary data is refused by the parsers of text."""
+    the suffix, else the content. Binary data is refused by the parsers of text, and text
+    that is no prose by the parsers of prose, unless the setting names the parser."""
     where = f"{path.name}: ingest.parsers"
     chosen = reading.chosen(*names)
     if chosen is not None:
@@ -253,7 +277,7 @@ def _choose(path: Path, reading: Reading, names: tuple[str, ...], label: str) ->
             raise UnsupportedFormatError(
                 f"{label}: looks like a binary file, not the text a '{suffix}' file holds"
             )
-        return by_suffix, _parser(by_suffix, where)
+        return _check_prose(path, by_suffix, label)
     sniffed = sniff(_head(path))
     if sniffed is None:
         shown = suffix or "(none)"
@@ -262,7 +286,7 @@ def _choose(path: Path, reading: Reading, names: tuple[str, ...], label: str) ->
             f"{label}: unsupported file type '{shown}' (binary content; supported: "
             f"{supported}, and text of any name)"
         )
-    return sniffed, _parser(sniffed, where)
+    return _check_prose(path, sniffed, label)
 
 
 def parse_file(
@@ -271,7 +295,8 @@ def parse_file(
     """Parse one file with the parser its name, the ``parsers`` setting or its content
     chooses (``max_bytes``: the cap on what a compressed file holds).
 
-    Raises ``UnsupportedFormatError`` for binary content no parser reads,
+    Raises ``UnsupportedFormatError`` for binary content no parser reads (its
+    ``NotProseError`` for text that is no prose: PostScript, a symbol table, …),
     ``EmptyDocumentError`` for a file without text (including zero-byte files),
     ``EncryptedDocumentError`` for a password-protected file, ``DocumentTooLargeError``
     for a compressed file holding more than the cap and ``ParseError`` for anything else.
@@ -325,6 +350,8 @@ def _parse_compressed(path: Path, reading: Reading) -> ParsedDocument:
             parsed = parser(copy)
         except FlexMatchError as exc:
             message = str(exc).replace(str(copy), f"{path} ({inner})")
+            if isinstance(exc, NotProseError):
+                raise NotProseError(message, exc.reason) from None
             raise type(exc)(message) from None
     return parsed.model_copy(update={"metadata": {**parsed.metadata, "compressed": path.suffix}})
 

@@ -2,9 +2,10 @@
 skipped) and JSON Lines corpora (one document per line, its id kept).
 
 A folder walk takes what it finds: a file no parser reads (an unsupported type, a binary
-blob in a text format) or one without text is *skipped*, counted by reason, not failed,
-and a subfolder that cannot be read is one failure while the walk goes on. A file named
-on its own is meant: if it cannot be read, that is a failure.
+blob in a text format), one whose text is no prose (PostScript, a symbol table, minified
+code: named by that reason), one over the byte cap or one without text is *skipped*,
+counted by reason, not failed, and a subfolder that cannot be read is one failure while
+the walk goes on. A file named on its own is meant: if it cannot be read, that is a failure.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from flexmatch.access import ACCESS_FIELD
 from flexmatch.errors import (
     DocumentTooLargeError,
     EmptyDocumentError,
+    NotProseError,
     ParseError,
     UnsupportedFormatError,
 )
 from flexmatch.inputs.parsing import parse_file, parse_text, skip_reason
 from flexmatch.inputs.sources.items import SeenIds, attempt, document_id, given_id, json_lines
-from flexmatch.models import Document, Element, FailedDocument, ParsedDocument
+from flexmatch.models import TOO_LARGE, Document, Element, FailedDocument, ParsedDocument
 
 
 @dataclass(frozen=True)
@@ -192,14 +194,20 @@ def load(
     refused: list[str] = []  # why the parser passed over a walked file
 
     def build() -> Document:
-        check_file_size(task.path, max_bytes)
         try:
+            check_file_size(task.path, max_bytes)
             parsed = parse(task.path)
+        except NotProseError as exc:
+            refused.append(exc.reason)
+            raise
         except UnsupportedFormatError:
             refused.append("unsupported type")
             raise
         except EmptyDocumentError:
             refused.append("empty")
+            raise
+        except DocumentTooLargeError:
+            refused.append(TOO_LARGE)
             raise
         return Document(
             id=document_id(source, uri),

@@ -31,14 +31,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flexmatch.errors import ConfigError, DocumentTooLargeError, ParseError
+from flexmatch.errors import ConfigError, ParseError
 from flexmatch.inputs.sources.builtin import is_url
 from flexmatch.inputs.sources.files import LoadTask, load, selected
 from flexmatch.inputs.sources.git_commands import Blobs, Commit, Git, last_commits
 from flexmatch.inputs.sources.items import Item, attempt
 from flexmatch.inputs.sources.types import ItemRef, SourceType
 from flexmatch.inputs.sources.validators import VERSION_KEY, read_version
-from flexmatch.models import Document, FailedDocument
+from flexmatch.models import TOO_LARGE, Document, FailedDocument
 
 STATE_VERSION = 1
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")  # git@host:owner/repo.git
@@ -204,12 +204,14 @@ class GitSource(SourceType):
             error = f"{ref.uri}: a JSON Lines corpus in a git source is not read"
             return FailedDocument(uri=ref.uri, error=error, skipped="unsupported type")
 
+        if file.size > limit:  # skipped, as a folder walk skips it, before its blob is read
+            error = (
+                f"{ref.uri}: the file is {file.size:,} bytes, over the {limit:,}-byte "
+                "cap (ingest.max_document_bytes)"
+            )
+            return FailedDocument(uri=ref.uri, error=error, skipped=TOO_LARGE)
+
         def build() -> Document:
-            if file.size > limit:
-                raise DocumentTooLargeError(
-                    f"{ref.uri}: the file is {file.size:,} bytes, over the {limit:,}-byte "
-                    "cap (ingest.max_document_bytes)"
-                )
             if self._blobs is None:
                 self._blobs = Blobs(self._git)
             data = self._blobs.read(file.blob)

@@ -28,16 +28,17 @@ def test_dry_run_fails_what_the_real_run_fails(tmp_path: Path, llm_server: FakeL
     assert dry.returncode == 2, dry.stderr
     estimate = json.loads(dry.stdout)
     assert estimate["documents"] == 1  # good.md, the one the real run stores
-    assert sum(estimate["skipped"].values()) == 1  # photo.xyz, passed over by the walk
+    # photo.xyz and huge.md (over the byte cap), passed over by the walk
+    assert estimate["skipped"] == {"unsupported type": 1, "over the byte cap": 1}
     would_fail = {Path(f["uri"]).name: f["error"] for f in estimate["failed"]}
-    assert set(would_fail) == {"huge.md", "notes.xyz", "missing.md"}
+    assert set(would_fail) == {"notes.xyz", "missing.md"}
     assert "no such file or folder" in would_fail["missing.md"]
     assert "unsupported" in would_fail["notes.xyz"] and ".xyz" in would_fail["notes.xyz"]
-    assert "max_document_bytes" in would_fail["huge.md"]
 
     text = run("ingest", "--kb", str(kb), "--dry-run", *inputs, env={"COLUMNS": "400"})
     assert text.returncode == 2
-    assert "1 documents" in text.stdout and "would skip: 1 " in text.stdout
+    assert "1 documents" in text.stdout
+    assert "would skip: 1 over the byte cap, 1 unsupported type" in text.stdout
     said = " ".join(text.stderr.split())
     for error in would_fail.values():
         assert f"would fail: {' '.join(error.split())}" in said
@@ -52,6 +53,10 @@ def test_dry_run_fails_what_the_real_run_fails(tmp_path: Path, llm_server: FakeL
     report = json.loads(real.stdout)
     assert {Path(f["uri"]).name: f["error"] for f in report["failed"]} == would_fail
     assert report["added"] == estimate["documents"] and report["skipped"] == estimate["skipped"]
+    assert report["warnings"] == [
+        f"skipped {docs / 'huge.md'}: the file is 4,408 bytes, over the 2,000-byte cap "
+        "(ingest.max_document_bytes)"
+    ]
 
 
 def test_dry_run_of_good_inputs_exits_0(tmp_path: Path) -> None:

@@ -183,6 +183,8 @@ def test_search_get_similar_filters_and_stats(api: Api, memo_id: str) -> None:
     stats = api.client.get("/v1/stats", headers=auth(token)).json()
     assert stats["tenant"] == "acme" and stats["documents"] >= 1 and stats["chunks"] >= 1
     assert stats["store_bytes"] is None  # the store's size counts every tenant
+    admin = api.client.get("/v1/stats", headers=auth(api.tokens["admin"])).json()
+    assert admin["documents"] == stats["documents"] and admin["store_bytes"] > 0
 
 
 def test_records_job(api: Api) -> None:

@@ -158,7 +158,10 @@ async def search_similar(
 
 @router.get("/stats", response_model=Stats)
 async def stats(principal: Reader, state: State) -> Stats:
-    """Documents, chunks and matching texts per source in the caller's tenant."""
+    """Documents, chunks and matching texts per source in the caller's tenant; to an
+    admin key, the store's size on disk too (it counts every tenant: no one else's to
+    know)."""
     result = state.kb.stats(tenant=principal.tenant, principal=principal.reader)
-    # the store's size on disk counts every tenant: not this caller's to know
+    if "admin" in principal.permissions:
+        return result
     return result.model_copy(update={"store_bytes": None})
