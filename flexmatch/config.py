@@ -462,7 +462,16 @@ class ServiceConfig(_Strict):
         return value or None
 
 
-MCP_TOOLS = ("search_knowledge", "list_documents", "get_document", "ingest_url", "add_record")
+MCP_TOOLS = (
+    "search_knowledge",
+    "list_documents",
+    "get_document",
+    "outline_document",
+    "read_document",
+    "grep_knowledge",
+    "ingest_url",
+    "add_record",
+)
 
 
 class McpConfig(_Strict):

@@ -110,7 +110,7 @@ class KnowledgeBase:
         self._chains = ResolvedChains(lambda: self.config, self.context, path)
         self._ingestor = Ingestor(self.runtime, self._chains.source)
         self._documents = StoredDocuments(lambda: self.store, self.archive)
-        self._reader = DocumentReader(self._documents)
+        self._reader = DocumentReader(self._documents.get, lambda: self._documents.registry)
         self.query_log = QueryLog(self.runtime.state_dir, lambda: self.config.query_log)
         self._querier = Querier(self.runtime, self._chains, self.query_log)
 

@@ -10,15 +10,15 @@ count. All of it works on the stored chunks, the text a search result cites."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import regex
 from pydantic import BaseModel, ValidationError
 
 from flexmatch.access import Principal, access_filter
+from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import MATCH, MatchPayload, search_filters
-from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.errors import QueryError
 from flexmatch.models import (
     ChunkView,
@@ -53,14 +53,20 @@ def checked(model: type[Request], values: dict[str, Any], code: str) -> Request:
         raise QueryError(code, "; ".join(problems)) from None
 
 
-class DocumentReader:
-    """``outline``, ``read`` and ``grep`` over one knowledge base's stored documents."""
+Detail = Callable[[str, str, Principal | None], DocumentDetail]
 
-    def __init__(self, documents: StoredDocuments) -> None:
-        self.documents = documents
+
+class DocumentReader:
+    """``outline``, ``read`` and ``grep`` over one knowledge base's stored documents:
+    ``detail`` is how a document is served (``StoredDocuments.get``: not found for one the
+    principal may not read), ``registry`` the store's records (for ``grep``)."""
+
+    def __init__(self, detail: Detail, registry: Callable[[], DocumentRegistry]) -> None:
+        self.detail = detail
+        self.registry = registry
 
     def outline(self, tenant: str, document_id: str, principal: Principal | None) -> Outline:
-        detail = self.documents.get(tenant, document_id, principal)
+        detail = self.detail(tenant, document_id, principal)
         record = detail.document
         return Outline(
             document_id=record.id,
@@ -77,7 +83,7 @@ class DocumentReader:
     ) -> Reading:
         """``part``: ``ReadRequest``'s fields (checked here, for every interface)."""
         request = checked(ReadRequest, part, "invalid_read")
-        detail = self.documents.get(tenant, document_id, principal)
+        detail = self.detail(tenant, document_id, principal)
         return _reading(detail, _part(detail, request))
 
     def grep(self, tenant: str, principal: Principal | None, **search: Any) -> GrepResult:
@@ -85,7 +91,7 @@ class DocumentReader:
         request = checked(GrepRequest, search, "invalid_pattern")
         pattern = _compiled(request)
         filters = {"record": MATCH, **search_filters(request.filters), **access_filter(principal)}
-        registry = self.documents.registry
+        registry = self.registry()
         points = registry.visible(tenant, registry.store.scroll(tenant, filters))
         carriers = [
             MatchPayload.model_validate(p.payload) for p in points if "content" in p.payload

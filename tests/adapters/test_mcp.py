@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,7 +55,12 @@ def stdio(kb: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=str(FLEXMATCH),
         args=["mcp", "--kb", str(kb), *extra],
-        env={"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        # the code under test: a worktree's, when PYTHONPATH names one
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        },
     )
 
 
