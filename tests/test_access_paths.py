@@ -1,9 +1,10 @@
 """One property, every path: random principals (users, groups, admins) against random
 documents' access lists, through the Python API, the HTTP API (a real server), the remote
 ``Client``, the MCP server's tools, the agent tool and the framework adapters. Whatever
-the path, a principal never reads a document it may not read, never replaces or removes
-one, and is answered for a hidden id exactly as for a missing one (a write, which must
-succeed for a new id, is refused in words that are the same for every hidden document).
+the path, a principal never reads a document it may not read (nor its outline, nor any
+part of it, nor a grep hit or count from it), never replaces or removes one, and is
+answered for a hidden id exactly as for a missing one (a write, which must succeed for a
+new id, is refused in words that are the same for every hidden document).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tests.test_access import accesses, may_read, principals
 from tests.test_write_access import refused, said
 
 QUERY = "orchard memo"
+PATTERN = "Orchard memo"  # in every memo's text: what grep finds
 MISSING = "memo-missing"
 Who = Principal | None  # None: an admin
 
@@ -80,6 +82,14 @@ class Route:
     def search(self, who: Who) -> set[str]:
         raise NotImplementedError
 
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        """The answers of its outline and its read of a document."""
+        raise NotImplementedError
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        """The documents grep finds ``PATTERN`` in, and how many it says it found them in."""
+        raise NotImplementedError
+
 
 def _write_answer(status: str, error: str | None, document_id: str) -> tuple[Any, ...]:
     return (status,) if status != "failed" else (status, refused(error, document_id))
@@ -110,6 +120,21 @@ class Python(Route):
     def search(self, who: Who) -> set[str]:
         found = self.kb.query(QUERY, top_n=50, tenant=self.tenant, principal=who)
         return {r.document_id for r in found}
+
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = []
+        for call in (self.kb.outline, self.kb.read):
+            try:
+                call(document_id, tenant=self.tenant, principal=who)
+            except DocumentNotFoundError as exc:
+                answers.append(("missing", said(str(exc), document_id)))
+            else:
+                answers.append(("found",))
+        return tuple(answers)
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        found = self.kb.grep(PATTERN, limit=200, tenant=self.tenant, principal=who)
+        return {h.document_id for h in found.hits}, found.documents
 
 
 class Http(Route):
@@ -154,6 +179,24 @@ class Http(Route):
         assert response.status_code == 200, response.text
         return {r["document_id"] for r in response.json()["results"]}
 
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        path, headers = f"/v1/documents/{document_id}", self.headers(who)
+        answers = (
+            self.api.client.get(f"{path}/outline", headers=headers),
+            self.api.client.post(f"{path}/read", json={}, headers=headers),
+        )
+        return tuple(
+            ("found",) if r.status_code == 200 else (r.status_code, said(r.text, document_id))
+            for r in answers
+        )
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        body = {"pattern": PATTERN, "limit": 200}
+        response = self.api.client.post("/v1/grep", json=body, headers=self.headers(who))
+        assert response.status_code == 200, response.text
+        found = response.json()
+        return {h["document_id"] for h in found["hits"]}, found["documents"]
+
 
 class Remote(Http):
     """``flexmatch.Client`` with ``principal=``, against the same server."""
@@ -191,6 +234,23 @@ class Remote(Http):
         with self.client(who) as client:
             return {r.document_id for r in client.query(QUERY, top_n=20)}
 
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = []
+        with self.client(who) as client:
+            for call in (client.outline, client.read):
+                try:
+                    call(document_id)
+                except DocumentNotFoundError as exc:
+                    answers.append(("missing", said(str(exc), document_id)))
+                else:
+                    answers.append(("found",))
+        return tuple(answers)
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        with self.client(who) as client:
+            found = client.grep(PATTERN, limit=200)
+        return {h.document_id for h in found.hits}, found.documents
+
 
 class Agent(Route):
     name = "agent"
@@ -213,6 +273,20 @@ class Agent(Route):
     def search(self, who: Who) -> set[str]:
         answer = self.call(who, "search_knowledge", {"query": QUERY, "top_n": 20})
         return {r["document_id"] for r in answer["results"]}
+
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = [
+            self.call(who, tool, {"document_id": document_id})
+            for tool in ("outline_document", "read_document")
+        ]
+        return tuple(
+            ("found",) if "error" not in a else ("missing", said(a["error"], document_id))
+            for a in answers
+        )
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        found = self.call(who, "grep_knowledge", {"pattern": PATTERN, "limit": 200})
+        return {h["document_id"] for h in found["hits"]}, found["documents"]
 
 
 class Mcp(Route):
@@ -245,6 +319,21 @@ class Mcp(Route):
         error, text = self.call(who, "search_knowledge", {"query": QUERY, "top_n": 20})
         assert not error, text
         return {r["document_id"] for r in json.loads(text)["results"]}
+
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = [
+            self.call(who, tool, {"document_id": document_id})
+            for tool in ("outline_document", "read_document")
+        ]
+        return tuple(
+            ("missing", said(text, document_id)) if error else ("found",) for error, text in answers
+        )
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        error, text = self.call(who, "grep_knowledge", {"pattern": PATTERN, "limit": 200})
+        assert not error, text
+        found = json.loads(text)
+        return {h["document_id"] for h in found["hits"]}, found["documents"]
 
 
 PATHS: list[type[Route]] = [Python, Http, Remote, Agent, Mcp]
@@ -348,6 +437,14 @@ def test_every_path_reads_and_writes_only_what_its_principal_may(
             assert search(who) == readable, (name, who)  # nothing hidden, and the top-K full
         refusals: set[tuple[Any, ...]] = set()
         for path in paths:
+            # grep: no hit, and no count, from a document the principal may not read
+            assert path.grep(who) == (readable, len(readable)), (path.name, who)
+            unknown = path.opens(who, MISSING)
+            assert all(answer[0] != "found" for answer in unknown), (path.name, unknown)
+            for document_id in access:
+                opened = path.opens(who, document_id)
+                expected = (("found",), ("found",)) if document_id in readable else unknown
+                assert opened == expected, (path.name, who, document_id)
             missing = Seen(read=path.read(who, MISSING), write=())
             assert missing.read[0] != "found"
             for document_id in access:
