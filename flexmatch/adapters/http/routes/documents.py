@@ -21,14 +21,12 @@ from flexmatch import (
     DocumentDetail,
     DocumentNotFoundError,
     FailedDocument,
-    GrepRequest,
     GrepResult,
     JobKind,
     Outline,
     ParseError,
     Principal,
     Reading,
-    ReadRequest,
     check_sets_no_access,
     record_id,
 )
@@ -40,7 +38,9 @@ from flexmatch.adapters.http.schemas import (
     AccessRequest,
     Deleted,
     DocumentList,
+    GrepBody,
     JobAccepted,
+    ReadBody,
     RecordsRequest,
     ReplaceResult,
     UrlImportRequest,
@@ -372,7 +372,7 @@ async def outline(document_id: str, principal: Reader, state: State) -> Outline:
     response_model=Reading,
     response_model_exclude_none=True,
 )
-async def read(document_id: str, body: ReadRequest, principal: Reader, state: State) -> Reading:
+async def read(document_id: str, body: ReadBody, principal: Reader, state: State) -> Reading:
     """Part of a document: a section, pages, lines or a chunk with its neighbours, at
     most ``MAX_READ_CHARS`` characters (``truncated``: read on from ``next_chunk``)."""
     try:
@@ -384,7 +384,7 @@ async def read(document_id: str, body: ReadRequest, principal: Reader, state: St
 
 
 @router.post("/grep", response_model=GrepResult, response_model_exclude_none=True)
-async def grep(body: GrepRequest, principal: Reader, state: State) -> GrepResult:
+async def grep(body: GrepBody, principal: Reader, state: State) -> GrepResult:
     """The lines of the caller's readable documents that hold a text or match a regex,
     each cited; bounded by ``limit`` and a time budget (``truncated``)."""
     return await state.kb.agrep(**dict(body), tenant=principal.tenant, principal=principal.reader)
