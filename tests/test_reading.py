@@ -210,3 +210,11 @@ def test_a_search_result_carries_what_read_takes(kb: KnowledgeBase) -> None:
     assert chunk.content == result.content
     item = answer_result(kb.search("red wire terminal", top_n=1)).results[0]
     assert item.chunk_index == result.chunk_index
+
+
+def test_another_tenant_reads_and_greps_nothing_of_this_one(kb: KnowledgeBase) -> None:
+    assert kb.grep("max_retries", tenant="other").hits == []
+    with pytest.raises(DocumentNotFoundError, match="no document 'manual' in tenant 'other'"):
+        kb.outline("manual", tenant="other")
+    with pytest.raises(DocumentNotFoundError, match="no document 'manual' in tenant 'other'"):
+        kb.read("manual", chunk=0, tenant="other")
