@@ -11,6 +11,7 @@ records and copies).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -33,11 +34,13 @@ from flexmatch.engine.chains import (
 )
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
+from flexmatch.engine.feedback import FeedbackKeeper, Listener
 from flexmatch.engine.ingest import ProgressCallback
 from flexmatch.engine.ingest.fanout import RayOptions
 from flexmatch.engine.ingest.ingestor import Ingestor
 from flexmatch.engine.llm import LLM
 from flexmatch.engine.query.querier import Querier
+from flexmatch.engine.query.run import Demotions
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.engine.stores import VectorStore
@@ -50,6 +53,7 @@ from flexmatch.models import (
     Document,
     DocumentDetail,
     DocumentRecord,
+    FeedbackReceipt,
     IngestReport,
     ReindexPlan,
     SearchResult,
@@ -91,7 +95,10 @@ class KnowledgeBase:
         self._chains = ResolvedChains(lambda: self.config, self.context, path)
         self._ingestor = Ingestor(self.runtime, self._chains.source)
         self._documents = StoredDocuments(lambda: self.store, self.archive)
-        self._querier = Querier(self.runtime, self._chains)
+        self._feedback = FeedbackKeeper(
+            lambda: self.store, lambda: self.embedder, lambda: self.config.feedback
+        )
+        self._querier = Querier(self.runtime, self._chains, self._demotions)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -540,6 +547,35 @@ class KnowledgeBase:
             answer.query, found, formatter, explain, variants, warnings
         )
 
+    # -- feedback ----------------------------------------------------------------------
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt:
+        """Say whether ``chunk_id`` answered ``query`` (docs/feedback.md). Helpful: the
+        query becomes a learned matching text of the chunk (merged with a near-duplicate
+        one); unhelpful: the chunk moves down for queries near this one. Only a
+        ``principal`` who may read the chunk may mark it (else ``DocumentNotFoundError``,
+        as for a missing chunk); ``FeedbackRateError`` past ``feedback.per_minute``."""
+        work = self._feedback.add
+        return await asyncio.to_thread(work, query, chunk_id, helpful, tenant, principal)
+
+    def remove_learned(self, learned_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
+        """Remove a learned matching text (its id: ``get_document``), an admin's act."""
+        self._feedback.remove_learned(tenant, learned_id)
+
+    def on_feedback(self, listener: Listener) -> None:
+        """Call ``listener`` with each ``FeedbackEvent`` kept (e.g. a query log)."""
+        self._feedback.listeners.append(listener)
+
+    def _demotions(self, tenant: str) -> Demotions:
+        return functools.partial(self._feedback.demotions, tenant)
+
     # -- sync twins: each async method above, run to its end: the same parameters and the
     # same docstring (``sync_twin``), for code that is not async ------------------------
     @staticmethod
@@ -565,6 +601,7 @@ class KnowledgeBase:
     similar = sync_twin(asimilar)
     format = sync_twin(aformat)
     format_answer = sync_twin(aformat_answer)
+    add_feedback = sync_twin(aadd_feedback)
 
     # -- async twins: each blocking method a served knowledge base (``Client``) offers
     # too, run on a worker thread (``async_twin``), so both have the same async API
@@ -573,6 +610,7 @@ class KnowledgeBase:
     aget_original = async_twin(get_original)
     aremove_document = async_twin(remove_document)
     astats = async_twin(stats)
+    aremove_learned = async_twin(remove_learned)
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:

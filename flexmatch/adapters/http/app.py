@@ -20,7 +20,16 @@ from flexmatch.adapters.http.console.router import mount as mount_console
 from flexmatch.adapters.http.console.sessions import PATH as CONSOLE_PATH
 from flexmatch.adapters.http.errors import install_error_handlers
 from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
-from flexmatch.adapters.http.routes import documents, health, jobs, keys, metrics, search, sources
+from flexmatch.adapters.http.routes import (
+    documents,
+    feedback,
+    health,
+    jobs,
+    keys,
+    metrics,
+    search,
+    sources,
+)
 from flexmatch.adapters.http.state import ServiceState
 from flexmatch.service import SharedState
 
@@ -72,7 +81,7 @@ def create_app(
     )
     app.state.service = state
     install_error_handlers(app)
-    for module in (health, documents, jobs, sources, search, keys, metrics):
+    for module in (health, documents, jobs, sources, search, feedback, keys, metrics):
         app.include_router(module.router)
     mount_console(app)  # the web console, under /console
 
