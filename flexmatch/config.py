@@ -475,7 +475,14 @@ class ServiceConfig(_Strict):
         return value or None
 
 
-MCP_TOOLS = ("search_knowledge", "list_documents", "get_document", "ingest_url", "add_record")
+MCP_TOOLS = (
+    "search_knowledge",
+    "list_documents",
+    "get_document",
+    "ingest_url",
+    "add_record",
+    "give_feedback",
+)
 
 
 class McpConfig(_Strict):

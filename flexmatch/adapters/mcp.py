@@ -84,7 +84,7 @@ WRITE_TOOLS = tuple(name for name, tool in AGENT_TOOLS.items() if tool.writes)
 TOOL_NEEDS: dict[str, Permission] = {
     **dict.fromkeys(READ_ONLY_TOOLS, "read"),
     **dict.fromkeys(WRITE_TOOLS, "write"),
-    **{name: cast(Permission, tool.needs) for name, tool in AGENT_TOOLS.items() if tool.needs},
+    **{name: cast("Permission", tool.needs) for name, tool in AGENT_TOOLS.items() if tool.needs},
 }
 
 # The end user the current call's HTTP request names: never a tool argument, which the

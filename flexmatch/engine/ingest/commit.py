@@ -15,7 +15,6 @@ from flexmatch.config import IngestConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.feedback import carried_learned, prune_unhelpful
 from flexmatch.engine.ingest.dedup import Duplicates, VectorSet
 from flexmatch.engine.ingest.embed import Work
 from flexmatch.engine.ingest.threads import in_ingest_thread
@@ -25,6 +24,7 @@ from flexmatch.engine.ingest.versions import (
     stored_metadata,
     with_naming_of,
 )
+from flexmatch.engine.learned import carried_learned, prune_unhelpful
 from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import (
