@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends
 
 from flexmatch import FeedbackReceipt
 from flexmatch.adapters.http.auth import Caller, require
@@ -40,10 +40,10 @@ async def add_feedback(body: FeedbackRequest, principal: Giver, state: State) ->
     return receipt
 
 
-@router.delete("/learned/{learned_id}", status_code=204)
-async def remove_learned(learned_id: str, principal: Admin, state: State) -> Response:
+@router.delete("/learned/{learned_id}")
+async def remove_learned(learned_id: str, principal: Admin, state: State) -> dict[str, str]:
     """Remove a learned matching text (admin keys; its id: the document's
     ``matching_texts[].learned.id``)."""
     await state.kb.aremove_learned(learned_id, tenant=principal.tenant)
     state.cache.invalidate(principal.tenant)
-    return Response(status_code=204)
+    return {"removed": learned_id}
