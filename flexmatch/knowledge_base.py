@@ -557,11 +557,12 @@ class KnowledgeBase:
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> FeedbackReceipt:
-        """Say whether ``chunk_id`` answered ``query`` (docs/feedback.md). Helpful: the
-        query becomes a learned matching text of the chunk (merged with a near-duplicate
-        one); unhelpful: the chunk moves down for queries near this one. Only a
-        ``principal`` who may read the chunk may mark it (else ``DocumentNotFoundError``,
-        as for a missing chunk); ``FeedbackRateError`` past ``feedback.per_minute``."""
+        """Say whether ``chunk_id`` answered ``query`` (docs/retrieval.md, "Learning from
+        use"). Helpful: the query becomes a learned matching text of the chunk (merged
+        with a near-duplicate one); unhelpful: the chunk moves down for queries near this
+        one. Only a ``principal`` who may read the chunk may mark it (else
+        ``DocumentNotFoundError``, as for a missing chunk); ``FeedbackRateError`` past
+        ``feedback.per_minute``."""
         work = self._feedback.add
         return await asyncio.to_thread(work, query, chunk_id, helpful, tenant, principal)
 

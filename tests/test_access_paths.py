@@ -353,9 +353,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 def keys(store: KeyStore, tenant: str) -> dict[str, str]:
     return {
         "admin": store.create(tenant, "admin", "admin")[1],
-        "service": store.create(
-            tenant, "read,write,feedback", "app", KeyIdentity(service=True)
-        )[1],
+        "service": store.create(tenant, "read,write,feedback", "app", KeyIdentity(service=True))[1],
     }
 
 

@@ -20,8 +20,8 @@ import pytest
 from flexmatch import KnowledgeBase, LLMError
 from flexmatch.adapters.agent import (
     ADD_RECORD_TOOL,
-    FEEDBACK_TOOL,
     ALL_TOOLS,
+    FEEDBACK_TOOL,
     GET_DOCUMENT_TOOL,
     INGEST_URL_TOOL,
     LIST_DOCUMENTS_TOOL,

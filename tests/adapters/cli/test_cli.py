@@ -183,7 +183,8 @@ def test_docs_show_lists_learned_texts_and_docs_unlearn_removes_one(
     memo = next(r for r in listed if r["uri"].endswith("pdf_fake-memo.pdf"))
     with KnowledgeBase.open(kb) as opened:
         chunk_id = opened.get_document(memo["id"]).chunks[0].id
-        kept = opened.add_feedback("who signed the memo?", chunk_id, principal=Principal(user="ann"))
+        ann = Principal(user="ann")
+        kept = opened.add_feedback("who signed the memo?", chunk_id, principal=ann)
     shown = run("docs", "show", "--kb", str(kb), memo["id"]).stdout
     assert "[learned] who signed the memo?" in shown and "[content]" in shown
     assert "1× helpful, last by user:ann" in shown

@@ -89,7 +89,7 @@ def test_past_the_rate_limit_the_answer_is_a_429(api: Api) -> None:
         assert limited.json()["error"]["code"] == "feedback_rate_limited"
         with (
             Client(str(api.client.base_url), api.tokens["giver"]) as client,
-            pytest.raises(FeedbackRateError, match="feedback.per_minute"),
+            pytest.raises(FeedbackRateError, match=r"feedback\.per_minute"),
         ):
             client.add_feedback("three", "tower#0")
     finally:
