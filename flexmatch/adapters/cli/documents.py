@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -131,7 +130,7 @@ def docs_show(
 def _matching_line(text: fm.MatchingText) -> str:
     """One matching text; a learned one with how many marked it helpful, the last of
     them (who, when) and its id (what ``docs unlearn`` takes)."""
-    line = f"  • {escape(f'[{text.kind}]')} {shown(text.text[:200])}"
+    line = f"  • {shown(f'[{text.kind}]')} {shown(text.text[:200])}"
     learned = text.learned
     if learned is None:
         return line
