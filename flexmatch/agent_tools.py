@@ -19,11 +19,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from flexmatch.access import DEFAULT_TENANT, Everything, Principal, Scope, check_sets_no_access
 from flexmatch.config import KBConfig, SourceConfig
-from flexmatch.errors import ConfigError
-from flexmatch.models import DocumentDetail, DocumentRecord, IngestReport
+from flexmatch.errors import ConfigError, DocumentNotFoundError
+from flexmatch.models import DocumentDetail, DocumentRecord, FeedbackReceipt, IngestReport
 from flexmatch.results import Answer
 from flexmatch.tools import (
     AddRecordArguments,
+    FeedbackArguments,
     GetDocumentArguments,
     IngestUrlArguments,
     ListDocumentsArguments,
@@ -89,6 +90,16 @@ class KnowledgeBase(Protocol):
         principal: Principal | None = None,
     ) -> IngestReport: ...
 
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt: ...
+
 
 Arguments = TypeVar("Arguments", bound=ToolArguments)
 Result = dict[str, Any]
@@ -144,6 +155,7 @@ class AgentTool(Generic[Arguments]):
     embeds: bool = False
     records: bool = False
     indent: int | None = None  # of its JSON text (``text``)
+    needs: str | None = None  # the key permission it needs (None: read, or write if it writes)
 
     @property
     def name(self) -> str:
@@ -246,6 +258,28 @@ async def add_record(
     return report.outcome("record").summary()
 
 
+async def give_feedback(
+    kb: KnowledgeBase, arguments: FeedbackArguments, caller: ToolCaller
+) -> Result:
+    """Each passage marked as the reader (one it may not read is not found, like a
+    missing one): what was kept of each."""
+    kept: list[Result] = []
+    for chunk_id in dict.fromkeys(arguments.chunk_ids):
+        try:
+            receipt = await kb.aadd_feedback(
+                arguments.query,
+                chunk_id,
+                arguments.helpful,
+                tenant=caller.tenant,
+                principal=caller.reader,
+            )
+        except DocumentNotFoundError as exc:
+            kept.append({"chunk_id": chunk_id, "error": str(exc)})
+            continue
+        kept.append(receipt.model_dump(mode="json", exclude_none=True))
+    return {"feedback": kept}
+
+
 # every tool, by name, in the order they are offered (``TOOL_ARGUMENTS``' order)
 AGENT_TOOLS: dict[str, AgentTool[Any]] = {
     tool.name: tool
@@ -255,6 +289,7 @@ AGENT_TOOLS: dict[str, AgentTool[Any]] = {
         AgentTool(GetDocumentArguments, get_document),
         AgentTool(IngestUrlArguments, ingest_url, writes=True, open_world=True, embeds=True),
         AgentTool(AddRecordArguments, add_record, writes=True, embeds=True, records=True),
+        AgentTool(FeedbackArguments, give_feedback, embeds=True, needs="feedback"),
     )
 }
 
@@ -289,6 +324,7 @@ def describe_tools(kb: KnowledgeBase) -> dict[str, str]:
         + _source_lines(sources),
         "list_documents": f"{own['list_documents']}\n\nSources:\n{_source_lines(sources)}",
         "get_document": own["get_document"],
+        "give_feedback": own["give_feedback"],
         "ingest_url": f"{own['ingest_url']}\n\nSources it can be filed under (default: "
         f"{config.default_source}):\n{_source_lines(sources)}",
         "add_record": f"{own['add_record']}\n\nRecords sources (default: "

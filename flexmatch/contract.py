@@ -19,7 +19,14 @@ from typing import Any, Protocol
 
 from flexmatch.access import Principal
 from flexmatch.engine.archive import Original
-from flexmatch.models import DocumentDetail, DocumentRecord, IngestReport, SearchResult, Stats
+from flexmatch.models import (
+    DocumentDetail,
+    DocumentRecord,
+    FeedbackReceipt,
+    IngestReport,
+    SearchResult,
+    Stats,
+)
 from flexmatch.results import Answer
 
 Filters = dict[str, Any]
@@ -99,6 +106,28 @@ class KnowledgeBaseProtocol(Protocol):
         filters: Filters | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]: ...
+
+    # -- feedback ------------------------------------------------------------------------
+    def add_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt:
+        """Whether ``chunk_id`` answered ``query``: helpful makes the query a learned
+        matching text of the chunk, unhelpful demotes it for queries near this one."""
+        ...
+
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt: ...
 
     # -- ingest --------------------------------------------------------------------------
     def ingest(

@@ -4,6 +4,8 @@ documents' access lists, through the Python API, the HTTP API (a real server), t
 the path, a principal never reads a document it may not read, never replaces or removes
 one, and is answered for a hidden id exactly as for a missing one (a write, which must
 succeed for a new id, is refused in words that are the same for every hidden document).
+Feedback likewise: a principal marks only chunks it may read, and a hidden chunk is
+answered exactly as a missing one.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from tests.test_write_access import refused, said
 
 QUERY = "orchard memo"
 MISSING = "memo-missing"
+KEPT = ("kept",)
 Who = Principal | None  # None: an admin
 
 
@@ -80,6 +83,10 @@ class Route:
     def search(self, who: Who) -> set[str]:
         raise NotImplementedError
 
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        """``KEPT``, or the answer for a chunk that is not there (its id taken out)."""
+        raise NotImplementedError
+
 
 def _write_answer(status: str, error: str | None, document_id: str) -> tuple[Any, ...]:
     return (status,) if status != "failed" else (status, refused(error, document_id))
@@ -110,6 +117,13 @@ class Python(Route):
     def search(self, who: Who) -> set[str]:
         found = self.kb.query(QUERY, top_n=50, tenant=self.tenant, principal=who)
         return {r.document_id for r in found}
+
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        try:
+            self.kb.add_feedback(QUERY, chunk_id, tenant=self.tenant, principal=who)
+        except DocumentNotFoundError as exc:
+            return ("missing", said(str(exc), chunk_id))
+        return KEPT
 
 
 class Http(Route):
@@ -154,6 +168,13 @@ class Http(Route):
         assert response.status_code == 200, response.text
         return {r["document_id"] for r in response.json()["results"]}
 
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        body = {"query": QUERY, "chunk_id": chunk_id, "helpful": True}
+        response = self.api.client.post("/v1/feedback", json=body, headers=self.headers(who))
+        if response.status_code == 200:
+            return KEPT
+        return (response.status_code, said(response.text, chunk_id))
+
 
 class Remote(Http):
     """``flexmatch.Client`` with ``principal=``, against the same server."""
@@ -191,6 +212,14 @@ class Remote(Http):
         with self.client(who) as client:
             return {r.document_id for r in client.query(QUERY, top_n=20)}
 
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        with self.client(who) as client:
+            try:
+                client.add_feedback(QUERY, chunk_id)
+            except DocumentNotFoundError as exc:
+                return ("missing", said(str(exc), chunk_id))
+        return KEPT
+
 
 class Agent(Route):
     name = "agent"
@@ -213,6 +242,11 @@ class Agent(Route):
     def search(self, who: Who) -> set[str]:
         answer = self.call(who, "search_knowledge", {"query": QUERY, "top_n": 20})
         return {r["document_id"] for r in answer["results"]}
+
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        answer = self.call(who, "give_feedback", {"query": QUERY, "chunk_ids": [chunk_id]})
+        (kept,) = answer["feedback"]
+        return KEPT if "error" not in kept else ("missing", said(kept["error"], chunk_id))
 
 
 class Mcp(Route):
@@ -245,6 +279,13 @@ class Mcp(Route):
         error, text = self.call(who, "search_knowledge", {"query": QUERY, "top_n": 20})
         assert not error, text
         return {r["document_id"] for r in json.loads(text)["results"]}
+
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        arguments = {"query": QUERY, "chunk_ids": [chunk_id]}
+        error, text = self.call(who, "give_feedback", arguments)
+        assert not error, text
+        (kept,) = json.loads(text)["feedback"]
+        return KEPT if "error" not in kept else ("missing", said(kept["error"], chunk_id))
 
 
 PATHS: list[type[Route]] = [Python, Http, Remote, Agent, Mcp]
@@ -312,7 +353,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 def keys(store: KeyStore, tenant: str) -> dict[str, str]:
     return {
         "admin": store.create(tenant, "admin", "admin")[1],
-        "service": store.create(tenant, "read,write", "app", KeyIdentity(service=True))[1],
+        "service": store.create(tenant, "read,write,feedback", "app", KeyIdentity(service=True))[1],
     }
 
 
@@ -350,6 +391,12 @@ def test_every_path_reads_and_writes_only_what_its_principal_may(
         for path in paths:
             missing = Seen(read=path.read(who, MISSING), write=())
             assert missing.read[0] != "found"
+            no_chunk = path.feedback(who, f"{MISSING}#0")
+            assert no_chunk != KEPT
+            for document_id in access:
+                marked = path.feedback(who, f"{document_id}#0")
+                expected = KEPT if document_id in readable else no_chunk
+                assert marked == expected, (path.name, who, document_id)
             for document_id in access:
                 index = int(document_id.removeprefix("memo-"))
                 seen = Seen(

@@ -64,6 +64,7 @@ LIST_DOCUMENTS_TOOL: dict[str, Any] = TOOLS["list_documents"]
 GET_DOCUMENT_TOOL: dict[str, Any] = TOOLS["get_document"]
 INGEST_URL_TOOL: dict[str, Any] = TOOLS["ingest_url"]
 ADD_RECORD_TOOL: dict[str, Any] = TOOLS["add_record"]
+FEEDBACK_TOOL: dict[str, Any] = TOOLS["give_feedback"]
 ALL_TOOLS: list[dict[str, Any]] = list(TOOLS.values())
 
 DEFAULT_PREAMBLE = (

@@ -21,6 +21,7 @@ from flexmatch.models import (
     MATCH_KINDS,
     ChunkView,
     DocumentRecord,
+    Learned,
     Location,
     MatchingText,
     MatchKind,
@@ -31,6 +32,8 @@ from flexmatch.models import (
 
 MATCH = "match"
 DOCUMENT = "document"
+FEEDBACK = "feedback"  # a chunk's unhelpful marks (``engine.feedback``), no vector
+LEARNED: MatchKind = "learned"  # a query someone marked the chunk helpful for
 CONTENT: MatchKind = "content"  # the match kind of a chunk's own text
 QUESTION_KINDS = [kind for kind in MATCH_KINDS if kind != CONTENT]  # the "question" half
 
@@ -93,11 +96,17 @@ class MatchPayload(BaseModel):
     location: Location | None = None  # none in chunks stored before locations were kept
     matched_location: Location | None = None  # the matched text's own, when narrower
     access: list[str] | None = None  # who may read it (absent: the whole tenant)
+    learned: Learned | None = None  # of a learned matching text (``engine.feedback``)
 
     def matching_text(self) -> MatchingText:
         kind = self.match_kind if self.match_kind in MATCH_KINDS else "question"
         return MatchingText.model_validate(
-            {"text": self.matched_text, "kind": kind, "location": self.matched_location}
+            {
+                "text": self.matched_text,
+                "kind": kind,
+                "location": self.matched_location,
+                "learned": self.learned,
+            }
         )
 
     def result(self, score: float) -> SearchResult:

@@ -24,6 +24,7 @@ from flexmatch.engine.ingest.versions import (
     stored_metadata,
     with_naming_of,
 )
+from flexmatch.engine.learned import carried_learned, prune_unhelpful
 from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import (
@@ -143,6 +144,11 @@ class Indexer:
                 self.points, document, enriched.chunks, version, enriched.vectors, access
             )
             await self._write_points(points)
+            if record is not None and record.version is not None:  # what use taught, kept
+                learned = await in_ingest_thread(
+                    carried_learned, self.store, self.tenant, document.id, record.version, points
+                )
+                await self._write_points(learned)
         except Exception as exc:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
             raise
@@ -157,6 +163,8 @@ class Indexer:
         if self.archive is not None:  # before the commit: a committed version is archived
             await asyncio.to_thread(self.archive.put, self.tenant, document)
         self.registry.commit(self.tenant, pending, stored_chunks, len(points), access)
+        if record is not None and record.version is not None:
+            await in_ingest_thread(prune_unhelpful, self.store, self.tenant, document.id, points)
         self.report.record_stored(
             document.id,
             document.uri,
@@ -305,7 +313,7 @@ def _unstored(position: int, access: list[str] | None, matched: Location | None)
     """The fields a match point leaves out: the chunk's own, except on its carrier;
     ``access`` when it has none and ``matched_location`` when its text has no location
     of its own (its payload then is as it was before either existed)."""
-    left = set() if position == 0 else set(CHUNK_FIELDS)
+    left = {"learned"} if position == 0 else {"learned", *CHUNK_FIELDS}
     if access is None:
         left.add(ACCESS_FIELD)
     if matched is None:
