@@ -24,7 +24,14 @@ from flexmatch.engine.ingest.versions import (
     stored_metadata,
     with_naming_of,
 )
-from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
+from flexmatch.engine.points import (
+    CHUNK_FIELDS,
+    CONTENT,
+    MatchPayload,
+    filterable_metadata,
+    lexical_text,
+    match_point_id,
+)
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import (
     ConfigError,
@@ -256,7 +263,9 @@ class Indexer:
                     StoredPoint(
                         id=match_point_id(self.tenant, chunk.id, version, position),
                         vector=vector,
-                        text=matching.text,
+                        text=lexical_text(matching.text, [m for m, _ in pairs])
+                        if matching.kind == CONTENT
+                        else matching.text,
                         payload=payload,
                     )
                 )

@@ -8,12 +8,24 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from flexmatch.engine import fusion
-from flexmatch.engine.points import CONTENT, QUESTION_KINDS, Filters, match_point_id
+from flexmatch.engine.points import (
+    CONTENT,
+    QUERY_LIKE_KINDS,
+    QUESTION_KINDS,
+    Filters,
+    calibrated,
+    match_point_id,
+)
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
 
-# the two halves of a dense signal, as filter values
+# the two halves of a dense signal, as filter values; the question half is searched in
+# two parts, its query-like kinds apart, since their scores are calibrated (``calibrated``)
 KINDS: dict[str, list[str]] = {CONTENT: [CONTENT], "question": list(QUESTION_KINDS)}
+PARTS: tuple[list[str], ...] = (
+    [kind for kind in QUESTION_KINDS if kind not in QUERY_LIKE_KINDS],
+    list(QUERY_LIKE_KINDS),
+)
 VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
 
 
@@ -65,6 +77,15 @@ class FirstStage:
     scoped: Filters
 
 
+def calibrate(hits: list[Hit]) -> list[Hit]:
+    """Dense hits with their scores on the scale every kind shares (``calibrated``: a
+    query-like text's cosine lowered), best first; the same hits when none is query-like."""
+    if not any(hit.payload.get("match_kind") in QUERY_LIKE_KINDS for hit in hits):
+        return hits
+    moved = [Hit(h.id, h.payload, calibrated(h.score, h.payload.get("match_kind"))) for h in hits]
+    return sorted(moved, key=lambda h: -h.score)
+
+
 def best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
     """Each chunk's best hit among ``hits`` (added to ``into``)."""
     best = into if into is not None else {}
@@ -96,27 +117,32 @@ def complete(
     scoped, lexical_request = stage.scoped, stage.lexical_request
     if not chosen:
         return []
-    # a candidate's best dense match over every variant is already known from the
-    # first stage; it is the best of its kind too, so only the other kind is searched
-    known = {
-        key: CONTENT if dense[key].payload.get("match_kind") == CONTENT else "question"
-        for key in chosen
-        if key in dense
-    }
+    # a candidate's best dense match over every variant (calibrated) is already known
+    # from the first stage; it is the best of its kind too. When it is a content match,
+    # both parts of the question half are searched; a sentence (not query-like) is the
+    # best of the whole question half (any question scored below it raw, so lower still
+    # calibrated); a query-like one may still be beaten by a sentence below the top-K
+    known = {key: _part(dense[key].payload.get("match_kind")) for key in chosen if key in dense}
     found_with = {key: str(best[key].payload["version"]) for key in chosen}
     no_content = [key for key in chosen if known.get(key) != CONTENT]
-    no_question = [key for key in chosen if known.get(key) != "question"]
+    missing = [
+        (key, part)
+        for key in chosen
+        if known.get(key) != 0
+        for part in range(len(PARTS))
+        if PARTS[part] and known.get(key) != part
+    ]
     # (the version is checked on the hits: as a condition it costs more than it saves)
     contents: Filters = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
     room = content_room(len(no_content))
-    per_variant = bool(no_content) + len(no_question)
+    per_variant = bool(no_content) + len(missing)
     searches: list[Search] = []
     for vector in vectors:
         if no_content:
             searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
-        for key in no_question:
+        for key, part in missing:
             own: Filters = {**scoped, "chunk_id": key, "version": found_with[key]}
-            own["match_kind"] = KINDS["question"]
+            own["match_kind"] = PARTS[part]
             searches.append(Search(1, vector=vector, filters=own, fields=()))
     no_bm25 = [key for key in chosen if key not in lexical]
     if no_bm25:
@@ -125,7 +151,7 @@ def complete(
     found = store.search_batch(tenant, searches)
     best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
     for key, kind in known.items():
-        best_of[kind][key] = dense[key]
+        best_of[CONTENT if kind == CONTENT else "question"][key] = dense[key]
 
     def keep(into: dict[str, Hit], key: str, hit: Hit) -> None:
         if key not in into or into[key].score < hit.score:
@@ -141,9 +167,12 @@ def complete(
                 key = str(hit.payload["chunk_id"])
                 if hit.payload["version"] == found_with.get(key):
                     keep(best_of[CONTENT], key, hit)
-        for key, hits in zip(no_question, batch, strict=True):
+        for (key, part), hits in zip(missing, batch, strict=True):
             if hits:
-                keep(best_of["question"], key, hits[0])
+                hit = hits[0]  # found without payload: its kind is its part's
+                keep(
+                    best_of["question"], key, Hit(hit.id, {}, calibrated(hit.score, PARTS[part][0]))
+                )
     content, question = best_of[CONTENT], best_of["question"]
     bm25 = dict(lexical)
     if no_bm25:
@@ -180,6 +209,14 @@ def complete(
         )
         for key in chosen
     ]
+
+
+def _part(kind: object) -> str | int:
+    """Which part of the dense signal a hit's kind is: ``CONTENT``, or the index in
+    ``PARTS`` of the question half's part."""
+    if kind == CONTENT:
+        return CONTENT
+    return 1 if kind in QUERY_LIKE_KINDS else 0
 
 
 def _contents_one_by_one(

@@ -11,7 +11,13 @@ from flexmatch.config import QueryConfig
 from flexmatch.engine import fusion
 from flexmatch.engine.documents import DocumentRegistry, record_id
 from flexmatch.engine.points import CONTENT, RANKING_FIELDS, Filters, MatchPayload
-from flexmatch.engine.query.complete import Candidate, FirstStage, best_per_chunk, complete
+from flexmatch.engine.query.complete import (
+    Candidate,
+    FirstStage,
+    best_per_chunk,
+    calibrate,
+    complete,
+)
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import Location, SearchResult
 
@@ -115,7 +121,7 @@ class Retriever:
         found = self._visible_batch(searches, found)
         dense: dict[str, Hit] = {}
         for hits in found[: len(vectors)] if mode != "lexical" else []:
-            best_per_chunk(hits, dense)
+            best_per_chunk(calibrate(hits), dense)
         lexical = best_per_chunk(found[-1]) if mode != "dense" else {}
         fused = self._fuse(
             {k: b.score for k, b in dense.items()}, {k: b.score for k, b in lexical.items()}
