@@ -139,6 +139,7 @@ INDEXES = [
     Index("generic-beside", "questions", None),  # the built-in chain as it ships
     Index("fit-beside", "oracle-beside", "fit", (30, True)),
     Index("offtopic-beside", "oracle-beside", "offtopic", (30, True)),
+    Index("fit-offtopic-beside", "oracle-beside", "fit-offtopic", (30, True)),
 ]
 
 
@@ -166,7 +167,12 @@ def load_split(data: Path, count: int | None, work: Path) -> Split:
         for query_id, corpus_id, _ in list(csv.reader(handle, delimiter="\t"))[1:]:
             if corpus_id in paragraphs:
                 by_paragraph.setdefault(corpus_id, []).append(query_id)
-    served: dict[str, dict[str, list[str]]] = {"eval": {}, "fit": {}, "offtopic": {}}
+    served: dict[str, dict[str, list[str]]] = {
+        "eval": {},
+        "fit": {},
+        "offtopic": {},
+        "fit-offtopic": {},
+    }
     asked: dict[str, dict[str, str]] = {"eval": {}, "fit": {}}
     qrels: dict[str, dict[str, int]] = {}
     for paragraph, ids in by_paragraph.items():
@@ -182,6 +188,7 @@ def load_split(data: Path, count: int | None, work: Path) -> Split:
     for number, paragraph in enumerate(order):
         other = order[(number + len(order) // 2) % len(order)]
         served["offtopic"][paragraph] = served["eval"].get(other, [])
+        served["fit-offtopic"][paragraph] = served["fit"].get(other, [])
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -282,7 +289,7 @@ def engine_scores(
         out = {k: Scores.model_validate(v) for k, v in json.loads(kept.read_text()).items()}
     dataset = BeirDataset(corpus=split.corpus, queries=split.asked["eval"], qrels=split.qrels)
     for index in INDEXES:
-        if not run or index.name == "fit-beside" or index.name in out:
+        if not run or index.name.startswith("fit-") or index.name in out:
             continue
         with KnowledgeBase.open(
             folders[index.name], config=kb_config(index, server), env={}, embedder=embedder
@@ -577,27 +584,27 @@ class Candidate:
 
 def fit(cand: Candidate, fitq: dict[str, list[Query]]) -> str:
     """Choose the grid point with the best oracle nDCG on the fitting queries among those
-    that keep generic questions within 0.002 of the offline ranking there (else the best
-    oracle + generic); returns how it was chosen."""
-    base = measure(fitq["generic"], *cand.baseline)["ndcg"]
+    that keep generic and off-topic questions within 0.002 of the offline ranking there
+    (else the best oracle + generic + off-topic); returns how it was chosen."""
+    base = measure(fitq["offline"], *cand.baseline)["ndcg"]
     best: tuple[float, dict[str, Any]] | None = None
     fallback: tuple[float, dict[str, Any]] | None = None
     for params in cand.grid:
-        oracle = measure(fitq["oracle"], cand.ranker, params)["ndcg"]
-        generic = measure(fitq["generic"], cand.ranker, params)["ndcg"]
-        if generic >= base - 0.002 and (best is None or oracle > best[0]):
-            best = (oracle, params)
-        if fallback is None or oracle + generic > fallback[0]:
-            fallback = (oracle + generic, params)
+        got = {v: measure(fitq[v], cand.ranker, params)["ndcg"] for v in fitq if v != "offline"}
+        safe = min(got["generic"], got["off-topic"]) >= base - 0.002
+        if safe and (best is None or got["oracle"] > best[0]):
+            best = (got["oracle"], params)
+        if fallback is None or sum(got.values()) > fallback[0]:
+            fallback = (sum(got.values()), params)
     chosen = best or fallback
     assert chosen is not None
     cand.params = chosen[1]
-    oracle = measure(fitq["oracle"], cand.ranker, cand.params)["ndcg"]
-    generic = measure(fitq["generic"], cand.ranker, cand.params)["ndcg"]
-    how = "" if best else "; no point kept within 0.002: best oracle + generic"
+    got = {v: measure(fitq[v], cand.ranker, cand.params)["ndcg"] for v in fitq}
+    how = "" if best else "; no point kept within 0.002: best sum"
     return (
-        f"{cand.name}: {_show(cand.params)} (fitting split nDCG: oracle {oracle:.4f}, "
-        f"generic {generic:.4f}, the offline ranking on generic {base:.4f}{how})"
+        f"{cand.name}: {_show(cand.params)} (fitting split nDCG: oracle {got['oracle']:.4f}, "
+        f"generic {got['generic']:.4f}, off-topic {got['off-topic']:.4f}, the offline "
+        f"ranking of the offline index {base:.4f}{how})"
     )
 
 
@@ -666,12 +673,19 @@ def study(
     rel_fit = [split.qrels[q] for q, _ in fitting]
     points: dict[str, Points] = {}
     bm25: dict[tuple[str, str], list[dict[str, float]]] = {}
-    for name in ("offline", "oracle-beside", "generic-beside", "fit-beside", "offtopic-beside"):
+    for name in (
+        "offline",
+        "oracle-beside",
+        "generic-beside",
+        "offtopic-beside",
+        "fit-beside",
+        "fit-offtopic-beside",
+    ):
         with KnowledgeBase.open(folders[name], env={}, embedder=embedder) as kb:
             points[name] = read_points(kb)
-            if name != "fit-beside":
+            if not name.startswith("fit-"):
                 bm25[name, "eval"] = lexical_scores(kb, [t for _, t in asked])
-            if name in ("offline", "generic-beside", "fit-beside"):
+            if name in ("offline", "generic-beside") or name.startswith("fit-"):
                 bm25[name, "fit"] = lexical_scores(kb, [t for _, t in fitting])
     # the "question form" direction: the mean of the fitting index's questions (never the
     # asked queries)
@@ -699,6 +713,7 @@ def study(
     fitq = {
         "oracle": build("fit-beside", "fit", everything),
         "generic": build("generic-beside", "fit", everything),
+        "off-topic": build("fit-offtopic-beside", "fit", everything),
         "offline": build("generic-beside", "fit", offline_view),
     }
     print(f"candidates built: {time.perf_counter() - started:.0f} s", flush=True)

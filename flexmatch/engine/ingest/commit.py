@@ -31,6 +31,7 @@ from flexmatch.engine.points import (
     filterable_metadata,
     lexical_text,
     match_point_id,
+    on_topic,
 )
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import (
@@ -240,7 +241,7 @@ class Indexer:
             "access": access,
         }
         for chunk in chunks:
-            pairs = by_chunk.get(chunk.id, [])
+            pairs = on_topic(by_chunk.get(chunk.id, []))
             if not pairs or self.duplicates.near_chunk(document, pairs, seen, access):
                 continue
             of_chunk = {
