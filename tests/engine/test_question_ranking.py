@@ -20,6 +20,7 @@ from flexmatch.engine.points import (
     QUESTION_KINDS,
     calibrated,
     lexical_text,
+    on_topic,
 )
 from flexmatch.models import MatchingText
 from flexmatch.testing import FakeLLMServer
@@ -35,7 +36,8 @@ RECORDS = [
 ]
 # what the LLM "writes" for each chunk, by a word of its text
 QUESTIONS = {
-    "Mooring": ["Where do boats tie up overnight?"],
+    # the second is about something else altogether (an answer meant for another chunk)
+    "Mooring": ["Where do boats tie up overnight?", "Who painted the Mona Lisa?"],
     "bakery": ["When does the bakery open?", "Which bread do bakers in the village sell?"],
 }
 _CHUNK = re.compile(r'<chunk id="(\d+)">(.*?)</chunk>', re.DOTALL)
@@ -172,3 +174,30 @@ def test_a_question_s_words_find_its_chunk_by_bm25(
     finally:
         for kb in (with_questions, offline):
             kb.use_query_config(default)
+
+
+def test_a_generated_question_unlike_its_chunk_is_not_stored(
+    with_questions: KnowledgeBase,
+) -> None:
+    rows = with_questions.store.scroll_vectors(
+        "default", {"record": "match"}, fields=("document_id", "match_kind", "matched_text")
+    )
+    questions = {
+        str(hit.payload["matched_text"])
+        for hit, _ in rows
+        if hit.payload["match_kind"] == "question"
+    }
+    assert "Where do boats tie up overnight?" in questions
+    assert "When does the bakery open?" in questions
+    assert "Who painted the Mona Lisa?" not in questions
+
+
+def test_on_topic_keeps_all_but_generated_texts_far_from_the_chunk() -> None:
+    content = MatchingText(text="chunk", kind="content")
+    near = MatchingText(text="near", kind="question")
+    far = MatchingText(text="far", kind="question")
+    sentence = MatchingText(text="a sentence", kind="sentence")
+    pairs = [(content, [2.0, 0.0]), (near, [0.6, 0.8]), (far, [0.1, 1.0]), (sentence, [0.0, 1.0])]
+    # cosines to the chunk text: near 0.6, far ~0.0995 (below 0.2), a sentence is never checked
+    assert [m.text for m, _ in on_topic(pairs)] == ["chunk", "near", "a sentence"]
+    assert on_topic(pairs[1:]) == pairs[1:]  # no chunk text to compare with: all kept
