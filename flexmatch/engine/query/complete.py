@@ -5,7 +5,7 @@ into a ``SearchResult`` once a caller keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from flexmatch.engine import fusion
 from flexmatch.engine.points import (
@@ -75,6 +75,8 @@ class FirstStage:
     lexical: dict[str, Hit]
     lexical_request: Search
     scoped: Filters
+    # per chunk, its best hit of each part (``_part``) the dense searches found (``seen``)
+    parts: dict[str, dict[str | int, Hit]] = field(default_factory=dict)
 
 
 def calibrate(hits: list[Hit]) -> list[Hit]:
@@ -117,20 +119,27 @@ def complete(
     scoped, lexical_request = stage.scoped, stage.lexical_request
     if not chosen:
         return []
-    # a candidate's best dense match over every variant (calibrated) is already known
-    # from the first stage; it is the best of its kind too. When it is a content match,
-    # both parts of the question half are searched; a sentence (not query-like) is the
-    # best of the whole question half (any question scored below it raw, so lower still
-    # calibrated); a query-like one may still be beaten by a sentence below the top-K
-    known = {key: _part(dense[key].payload.get("match_kind")) for key in chosen if key in dense}
+    # what the first stage's dense hits already say: a chunk's best hit of a part (the
+    # content, its sentences, its questions) wherever one of that part was among them
+    # (within a part the store's order is the calibrated order). A sentence found there
+    # also settles the questions: any question of that chunk left out scored below it
+    # raw, so lower still calibrated; the other way round a sentence may still beat it
     found_with = {key: str(best[key].payload["version"]) for key in chosen}
-    no_content = [key for key in chosen if known.get(key) != CONTENT]
+    known = {
+        key: {
+            part: hit
+            for part, hit in stage.parts.get(key, {}).items()
+            if str(hit.payload.get("version")) == found_with[key]
+        }
+        for key in chosen
+    }
+    no_content = [key for key in chosen if CONTENT not in known[key]]
     missing = [
         (key, part)
         for key in chosen
-        if known.get(key) != 0
+        if 0 not in known[key]
         for part in range(len(PARTS))
-        if PARTS[part] and known.get(key) != part
+        if PARTS[part] and part not in known[key]
     ]
     # (the version is checked on the hits: as a condition it costs more than it saves)
     contents: Filters = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
@@ -150,12 +159,14 @@ def complete(
         searches.append(replace(lexical_request, limit=2 * len(no_bm25), filters=within))
     found = store.search_batch(tenant, searches)
     best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
-    for key, kind in known.items():
-        best_of[CONTENT if kind == CONTENT else "question"][key] = dense[key]
 
     def keep(into: dict[str, Hit], key: str, hit: Hit) -> None:
         if key not in into or into[key].score < hit.score:
             into[key] = hit
+
+    for key, parts in known.items():
+        for which, hit in parts.items():
+            keep(best_of[CONTENT if which == CONTENT else "question"], key, hit)
 
     for variant, vector in enumerate(vectors):
         batch = found[variant * per_variant : (variant + 1) * per_variant]
@@ -209,6 +220,26 @@ def complete(
         )
         for key in chosen
     ]
+
+
+def seen(variants: list[list[Hit]]) -> dict[str, dict[str | int, Hit]]:
+    """Per chunk, its best (calibrated) hit of each part found in *every* variant's dense
+    hits, the best over the variants: only then is it that part's best for the query."""
+    tables: list[dict[str, dict[str | int, Hit]]] = []
+    for hits in variants:
+        table: dict[str, dict[str | int, Hit]] = {}
+        for hit in hits:
+            parts = table.setdefault(str(hit.payload["chunk_id"]), {})
+            part = _part(hit.payload.get("match_kind"))
+            if part not in parts or parts[part].score < hit.score:
+                parts[part] = hit
+        tables.append(table)
+    out: dict[str, dict[str | int, Hit]] = {}
+    for key in tables[0] if tables else {}:
+        common = set.intersection(*(set(t.get(key, {})) for t in tables))
+        if common:
+            out[key] = {p: max((t[key][p] for t in tables), key=lambda h: h.score) for p in common}
+    return out
 
 
 def _part(kind: object) -> str | int:

@@ -17,6 +17,7 @@ from flexmatch.engine.query.complete import (
     best_per_chunk,
     calibrate,
     complete,
+    seen,
 )
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import Location, SearchResult
@@ -120,15 +121,18 @@ class Retriever:
             found.append(lexical_hits)
         found = self._visible_batch(searches, found)
         dense: dict[str, Hit] = {}
-        for hits in found[: len(vectors)] if mode != "lexical" else []:
-            best_per_chunk(calibrate(hits), dense)
+        variants = [calibrate(hits) for hits in found[: len(vectors)]] if mode != "lexical" else []
+        for hits in variants:
+            best_per_chunk(hits, dense)
         lexical = best_per_chunk(found[-1]) if mode != "dense" else {}
         fused = self._fuse(
             {k: b.score for k, b in dense.items()}, {k: b.score for k, b in lexical.items()}
         )
         chosen = fusion.ranking(fused)[:top_k]
         best = {key: dense.get(key) or lexical[key] for key in chosen}
-        stage = FirstStage(chosen, best, fused, dense, lexical, lexical_request, scoped)
+        stage = FirstStage(
+            chosen, best, fused, dense, lexical, lexical_request, scoped, seen(variants)
+        )
         candidates = complete(self.store, self.tenant, stage, vectors)
         if self.settings.min_score is not None:
             floor = self.settings.min_score
