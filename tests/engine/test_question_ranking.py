@@ -201,3 +201,17 @@ def test_on_topic_keeps_all_but_generated_texts_far_from_the_chunk() -> None:
     # cosines to the chunk text: near 0.6, far ~0.0995 (below 0.2), a sentence is never checked
     assert [m.text for m, _ in on_topic(pairs)] == ["chunk", "near", "a sentence"]
     assert on_topic(pairs[1:]) == pairs[1:]  # no chunk text to compare with: all kept
+
+
+def test_signals_are_the_same_when_each_is_searched_for(
+    with_questions: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the first stage's hits already said equals what completion searches find:
+    the whole question half, then a chunk's sentences where its best was a question."""
+    from flexmatch.engine.query import search
+
+    known = with_questions.query(QUERY, top_n=2)
+    monkeypatch.setattr(search, "seen", lambda variants: {})
+    searched = with_questions.query(QUERY, top_n=2)
+    assert [r.signals for r in searched] == [r.signals for r in known]
+    assert [r.matched_text for r in searched] == [r.matched_text for r in known]

@@ -107,8 +107,9 @@ def complete(
     search among the content points of every candidate missing that signal finds
     them all (only the version each candidate was found with counts). Its best
     question match is the best of several points, so each candidate missing it gets
-    a one-hit search without payload (the search's position says whose it is), its
-    version in the filter."""
+    a one-hit search (the search's position says whose it is), its version in the
+    filter; a second batch only where that best is a question (calibrated lower, so the
+    chunk's best sentence is needed too): never for an index without questions."""
     chosen, best, fused, dense, lexical = (
         stage.chosen,
         stage.best,
@@ -134,12 +135,12 @@ def complete(
         for key in chosen
     }
     no_content = [key for key in chosen if CONTENT not in known[key]]
-    missing = [
-        (key, part)
-        for key in chosen
-        if 0 not in known[key]
-        for part in range(len(PARTS))
-        if PARTS[part] and part not in known[key]
+    # the question half: where none of it is known, one search over all of it (its best
+    # a sentence: settled; a question: the chunk's sentences are searched next, in a
+    # second batch, since one may still beat it); where a question is known, only the
+    # sentences. An index without questions so costs no search more than before.
+    missing: list[tuple[str, int | None]] = [
+        (key, 0 if 1 in known[key] else None) for key in chosen if 0 not in known[key]
     ]
     # (the version is checked on the hits: as a condition it costs more than it saves)
     contents: Filters = {**scoped, "match_kind": KINDS[CONTENT], "chunk_id": no_content}
@@ -151,8 +152,9 @@ def complete(
             searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
         for key, part in missing:
             own: Filters = {**scoped, "chunk_id": key, "version": found_with[key]}
-            own["match_kind"] = PARTS[part]
-            searches.append(Search(1, vector=vector, filters=own, fields=()))
+            own["match_kind"] = KINDS["question"] if part is None else PARTS[part]
+            fields = ("match_kind",) if part is None else ()
+            searches.append(Search(1, vector=vector, filters=own, fields=fields))
     no_bm25 = [key for key in chosen if key not in lexical]
     if no_bm25:
         within = {**(lexical_request.filters or {}), "chunk_id": no_bm25}
@@ -168,6 +170,7 @@ def complete(
         for which, hit in parts.items():
             keep(best_of[CONTENT if which == CONTENT else "question"], key, hit)
 
+    again: list[tuple[int, str]] = []  # (variant, chunk) whose sentences are searched next
     for variant, vector in enumerate(vectors):
         batch = found[variant * per_variant : (variant + 1) * per_variant]
         if no_content:
@@ -180,10 +183,29 @@ def complete(
                     keep(best_of[CONTENT], key, hit)
         for (key, part), hits in zip(missing, batch, strict=True):
             if hits:
-                hit = hits[0]  # found without payload: its kind is its part's
-                keep(
-                    best_of["question"], key, Hit(hit.id, {}, calibrated(hit.score, PARTS[part][0]))
-                )
+                hit = hits[0]  # a part's found without payload: its kind is the part's
+                kind = hit.payload.get("match_kind") if part is None else PARTS[part][0]
+                keep(best_of["question"], key, Hit(hit.id, {}, calibrated(hit.score, kind)))
+                if part is None and kind in QUERY_LIKE_KINDS and PARTS[0]:
+                    again.append((variant, key))
+    if again:
+        sentences = [
+            Search(
+                1,
+                vector=vectors[variant],
+                filters={
+                    **scoped,
+                    "chunk_id": key,
+                    "version": found_with[key],
+                    "match_kind": PARTS[0],
+                },
+                fields=(),
+            )
+            for variant, key in again
+        ]
+        for (_, key), hits in zip(again, store.search_batch(tenant, sentences), strict=True):
+            if hits:
+                keep(best_of["question"], key, Hit(hits[0].id, {}, hits[0].score))
     content, question = best_of[CONTENT], best_of["question"]
     bm25 = dict(lexical)
     if no_bm25:
