@@ -40,6 +40,7 @@ from flexmatch.engine.learned import (
     feedback_record_id,
     learned_payload,
     learned_point_id,
+    relexicalise,
 )
 from flexmatch.engine.points import FEEDBACK, LEARNED, MATCH, Filters
 from flexmatch.engine.stores import Hit, StoredPoint, VectorStore
@@ -222,6 +223,7 @@ class FeedbackKeeper:
         payload = learned_payload(carrier, query, learned)
         point = StoredPoint(id=point_id, vector=vector.tolist(), text=query, payload=payload)
         self.store.upsert(tenant, [point])
+        relexicalise(self.store, tenant, chunk_id, str(carrier["version"]))
         return FeedbackReceipt(chunk_id=chunk_id, helpful=True, learned_id=point_id)
 
     def _demote(
@@ -322,6 +324,7 @@ class FeedbackKeeper:
             )
         if kept:
             self.store.upsert(tenant, kept)
+        relexicalise(self.store, tenant, str(payload["chunk_id"]), str(payload["version"]))
 
 
 def _last(hit: Hit) -> str:

@@ -10,7 +10,16 @@ import json
 import uuid
 from typing import Any
 
-from flexmatch.engine.points import CHUNK_FIELDS, FEEDBACK, LEARNED, MATCH, POINT_NAMESPACE, Filters
+from flexmatch.engine.points import (
+    CHUNK_FIELDS,
+    CONTENT,
+    FEEDBACK,
+    LEARNED,
+    MATCH,
+    POINT_NAMESPACE,
+    Filters,
+    lexical_text,
+)
 from flexmatch.engine.stores import StoredPoint, VectorStore
 
 
@@ -72,6 +81,20 @@ def carried_learned(
     return carried
 
 
+def with_learned_words(points: list[StoredPoint], carried: list[StoredPoint]) -> list[StoredPoint]:
+    """The content points among a new version's ``points`` whose chunk ``carried``
+    learned texts to, their BM25 text (``lexical_text``) holding those texts' words too."""
+    added: dict[str, list[tuple[object, str]]] = {}
+    for point in carried:
+        added.setdefault(str(point.payload["chunk_id"]), []).append((LEARNED, point.text))
+    return [
+        point.model_copy(update={"text": lexical_text(point.text, added[chunk])})
+        for point in points
+        if point.payload.get("match_kind") == CONTENT
+        and (chunk := str(point.payload.get("chunk_id"))) in added
+    ]
+
+
 def prune_unhelpful(
     store: VectorStore, tenant: str, document_id: str, points: list[StoredPoint]
 ) -> None:
@@ -90,3 +113,22 @@ def prune_unhelpful(
     ]
     if stale:
         store.delete(tenant, {"record": FEEDBACK, "chunk_id": stale})
+
+
+# -- their words in the chunk's BM25 text ----------------------------------------------------
+def relexicalise(store: VectorStore, tenant: str, chunk_id: str, version: str) -> None:
+    """Write a chunk's content point again with the BM25 text ``lexical_text`` makes of
+    the chunk's query-like matching texts as they are now: a learned text's words find
+    its chunk as a question's do, and leave with it."""
+    filters: Filters = {"record": MATCH, "chunk_id": chunk_id, "version": version}
+    points = store.scroll_vectors(tenant, filters)
+    content = next(((h, v) for h, v in points if h.payload.get("match_kind") == CONTENT), None)
+    if content is None:
+        return
+    hit, vector = content
+    texts = [
+        (h.payload.get("match_kind"), str(h.payload.get("matched_text", ""))) for h, _ in points
+    ]
+    payload = {k: v for k, v in hit.payload.items() if k != "tenant"}
+    text = lexical_text(str(payload.get("matched_text", "")), texts)
+    store.upsert(tenant, [StoredPoint(id=hit.id, vector=vector, text=text, payload=payload)])

@@ -81,9 +81,11 @@ def shared_fields(source: BaseModel, target: type[BaseModel]) -> dict[str, Any]:
 class Signals(BaseModel):
     """Why a chunk matched: first-stage scores and ranks, and the rerank score."""
 
+    # cosines as ranking compares them: an LLM question's lowered by 0.15 (a question is
+    # close to any other question whatever the topic; ``points.QUERY_LIKE_OFFSET``)
     dense: float | None = None  # best cosine over the chunk's matching texts
     dense_rank: int | None = None
-    question: float | None = None  # best cosine over its questions / sentences
+    question: float | None = None  # best cosine over its sentences / questions
     content: float | None = None  # cosine with the chunk text itself
     lexical: float | None = None  # BM25 of the chunk text
     lexical_rank: int | None = None

@@ -154,6 +154,33 @@ def test_learned_texts_stay_while_the_chunk_text_does_and_go_when_it_changes(
     assert kb.store.scroll("default", {"record": "feedback", "chunk_id": fruit}) == []
 
 
+def test_a_learned_texts_words_find_its_chunk_by_bm25_while_it_is_kept(
+    kb: KnowledgeBase,
+) -> None:
+    kb.config.query.retrieval = "lexical"  # BM25 alone: only words can find a chunk
+    fruit = chunk_of(kb, "fruit.md")
+    document_id = fruit.split("#")[0]
+    asked = "zeppelin snack"  # no word of any document
+
+    def found() -> list[str]:
+        return [r.chunk_id for r in kb.query(asked, top_n=5)]
+
+    assert fruit not in found()
+    receipt = kb.add_feedback(asked, fruit)
+    assert found()[0] == fruit
+    kb.update_metadata(document_id, {"team": "produce"})  # carried to the new version
+    assert found()[0] == fruit
+    kept = next(
+        m
+        for c in kb.get_document(document_id).chunks
+        for m in c.matching_texts
+        if m.kind == "learned"
+    )
+    assert kept.learned is not None and receipt.learned_id
+    kb.remove_learned(kept.learned.id)
+    assert fruit not in found()
+
+
 def test_an_admin_removes_a_learned_text_and_listeners_hear_each_mark(kb: KnowledgeBase) -> None:
     heard: list[FeedbackEvent] = []
     kb.on_feedback(heard.append)

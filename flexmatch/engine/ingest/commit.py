@@ -24,8 +24,16 @@ from flexmatch.engine.ingest.versions import (
     stored_metadata,
     with_naming_of,
 )
-from flexmatch.engine.learned import carried_learned, prune_unhelpful
-from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
+from flexmatch.engine.learned import carried_learned, prune_unhelpful, with_learned_words
+from flexmatch.engine.points import (
+    CHUNK_FIELDS,
+    CONTENT,
+    MatchPayload,
+    filterable_metadata,
+    lexical_text,
+    match_point_id,
+    on_topic,
+)
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import (
     ConfigError,
@@ -149,6 +157,7 @@ class Indexer:
                     carried_learned, self.store, self.tenant, document.id, record.version, points
                 )
                 await self._write_points(learned)
+                await self._write_points(with_learned_words(points, learned))
         except Exception as exc:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
             raise
@@ -241,7 +250,7 @@ class Indexer:
             "access": access,
         }
         for chunk in chunks:
-            pairs = by_chunk.get(chunk.id, [])
+            pairs = on_topic(by_chunk.get(chunk.id, []))
             if not pairs or self.duplicates.near_chunk(document, pairs, seen, access):
                 continue
             of_chunk = {
@@ -264,7 +273,9 @@ class Indexer:
                     StoredPoint(
                         id=match_point_id(self.tenant, chunk.id, version, position),
                         vector=vector,
-                        text=matching.text,
+                        text=lexical_text(matching.text, [(m.kind, m.text) for m, _ in pairs])
+                        if matching.kind == CONTENT
+                        else matching.text,
                         payload=payload,
                     )
                 )
