@@ -41,8 +41,9 @@ QUESTION_KINDS = [kind for kind in MATCH_KINDS if kind != CONTENT]  # the "quest
 # Matching texts phrased as a user would ask (an LLM's questions, the queries people
 # marked helpful): the one place that treats them apart. A question's cosine to another
 # question is high whatever the topic, so their cosine counts QUERY_LIKE_OFFSET less
-# wherever hits of different kinds are compared; and their words join the chunk's BM25 text (``lexical_text``). Measured on
-# SQuAD dev with perfect, generic and off-topic questions (docs/benchmarks.md).
+# wherever hits of different kinds are compared; and their words join the chunk's BM25
+# text (``lexical_text``). Measured on SQuAD dev with perfect, generic and off-topic
+# questions (docs/benchmarks.md).
 QUERY_LIKE_KINDS: tuple[MatchKind, ...] = ("question", LEARNED)
 QUERY_LIKE_OFFSET = 0.15
 # Matching texts a model wrote: one whose cosine to its own chunk's text is below
