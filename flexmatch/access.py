@@ -265,3 +265,11 @@ def check_sets_no_access(writer: Principal | None, field: str) -> None:
     up front is refused by it before any work starts."""
     if writer is not None:
         raise WriteRefusedError(f"only an admin may set a document's access ({field})")
+
+
+def principal_name(principal: Principal | None) -> str:
+    """Who acts, by name, as the query log and feedback events name them: never a key,
+    a secret or a header."""
+    if principal is None:
+        return "admin"
+    return f"user:{principal.user}" if principal.user else "anonymous"

@@ -19,10 +19,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from flexmatch.access import DEFAULT_TENANT, Everything, Principal, Scope, check_sets_no_access
 from flexmatch.config import KBConfig, SourceConfig
-from flexmatch.errors import ConfigError
+from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    FeedbackReceipt,
     GrepResult,
     IngestReport,
     Outline,
@@ -31,6 +32,7 @@ from flexmatch.models import (
 from flexmatch.results import Answer
 from flexmatch.tools import (
     AddRecordArguments,
+    FeedbackArguments,
     GetDocumentArguments,
     GrepArguments,
     IngestUrlArguments,
@@ -129,6 +131,16 @@ class KnowledgeBase(Protocol):
         principal: Principal | None = None,
     ) -> IngestReport: ...
 
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt: ...
+
 
 Arguments = TypeVar("Arguments", bound=ToolArguments)
 Result = dict[str, Any]
@@ -184,6 +196,7 @@ class AgentTool(Generic[Arguments]):
     embeds: bool = False
     records: bool = False
     indent: int | None = None  # of its JSON text (``text``)
+    needs: str | None = None  # the key permission it needs (None: read, or write if it writes)
 
     @property
     def name(self) -> str:
@@ -332,6 +345,28 @@ async def add_record(
     return report.outcome("record").summary()
 
 
+async def give_feedback(
+    kb: KnowledgeBase, arguments: FeedbackArguments, caller: ToolCaller
+) -> Result:
+    """Each passage marked as the reader (one it may not read is not found, like a
+    missing one): what was kept of each."""
+    kept: list[Result] = []
+    for chunk_id in dict.fromkeys(arguments.chunk_ids):
+        try:
+            receipt = await kb.aadd_feedback(
+                arguments.query,
+                chunk_id,
+                arguments.helpful,
+                tenant=caller.tenant,
+                principal=caller.reader,
+            )
+        except DocumentNotFoundError as exc:
+            kept.append({"chunk_id": chunk_id, "error": str(exc)})
+            continue
+        kept.append(receipt.model_dump(mode="json", exclude_none=True))
+    return {"feedback": kept}
+
+
 # every tool, by name, in the order they are offered (``TOOL_ARGUMENTS``' order)
 AGENT_TOOLS: dict[str, AgentTool[Any]] = {
     tool.name: tool
@@ -344,6 +379,7 @@ AGENT_TOOLS: dict[str, AgentTool[Any]] = {
         AgentTool(GrepArguments, grep_knowledge),
         AgentTool(IngestUrlArguments, ingest_url, writes=True, open_world=True, embeds=True),
         AgentTool(AddRecordArguments, add_record, writes=True, embeds=True, records=True),
+        AgentTool(FeedbackArguments, give_feedback, embeds=True, needs="feedback"),
     )
 }
 
@@ -381,6 +417,7 @@ def describe_tools(kb: KnowledgeBase) -> dict[str, str]:
         "outline_document": own["outline_document"],
         "read_document": own["read_document"],
         "grep_knowledge": f"{own['grep_knowledge']}\n\nSources:\n{_source_lines(sources)}",
+        "give_feedback": own["give_feedback"],
         "ingest_url": f"{own['ingest_url']}\n\nSources it can be filed under (default: "
         f"{config.default_source}):\n{_source_lines(sources)}",
         "add_record": f"{own['add_record']}\n\nRecords sources (default: "

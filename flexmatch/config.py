@@ -346,6 +346,19 @@ class QueryConfig(_Strict):
     formatter: ChainRef = ChainRef(chain="markdown")
 
 
+class FeedbackConfig(_Strict):
+    """Learning from use (``KnowledgeBase.add_feedback``): a helpful mark makes its query a
+    learned matching text of the chunk; an unhelpful one demotes the chunk for queries
+    near it."""
+
+    max_learned_per_chunk: int = Field(20, ge=1, le=1000)  # over it: the least-marked goes
+    merge_similarity: float = Field(0.95, gt=0, le=1)  # cosine: a near-duplicate is merged
+    demote_similarity: float = Field(0.85, gt=0, le=1)  # cosine to an unhelpful query
+    demote_places: int = Field(3, ge=0, le=100)  # the most places a demotion costs
+    max_unhelpful_per_chunk: int = Field(20, ge=1, le=1000)
+    per_minute: int = Field(30, ge=1, le=100_000)  # marks one principal may give a minute
+
+
 HARD_MAX_DOCUMENT_BYTES = 15_000_000  # no config can lift this
 
 
@@ -471,6 +484,7 @@ MCP_TOOLS = (
     "grep_knowledge",
     "ingest_url",
     "add_record",
+    "give_feedback",
 )
 
 
@@ -518,6 +532,7 @@ class KBConfig(_Strict):
     default_source: str = "default"
     ingest: IngestConfig = IngestConfig()
     query: QueryConfig = QueryConfig()
+    feedback: FeedbackConfig = FeedbackConfig()
     mcp: McpConfig = McpConfig()
     query_log: QueryLogConfig = QueryLogConfig()
 

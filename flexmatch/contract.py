@@ -22,6 +22,7 @@ from flexmatch.engine.archive import Original
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    FeedbackReceipt,
     GrepResult,
     IngestReport,
     Outline,
@@ -108,6 +109,28 @@ class KnowledgeBaseProtocol(Protocol):
         filters: Filters | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]: ...
+
+    # -- feedback ------------------------------------------------------------------------
+    def add_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt:
+        """Whether ``chunk_id`` answered ``query``: helpful makes the query a learned
+        matching text of the chunk, unhelpful demotes it for queries near this one."""
+        ...
+
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt: ...
 
     # -- ingest --------------------------------------------------------------------------
     def ingest(

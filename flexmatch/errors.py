@@ -23,6 +23,7 @@ FlexMatchError
 ├── WriteConflictError another writer replaced a document while it was being indexed
 ├── WriteRefusedError  this writer may not write that document, or may not set its access
 ├── KeyRequestError    an API key could not be created or changed as asked
+├── FeedbackRateError  a principal gave more feedback than its per-minute limit
 ├── ToolCallError      an agent's tool call was malformed (unknown tool, bad arguments)
 ├── ServiceError       a FlexMatch server refused a request, or could not be reached
 └── StoreError         the vector store refused an operation
@@ -229,6 +230,14 @@ class KeyRequestError(FlexMatchError):
 
     code = "invalid_key_request"
     status = 422
+
+
+class FeedbackRateError(FlexMatchError):
+    """A principal gave more feedback marks in a minute than ``feedback.per_minute``
+    allows; nothing of this one was kept. Try again after the minute."""
+
+    code = "feedback_rate_limited"
+    status = 429
 
 
 class ToolCallError(FlexMatchError):

@@ -389,6 +389,7 @@ def switches(config: KBConfig) -> list[Switch]:
         ("questions", "question", "the LLM's questions"),
         ("sentences", "sentence", "the chunk's sentences"),
         ("chunk text", "content", "the chunk's whole text (dense)"),
+        ("learned", "learned", "the queries people marked helpful (feedback)"),
     ]
     found = [
         Switch(name, f"match kind '{kind}' ({what}) filtered out", filters=_without_kind(kind))

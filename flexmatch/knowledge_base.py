@@ -11,6 +11,7 @@ records and copies).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -33,6 +34,7 @@ from flexmatch.engine.chains import (
 )
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
+from flexmatch.engine.feedback import FeedbackKeeper, Listener
 from flexmatch.engine.ingest import ProgressCallback
 from flexmatch.engine.ingest.fanout import RayOptions
 from flexmatch.engine.ingest.ingestor import Ingestor
@@ -40,6 +42,7 @@ from flexmatch.engine.llm import LLM
 from flexmatch.engine.query.gaps import gaps, golden_items
 from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.querier import Querier
+from flexmatch.engine.query.run import Demotions
 from flexmatch.engine.reading import DocumentReader
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stored_documents import StoredDocuments
@@ -55,6 +58,7 @@ from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
     FeedbackEvent,
+    FeedbackReceipt,
     Gap,
     GoldenItem,
     GrepResult,
@@ -112,7 +116,11 @@ class KnowledgeBase:
         self._documents = StoredDocuments(lambda: self.store, self.archive)
         self._reader = DocumentReader(self._documents.get, lambda: self._documents.registry)
         self.query_log = QueryLog(self.runtime.state_dir, lambda: self.config.query_log)
-        self._querier = Querier(self.runtime, self._chains, self.query_log)
+        self._feedback = FeedbackKeeper(
+            lambda: self.store, lambda: self.embedder, lambda: self.config.feedback
+        )
+        self._feedback.listeners.append(self.query_log.heard)  # every mark is logged
+        self._querier = Querier(self.runtime, self._chains, self.query_log, self._demotions)
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -651,6 +659,36 @@ class KnowledgeBase:
         ``must_not``), over documents ``principal`` may read."""
         return golden_items(self.query_log.feedback(tenant, self._readable(tenant, principal)))
 
+    # -- feedback ----------------------------------------------------------------------
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt:
+        """Say whether ``chunk_id`` answered ``query`` (docs/retrieval.md, "Learning from
+        use"). Helpful: the query becomes a learned matching text of the chunk (merged
+        with a near-duplicate one); unhelpful: the chunk moves down for queries near this
+        one. Only a ``principal`` who may read the chunk may mark it (else
+        ``DocumentNotFoundError``, as for a missing chunk); ``FeedbackRateError`` past
+        ``feedback.per_minute``."""
+        work = self._feedback.add
+        return await asyncio.to_thread(work, query, chunk_id, helpful, tenant, principal)
+
+    def remove_learned(self, learned_id: str, *, tenant: str = DEFAULT_TENANT) -> None:
+        """Remove a learned matching text (its id: ``get_document``), an admin's act."""
+        self._feedback.remove_learned(tenant, learned_id)
+
+    def on_feedback(self, listener: Listener) -> None:
+        """Call ``listener`` with each ``FeedbackEvent`` kept (e.g. a query log)."""
+        self._feedback.listeners.append(listener)
+
+    def _demotions(self, tenant: str) -> Demotions:
+        return functools.partial(self._feedback.demotions, tenant)
+
     # -- sync twins: each async method above, run to its end: the same parameters and the
     # same docstring (``sync_twin``), for code that is not async ------------------------
     @staticmethod
@@ -676,6 +714,7 @@ class KnowledgeBase:
     similar = sync_twin(asimilar)
     format = sync_twin(aformat)
     format_answer = sync_twin(aformat_answer)
+    add_feedback = sync_twin(aadd_feedback)
 
     # -- async twins: each blocking method a served knowledge base (``Client``) offers
     # too, run on a worker thread (``async_twin``), so both have the same async API
@@ -691,6 +730,7 @@ class KnowledgeBase:
     aquery_feedback = async_twin(query_feedback)
     agaps = async_twin(gaps)
     agolden_from_feedback = async_twin(golden_from_feedback)
+    aremove_learned = async_twin(remove_learned)
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:

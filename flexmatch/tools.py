@@ -372,6 +372,28 @@ class AddRecordArguments(ToolArguments):
     )
 
 
+class FeedbackArguments(ToolArguments):
+    """``give_feedback``: which passages answered a query, and which did not."""
+
+    tool_name: ClassVar[str] = "give_feedback"
+    tool_description: ClassVar[str] = (
+        "Report the passages of a search_knowledge answer you used (helpful) or found "
+        "wrong for the question (not helpful), by their chunk_id, with the query you "
+        "searched: the knowledge base then finds them sooner (or later) for questions "
+        "like it."
+    )
+
+    query: Query = Field(description="The query you searched, as you sent it.")
+    chunk_ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_TOP_N,
+        description="The chunk_id of each passage this is about.",
+    )
+    helpful: bool = Field(
+        True, description="true (default): they answered the question; false: they did not."
+    )
+
+
 # every tool, by name, in the order they are offered
 TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {
     model.tool_name: model
@@ -384,6 +406,7 @@ TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {
         GrepArguments,
         IngestUrlArguments,
         AddRecordArguments,
+        FeedbackArguments,
     )
 }
 

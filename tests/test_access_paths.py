@@ -5,6 +5,8 @@ the path, a principal never reads a document it may not read (nor its outline, n
 part of it, nor a grep hit or count from it), never replaces or removes one, and is
 answered for a hidden id exactly as for a missing one (a write, which must succeed for a
 new id, is refused in words that are the same for every hidden document).
+Feedback likewise: a principal marks only chunks it may read, and a hidden chunk is
+answered exactly as a missing one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tests.test_write_access import refused, said
 QUERY = "orchard memo"
 PATTERN = "Orchard memo"  # in every memo's text: what grep finds
 MISSING = "memo-missing"
+KEPT = ("kept",)
 Who = Principal | None  # None: an admin
 
 
@@ -90,6 +93,10 @@ class Route:
         """The documents grep finds ``PATTERN`` in, and how many it says it found them in."""
         raise NotImplementedError
 
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        """``KEPT``, or the answer for a chunk that is not there (its id taken out)."""
+        raise NotImplementedError
+
 
 def _write_answer(status: str, error: str | None, document_id: str) -> tuple[Any, ...]:
     return (status,) if status != "failed" else (status, refused(error, document_id))
@@ -135,6 +142,13 @@ class Python(Route):
     def grep(self, who: Who) -> tuple[set[str], int]:
         found = self.kb.grep(PATTERN, limit=200, tenant=self.tenant, principal=who)
         return {h.document_id for h in found.hits}, found.documents
+
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        try:
+            self.kb.add_feedback(QUERY, chunk_id, tenant=self.tenant, principal=who)
+        except DocumentNotFoundError as exc:
+            return ("missing", said(str(exc), chunk_id))
+        return KEPT
 
 
 class Http(Route):
@@ -197,6 +211,13 @@ class Http(Route):
         found = response.json()
         return {h["document_id"] for h in found["hits"]}, found["documents"]
 
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        body = {"query": QUERY, "chunk_id": chunk_id, "helpful": True}
+        response = self.api.client.post("/v1/feedback", json=body, headers=self.headers(who))
+        if response.status_code == 200:
+            return KEPT
+        return (response.status_code, said(response.text, chunk_id))
+
 
 class Remote(Http):
     """``flexmatch.Client`` with ``principal=``, against the same server."""
@@ -251,6 +272,14 @@ class Remote(Http):
             found = client.grep(PATTERN, limit=200)
         return {h.document_id for h in found.hits}, found.documents
 
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        with self.client(who) as client:
+            try:
+                client.add_feedback(QUERY, chunk_id)
+            except DocumentNotFoundError as exc:
+                return ("missing", said(str(exc), chunk_id))
+        return KEPT
+
 
 class Agent(Route):
     name = "agent"
@@ -287,6 +316,11 @@ class Agent(Route):
     def grep(self, who: Who) -> tuple[set[str], int]:
         found = self.call(who, "grep_knowledge", {"pattern": PATTERN, "limit": 200})
         return {h["document_id"] for h in found["hits"]}, found["documents"]
+
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        answer = self.call(who, "give_feedback", {"query": QUERY, "chunk_ids": [chunk_id]})
+        (kept,) = answer["feedback"]
+        return KEPT if "error" not in kept else ("missing", said(kept["error"], chunk_id))
 
 
 class Mcp(Route):
@@ -334,6 +368,13 @@ class Mcp(Route):
         assert not error, text
         found = json.loads(text)
         return {h["document_id"] for h in found["hits"]}, found["documents"]
+
+    def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
+        arguments = {"query": QUERY, "chunk_ids": [chunk_id]}
+        error, text = self.call(who, "give_feedback", arguments)
+        assert not error, text
+        (kept,) = json.loads(text)["feedback"]
+        return KEPT if "error" not in kept else ("missing", said(kept["error"], chunk_id))
 
 
 PATHS: list[type[Route]] = [Python, Http, Remote, Agent, Mcp]
@@ -401,7 +442,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 def keys(store: KeyStore, tenant: str) -> dict[str, str]:
     return {
         "admin": store.create(tenant, "admin", "admin")[1],
-        "service": store.create(tenant, "read,write", "app", KeyIdentity(service=True))[1],
+        "service": store.create(tenant, "read,write,feedback", "app", KeyIdentity(service=True))[1],
     }
 
 
@@ -447,6 +488,12 @@ def test_every_path_reads_and_writes_only_what_its_principal_may(
                 assert opened == expected, (path.name, who, document_id)
             missing = Seen(read=path.read(who, MISSING), write=())
             assert missing.read[0] != "found"
+            no_chunk = path.feedback(who, f"{MISSING}#0")
+            assert no_chunk != KEPT
+            for document_id in access:
+                marked = path.feedback(who, f"{document_id}#0")
+                expected = KEPT if document_id in readable else no_chunk
+                assert marked == expected, (path.name, who, document_id)
             for document_id in access:
                 index = int(document_id.removeprefix("memo-"))
                 seen = Seen(

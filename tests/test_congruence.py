@@ -93,7 +93,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory, embedder: OnnxEmbedder) -> It
         KnowledgeBase.open(root / "local", embedder=embedder, env={}) as local,
         running_api(root / "served", embedder) as api,
     ):
-        token = api.key("congruence", "default", "read,write")
+        token = api.key("congruence", "default", "read,write,feedback")
         with Client(str(api.client.base_url), token) as remote:
             _fill(local, notes, page.url)
             _fill(remote, notes, page.url)
@@ -271,6 +271,11 @@ BAD: dict[str, Callable[[KnowledgeBaseProtocol, Path], object]] = {
     "a broken regex": lambda kb, _: kb.grep("(unclosed", regex=True),
     "grep with a bad filter": lambda kb, _: kb.grep("key", filters={"colour": 1.5}),
     "grep over the limit": lambda kb, _: kb.grep("key", limit=1_000),
+    "feedback on no such chunk": lambda kb, _: kb.add_feedback("why?", "no-such-document#0"),
+    "feedback with an empty query": lambda kb, _: kb.add_feedback("  ", "lighthouse#0"),
+    "async: feedback on no such chunk": lambda kb, _: asyncio.run(
+        kb.aadd_feedback("why?", "no-such-document#0", False)
+    ),
 }
 
 
@@ -312,3 +317,33 @@ def test_a_removed_document_is_gone_from_both(pair: Pair) -> None:
     assert [r.id for r in pair.local.list_documents(source="facts")] == [
         r.id for r in pair.remote.list_documents(source="facts")
     ]
+
+
+def test_feedback_teaches_both_alike(pair: Pair) -> None:
+    """A helpful and an unhelpful mark, the same on both: the same receipts, the same
+    learned texts in the document, and the same ranking after."""
+    asked = "Which building by the sea has a crimson coat?"
+    for kb in pair.both:
+        helpful = kb.add_feedback(asked, "lighthouse#0")
+        unhelpful = asyncio.run(kb.aadd_feedback(asked, "market#0", helpful=False))
+        assert (helpful.chunk_id, helpful.helpful, helpful.merged) == ("lighthouse#0", True, False)
+        assert (unhelpful.chunk_id, unhelpful.helpful, unhelpful.learned_id) == (
+            "market#0",
+            False,
+            None,
+        )
+        assert kb.add_feedback(asked, "lighthouse#0").merged
+    texts = [
+        [
+            (m.text, m.learned.count if m.learned else None)
+            for c in kb.get_document("lighthouse").chunks
+            for m in c.matching_texts
+            if m.kind == "learned"
+        ]
+        for kb in pair.both
+    ]
+    assert texts[0] == texts[1] == [(asked, 2)]
+    local, remote = (kb.query(asked) for kb in pair.both)
+    same_results(pair, local, remote)
+    assert local[0].document_id == "lighthouse"
+    assert [r.signals.demoted for r in local] == [r.signals.demoted for r in remote]

@@ -143,7 +143,15 @@ def test_scores_by_hand() -> None:
 def test_the_ablation_switches_each_signal_at_query_time() -> None:
     config = KBConfig()
     found = {s.signal: s for s in switches(config)}
-    assert list(found) == ["questions", "sentences", "chunk text", "BM25", "context", "reranker"]
+    assert list(found) == [
+        "questions",
+        "sentences",
+        "chunk text",
+        "learned",
+        "BM25",
+        "context",
+        "reranker",
+    ]
     assert "question" not in found["questions"].filters["match_kind"]
     assert "content" not in found["chunk text"].filters["match_kind"]
     assert set(found["sentences"].filters["match_kind"]) == {
@@ -151,6 +159,7 @@ def test_the_ablation_switches_each_signal_at_query_time() -> None:
         "keyword",
         "content",
         "title",
+        "learned",
     }
     bm25 = found["BM25"].query
     assert bm25 is not None and bm25.retrieval == "dense"

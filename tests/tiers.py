@@ -101,6 +101,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # each framework against a local and a served knowledge base (flexmatch serve)
     "tests/adapters/test_frameworks.py": ("slow",),
     "tests/test_access_paths.py": ("slow",),  # every path, a real server: about a minute
+    "tests/adapters/http/test_feedback_http.py": ("slow",),  # a real server
     "tests/engine/chains/test_batching.py": ("slow",),
     "tests/engine/stores/test_store_creation.py": ("slow",),
     "tests/engine/test_embed_batching.py": ("slow",),
@@ -242,6 +243,12 @@ TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
         "tests/engine/test_per_source_query.py::test_each_source_is_searched_in_its_own_form",
         "tests/engine/test_per_source_query.py::test_keyphrases_index_and_search_in_one_form",
         "tests/engine/test_per_source_query.py::test_sources_with_their_own_reranker_and_formatter",
+        # two knowledge bases ingested through the questions chain and the model
+        "tests/engine/test_question_ranking.py::test_a_question_of_the_wrong_chunk_no_longer_outranks_the_answering_sentence",
+        "tests/engine/test_question_ranking.py::test_signals_are_the_calibrated_best_of_each_kind",
+        "tests/engine/test_question_ranking.py::test_a_question_s_words_find_its_chunk_by_bm25",
+        "tests/engine/test_question_ranking.py::test_a_generated_question_unlike_its_chunk_is_not_stored",
+        "tests/engine/test_question_ranking.py::test_signals_are_the_same_when_each_is_searched_for",
         "tests/engine/test_retrieval.py::test_eval_command_end_to_end",
         "tests/engine/test_retrieval.py::test_metadata_filters",
         "tests/engine/test_retrieval.py::test_the_chunk_text_is_stored_once_per_chunk",

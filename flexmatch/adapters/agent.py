@@ -67,6 +67,7 @@ READ_DOCUMENT_TOOL: dict[str, Any] = TOOLS["read_document"]
 GREP_KNOWLEDGE_TOOL: dict[str, Any] = TOOLS["grep_knowledge"]
 INGEST_URL_TOOL: dict[str, Any] = TOOLS["ingest_url"]
 ADD_RECORD_TOOL: dict[str, Any] = TOOLS["add_record"]
+FEEDBACK_TOOL: dict[str, Any] = TOOLS["give_feedback"]
 ALL_TOOLS: list[dict[str, Any]] = list(TOOLS.values())
 
 DEFAULT_PREAMBLE = (

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import typer
 from pydantic import ValidationError
@@ -85,6 +85,7 @@ WRITE_TOOLS = tuple(name for name, tool in AGENT_TOOLS.items() if tool.writes)
 TOOL_NEEDS: dict[str, Permission] = {
     **dict.fromkeys(READ_ONLY_TOOLS, "read"),
     **dict.fromkeys(WRITE_TOOLS, "write"),
+    **{name: cast("Permission", tool.needs) for name, tool in AGENT_TOOLS.items() if tool.needs},
 }
 
 # The end user the current call's HTTP request names: never a tool argument, which the
@@ -260,7 +261,7 @@ def build_server(
 
     def serve(tool: AgentTool[Any]) -> None:
         """Offer ``tool`` (``AGENT_TOOLS``: its arguments, description and operation)."""
-        needs: Permission = "write" if tool.writes else "read"
+        needs: Permission = TOOL_NEEDS[tool.name]
         hints = ToolAnnotations(read_only_hint=not tool.writes, open_world_hint=tool.open_world)
 
         @server.tool(name=tool.name, annotations=hints, description=descriptions[tool.name])

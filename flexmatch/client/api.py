@@ -38,6 +38,7 @@ from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
     FailedDocument,
+    FeedbackReceipt,
     GrepResult,
     IngestReport,
     Job,
@@ -509,6 +510,58 @@ class Client(Connection):
 
     async def astats(self) -> Stats:
         return await self._arun(self._call("GET", "/v1/stats", Stats))
+
+    # -- feedback ------------------------------------------------------------------------
+    def _feedback(
+        self, query: str, chunk_id: str, helpful: bool, principal: Principal | None
+    ) -> Flow[FeedbackReceipt]:
+        body = {"query": query, "chunk_id": chunk_id, "helpful": helpful}
+        headers = principal_headers(principal)
+        return (
+            yield from self._call(
+                "POST",
+                "/v1/feedback",
+                FeedbackReceipt,
+                missing=DocumentNotFoundError,
+                json=body,
+                headers=headers,
+            )
+        )
+
+    def add_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt:
+        """Whether ``chunk_id`` answered ``query`` (the key needs the ``feedback``
+        permission): helpful makes the query a learned matching text of the chunk,
+        unhelpful demotes it for queries near this one. ``principal``: see ``search``."""
+        return self._run(self._feedback(query, chunk_id, helpful, principal))
+
+    async def aadd_feedback(
+        self,
+        query: str,
+        chunk_id: str,
+        helpful: bool = True,
+        *,
+        principal: Principal | None = None,
+    ) -> FeedbackReceipt:
+        return await self._arun(self._feedback(query, chunk_id, helpful, principal))
+
+    def _learned_path(self, learned_id: str) -> str:
+        return f"/v1/learned/{urllib.parse.quote(learned_id, safe='')}"
+
+    def remove_learned(self, learned_id: str) -> None:
+        """Remove a learned matching text (its id: ``get_document``; an admin key's)."""
+        path = self._learned_path(learned_id)
+        self._run(self._call("DELETE", path, RAW, missing=DocumentNotFoundError))
+
+    async def aremove_learned(self, learned_id: str) -> None:
+        path = self._learned_path(learned_id)
+        await self._arun(self._call("DELETE", path, RAW, missing=DocumentNotFoundError))
 
     # -- originals -----------------------------------------------------------------------
     def _original(self, document_id: str) -> Flow[Original]:

@@ -25,6 +25,7 @@ from flexmatch.access import ACCESS_FIELD, Principal, access_filter, readable
 from flexmatch.engine.points import (
     CONTENT,
     DOCUMENT,
+    FEEDBACK,
     MATCH,
     MatchPayload,
     parse_record,
@@ -197,6 +198,7 @@ class DocumentRegistry:
             return False
         self.update(tenant, record, status="removing")
         self.store.delete(tenant, {"record": MATCH, "document_id": document_id})
+        self.store.delete(tenant, {"record": FEEDBACK, "document_id": document_id})
         self.store.delete(tenant, {"record": DOCUMENT, "document_id": document_id})
         return True
 

@@ -11,10 +11,28 @@ from pydantic import BaseModel, Field, computed_field
 
 from flexmatch.models.documents import Location
 
-MatchKind = Literal["question", "sentence", "keyword", "content", "title"]
+MatchKind = Literal["question", "sentence", "keyword", "content", "title", "learned"]
 """What a matching text is: a generated question, a sentence or keyword of the chunk, the
-chunk's own text (``content``) or its document's title. The one list of match kinds."""
+chunk's own text (``content``), its document's title, or a query someone marked this
+chunk helpful for (``learned``, see ``KnowledgeBase.add_feedback``). The one list of match
+kinds."""
 MATCH_KINDS: tuple[MatchKind, ...] = get_args(MatchKind)
+
+
+class Mark(BaseModel):
+    """One helpful mark: who gave it (a principal's label) and when (ISO 8601, UTC)."""
+
+    who: str
+    at: str
+
+
+class Learned(BaseModel):
+    """What is kept of a learned matching text: its id (what removes it), how many
+    helpful marks it merged, and the last of them (who and when)."""
+
+    id: str
+    count: int = 1
+    marks: list[Mark] = Field(default_factory=list)
 
 
 class MatchingText(BaseModel):
@@ -27,6 +45,9 @@ class MatchingText(BaseModel):
         description="Where the text is in the document, when that is narrower than its "
         "chunk (a sentence of a chunk continued over a page break): what a result that "
         "matched it cites.",
+    )
+    learned: Learned | None = Field(
+        None, description="Of a learned matching text: its id, and who marked it when."
     )
 
 
@@ -60,14 +81,17 @@ def shared_fields(source: BaseModel, target: type[BaseModel]) -> dict[str, Any]:
 class Signals(BaseModel):
     """Why a chunk matched: first-stage scores and ranks, and the rerank score."""
 
+    # cosines as ranking compares them: an LLM question's lowered by 0.15 (a question is
+    # close to any other question whatever the topic; ``points.QUERY_LIKE_OFFSET``)
     dense: float | None = None  # best cosine over the chunk's matching texts
     dense_rank: int | None = None
-    question: float | None = None  # best cosine over its questions / sentences
+    question: float | None = None  # best cosine over its sentences / questions
     content: float | None = None  # cosine with the chunk text itself
     lexical: float | None = None  # BM25 of the chunk text
     lexical_rank: int | None = None
     first_stage: float | None = None  # the fused first-stage score
     rerank: float | None = None
+    demoted: int | None = None  # places moved down: marked unhelpful for a query near this
 
 
 class SearchResult(BaseModel):

@@ -83,3 +83,14 @@ class Stats(BaseModel):
     matching_texts: int
     sources: dict[str, SourceStats]
     store_bytes: int | None
+
+
+class FeedbackReceipt(BaseModel):
+    """What a feedback call kept: for a helpful mark, the learned matching text it made
+    or merged into (``learned_id``; ``merged``: a near-duplicate already stood); for an
+    unhelpful one, that the chunk is demoted for queries near this one."""
+
+    chunk_id: str
+    helpful: bool
+    learned_id: str | None = None
+    merged: bool = False

@@ -41,7 +41,9 @@ from flexmatch.service.state_db import (
     state_file_for,
 )
 
-Permission = Literal["read", "write", "admin"]
+Permission = Literal["read", "write", "admin", "feedback"]
+"""``feedback``: mark results helpful or not (it changes what others find, so ``read``
+alone does not grant it); ``admin`` grants everything."""
 PERMISSIONS: tuple[str, ...] = get_args(Permission)
 KEYS_FILE = STATE_FILE
 PREFIX = "fm"

@@ -21,6 +21,7 @@ from flexmatch import KnowledgeBase, LLMError
 from flexmatch.adapters.agent import (
     ADD_RECORD_TOOL,
     ALL_TOOLS,
+    FEEDBACK_TOOL,
     GET_DOCUMENT_TOOL,
     GREP_KNOWLEDGE_TOOL,
     INGEST_URL_TOOL,
@@ -73,6 +74,7 @@ def test_tool_definitions_are_openai_functions() -> None:
         GREP_KNOWLEDGE_TOOL,
         INGEST_URL_TOOL,
         ADD_RECORD_TOOL,
+        FEEDBACK_TOOL,
     ]
     for tool in ALL_TOOLS:
         function = tool["function"]

@@ -38,6 +38,10 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
     _, acme_reader = keys.create("acme", "read")
     _, other = keys.create("other", "read,write")
     _, revoked = keys.create("acme", "read")
+    _, acme_giver = keys.create("acme", "read,feedback")
+    _, other_giver = keys.create("other", "read,feedback")
+    memo = kb.list_documents(tenant="acme")[0].id
+    chunk_id = kb.get_document(memo, tenant="acme").chunks[0].id
     keys.revoke(revoked.split("_")[1])
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -102,6 +106,15 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
             writer_tools = asyncio.run(tools(acme))
             assert set(writer_tools) == read_tools | {"ingest_url", "add_record"}
             assert all(schema["additionalProperties"] is False for schema in writer_tools.values())
+            # feedback takes its own permission, and never reaches another tenant's chunk
+            assert set(asyncio.run(tools(acme_giver))) == read_tools | {"give_feedback"}
+            marked = {"query": QUESTION, "chunk_ids": [chunk_id]}
+            error, text = asyncio.run(call(acme_reader, "give_feedback", marked))
+            assert error and "does not have the 'feedback' permission" in text
+            error, text = asyncio.run(call(other_giver, "give_feedback", marked))
+            assert not error and "no chunk" in json.loads(text)["feedback"][0]["error"]
+            error, text = asyncio.run(call(acme_giver, "give_feedback", marked))
+            assert not error and json.loads(text)["feedback"][0]["learned_id"]
             # an argument a tool does not take is refused by name, never dropped
             error, text = asyncio.run(
                 call(other, "search_knowledge", {"query": QUESTION, "tenant": "acme"})
@@ -118,6 +131,8 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
             assert not error and json.loads(text)["status"] == "added"
         assert kb.get_document("gate", tenant="acme").document.title == "Gate code 4711"
         assert kb.list_documents(tenant="other") == []
+        learned = kb.get_document(memo, tenant="acme").chunks[0].matching_texts
+        assert [m.text for m in learned if m.kind == "learned"] == [QUESTION]
     finally:
         kb.close()
 

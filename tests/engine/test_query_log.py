@@ -242,6 +242,20 @@ def test_an_eval_run_paused_leaves_no_trace_in_the_log(kb: KnowledgeBase) -> Non
     assert kb.query_log.counts.queries == before
 
 
+def test_feedback_given_through_the_knowledge_base_is_logged_and_counted(
+    kb: KnowledgeBase,
+) -> None:
+    ferry = doc_id(kb, "acme", "Ferry timetable")
+    chunk = kb.search("when does the ferry leave", tenant="acme").results[0].chunk_id
+    before = kb.query_log.counts.unhelpful
+    kb.add_feedback("ferry at dawn", chunk, False, tenant="acme", principal=BOB)
+    [event] = kb.query_feedback(tenant="acme")
+    assert (event.query, event.chunk_id, event.document_id) == ("ferry at dawn", chunk, ferry)
+    assert (event.helpful, event.principal) == (False, "user:bob")
+    assert kb.query_log.counts.unhelpful == before + 1
+    assert kb.query_feedback(tenant="globex") == []
+
+
 def test_golden_questions_judged_leave_no_trace_in_the_log(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:

@@ -229,7 +229,8 @@ def test_a_crowded_content_search_is_redone_chunk_by_chunk(
     kb: KnowledgeBase, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The candidates' content points come from one search; when its answer is full
-    (more versions than it had room for), each chunk's own is searched: same signals."""
+    (more versions than it had room for), each chunk's own is searched: same signals.
+    (And the same as when the first stage's dense hits already held them.)"""
     from flexmatch.engine.query import complete, search
 
     texts = ["what does mooring cost?"]
@@ -237,6 +238,7 @@ def test_a_crowded_content_search_is_redone_chunk_by_chunk(
     settings = QueryConfig(retrieval="hybrid")
     normal = search.Retriever(kb.store, "default", settings).retrieve(texts, vectors, 10, None)
     monkeypatch.setattr(complete, "content_room", lambda chunks: 1)
+    monkeypatch.setattr(search, "seen", lambda variants: {})  # every signal searched for
     counting = _CountingStore(kb.store)
     crowded = search.Retriever(counting, "default", settings).retrieve(texts, vectors, 10, None)  # type: ignore[arg-type]
     # BM25, dense, completion, then one by one

@@ -1,5 +1,5 @@
-"""What the knowledge base holds: ``flexmatch docs`` (list, show, access, remove) and
-``flexmatch stats``.
+"""What the knowledge base holds: ``flexmatch docs`` (list, show, access, remove, unlearn)
+and ``flexmatch stats``.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def docs_show(
     if record.error:
         console.print(f"[red]error:[/] {shown(record.error)}")
     for chunk in detail.chunks:
-        texts = "\n".join(f"  • [{m.kind}] {shown(m.text[:200])}" for m in chunk.matching_texts)
+        texts = "\n".join(_matching_line(m) for m in chunk.matching_texts)
         where = f"[dim]where:[/] {shown(chunk.location.label())}\n" if chunk.location else ""
         body = (
             f"{where}[dim]context:[/] {shown(chunk.qualifying_text, lines=True)}\n\n"
@@ -125,6 +125,33 @@ def docs_show(
                 title_align="left",
             )
         )
+
+
+def _matching_line(text: fm.MatchingText) -> str:
+    """One matching text; a learned one with how many marked it helpful, the last of
+    them (who, when) and its id (what ``docs unlearn`` takes)."""
+    line = f"  • {shown(f'[{text.kind}]')} {shown(text.text[:200])}"
+    learned = text.learned
+    if learned is None:
+        return line
+    last = learned.marks[-1] if learned.marks else None
+    by = f", last by {shown(last.who)} at {last.at}" if last else ""
+    return f"{line}\n    [dim]{learned.count}× helpful{by} · id {learned.id}[/]"
+
+
+@docs_app.command("unlearn")
+def docs_unlearn(
+    learned_id: Annotated[
+        str, typer.Argument(help="A learned matching text's id (docs show lists them).")
+    ],
+    kb: KbOption = Path("."),
+    tenant: TenantOption = DEFAULT_TENANT,
+) -> None:
+    """Remove a learned matching text (a query someone marked a chunk helpful for)."""
+    with open_kb(kb) as base:
+        base.remove_learned(learned_id, tenant=tenant)
+        forget_cached_answers(base, tenant, errors)
+    console.print(f"Removed learned matching text {shown(learned_id)}")
 
 
 @docs_app.command("access")

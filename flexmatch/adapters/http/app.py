@@ -22,6 +22,7 @@ from flexmatch.adapters.http.errors import install_error_handlers
 from flexmatch.adapters.http.limits import BodySizeLimitMiddleware, Limits
 from flexmatch.adapters.http.routes import (
     documents,
+    feedback,
     health,
     jobs,
     keys,
@@ -81,7 +82,8 @@ def create_app(
     )
     app.state.service = state
     install_error_handlers(app)
-    for module in (health, documents, jobs, sources, search, querylog, keys, metrics):
+    routers = (health, documents, jobs, sources, search, feedback, querylog, keys, metrics)
+    for module in routers:
         app.include_router(module.router)
     mount_console(app)  # the web console, under /console
 

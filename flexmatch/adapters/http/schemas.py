@@ -121,6 +121,15 @@ class SearchRequest(_Strict):
     principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
 
 
+class FeedbackRequest(_Strict):
+    query: str = Field(description="The query the chunk was found for (not blank).")
+    chunk_id: str = Field(description="The result's chunk_id.")
+    helpful: bool = Field(
+        True, description="true: it answered the query; false: it did not (demoted)."
+    )
+    principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
+
+
 class SimilarRequest(_Strict):
     text: str = Field(description="Not blank: a 422 empty_text otherwise.")
     top_n: int = Field(5, ge=1, le=100)

@@ -24,7 +24,16 @@ from flexmatch.engine.ingest.versions import (
     stored_metadata,
     with_naming_of,
 )
-from flexmatch.engine.points import CHUNK_FIELDS, MatchPayload, filterable_metadata, match_point_id
+from flexmatch.engine.learned import carried_learned, prune_unhelpful, with_learned_words
+from flexmatch.engine.points import (
+    CHUNK_FIELDS,
+    CONTENT,
+    MatchPayload,
+    filterable_metadata,
+    lexical_text,
+    match_point_id,
+    on_topic,
+)
 from flexmatch.engine.stores import StoredPoint, VectorStore
 from flexmatch.errors import (
     ConfigError,
@@ -143,6 +152,12 @@ class Indexer:
                 self.points, document, enriched.chunks, version, enriched.vectors, access
             )
             await self._write_points(points)
+            if record is not None and record.version is not None:  # what use taught, kept
+                learned = await in_ingest_thread(
+                    carried_learned, self.store, self.tenant, document.id, record.version, points
+                )
+                await self._write_points(learned)
+                await self._write_points(with_learned_words(points, learned))
         except Exception as exc:
             self.registry.fail(self.tenant, pending, str(exc) or type(exc).__name__)
             raise
@@ -157,6 +172,8 @@ class Indexer:
         if self.archive is not None:  # before the commit: a committed version is archived
             await asyncio.to_thread(self.archive.put, self.tenant, document)
         self.registry.commit(self.tenant, pending, stored_chunks, len(points), access)
+        if record is not None and record.version is not None:
+            await in_ingest_thread(prune_unhelpful, self.store, self.tenant, document.id, points)
         self.report.record_stored(
             document.id,
             document.uri,
@@ -233,7 +250,7 @@ class Indexer:
             "access": access,
         }
         for chunk in chunks:
-            pairs = by_chunk.get(chunk.id, [])
+            pairs = on_topic(by_chunk.get(chunk.id, []))
             if not pairs or self.duplicates.near_chunk(document, pairs, seen, access):
                 continue
             of_chunk = {
@@ -256,7 +273,9 @@ class Indexer:
                     StoredPoint(
                         id=match_point_id(self.tenant, chunk.id, version, position),
                         vector=vector,
-                        text=matching.text,
+                        text=lexical_text(matching.text, [(m.kind, m.text) for m, _ in pairs])
+                        if matching.kind == CONTENT
+                        else matching.text,
                         payload=payload,
                     )
                 )
@@ -305,7 +324,7 @@ def _unstored(position: int, access: list[str] | None, matched: Location | None)
     """The fields a match point leaves out: the chunk's own, except on its carrier;
     ``access`` when it has none and ``matched_location`` when its text has no location
     of its own (its payload then is as it was before either existed)."""
-    left = set() if position == 0 else set(CHUNK_FIELDS)
+    left = {"learned"} if position == 0 else {"learned", *CHUNK_FIELDS}
     if access is None:
         left.add(ACCESS_FIELD)
     if matched is None:

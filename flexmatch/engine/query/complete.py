@@ -5,15 +5,27 @@ into a ``SearchResult`` once a caller keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from flexmatch.engine import fusion
-from flexmatch.engine.points import CONTENT, QUESTION_KINDS, Filters, match_point_id
+from flexmatch.engine.points import (
+    CONTENT,
+    QUERY_LIKE_KINDS,
+    QUESTION_KINDS,
+    Filters,
+    calibrated,
+    match_point_id,
+)
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import SearchResult, Signals
 
-# the two halves of a dense signal, as filter values
+# the two halves of a dense signal, as filter values; the question half is searched in
+# two parts, its query-like kinds apart, since their scores are calibrated (``calibrated``)
 KINDS: dict[str, list[str]] = {CONTENT: [CONTENT], "question": list(QUESTION_KINDS)}
+PARTS: tuple[list[str], ...] = (
+    [kind for kind in QUESTION_KINDS if kind not in QUERY_LIKE_KINDS],
+    list(QUERY_LIKE_KINDS),
+)
 VERSIONED = ("chunk_id", "version")  # what tells whose a hit is
 
 
@@ -63,17 +75,28 @@ class FirstStage:
     lexical: dict[str, Hit]
     lexical_request: Search
     scoped: Filters
+    # per chunk, its best hit of each part (``_part``) the dense searches found (``seen``)
+    parts: dict[str, dict[str | int, Hit]] = field(default_factory=dict)
 
 
-def allowed_kinds(scoped: Filters, half: str) -> list[str]:
-    """The match kinds of one half of the dense signal (``KINDS``) that a caller's
-    ``match_kind`` filter lets through: a kind filtered out gives no signal, in the
-    first stage or here, so a reranker cannot bring it back."""
+def calibrate(hits: list[Hit]) -> list[Hit]:
+    """Dense hits with their scores on the scale every kind shares (``calibrated``: a
+    query-like text's cosine lowered), best first; the same hits when none is query-like."""
+    if not any(hit.payload.get("match_kind") in QUERY_LIKE_KINDS for hit in hits):
+        return hits
+    moved = [Hit(h.id, h.payload, calibrated(h.score, h.payload.get("match_kind"))) for h in hits]
+    return sorted(moved, key=lambda h: -h.score)
+
+
+def allowed(scoped: Filters, kinds: list[str]) -> list[str]:
+    """The match kinds among ``kinds`` that a caller's ``match_kind`` filter lets
+    through: a kind filtered out gives no signal, in the first stage or here, so a
+    reranker cannot bring it back."""
     wanted = scoped.get("match_kind")
     if wanted is None:
-        return KINDS[half]
-    allowed = {str(wanted)} if isinstance(wanted, str | int | bool) else {str(k) for k in wanted}
-    return [kind for kind in KINDS[half] if kind in allowed]
+        return kinds
+    let = {str(wanted)} if isinstance(wanted, str | int | bool) else {str(k) for k in wanted}
+    return [kind for kind in kinds if kind in let]
 
 
 def best_per_chunk(hits: list[Hit], into: dict[str, Hit] | None = None) -> dict[str, Hit]:
@@ -95,8 +118,9 @@ def complete(
     search among the content points of every candidate missing that signal finds
     them all (only the version each candidate was found with counts). Its best
     question match is the best of several points, so each candidate missing it gets
-    a one-hit search without payload (the search's position says whose it is), its
-    version in the filter."""
+    a one-hit search (the search's position says whose it is), its version in the
+    filter; a second batch only where that best is a question (calibrated lower, so the
+    chunk's best sentence is needed too): never for an index without questions."""
     chosen, best, fused, dense, lexical = (
         stage.chosen,
         stage.best,
@@ -107,45 +131,59 @@ def complete(
     scoped, lexical_request = stage.scoped, stage.lexical_request
     if not chosen:
         return []
-    # a candidate's best dense match over every variant is already known from the
-    # first stage; it is the best of its kind too, so only the other kind is searched
-    known = {
-        key: CONTENT if dense[key].payload.get("match_kind") == CONTENT else "question"
-        for key in chosen
-        if key in dense
-    }
+    # what the first stage's dense hits already say: a chunk's best hit of a part (the
+    # content, its sentences, its questions) wherever one of that part was among them
+    # (within a part the store's order is the calibrated order). A sentence found there
+    # also settles the questions: any question of that chunk left out scored below it
+    # raw, so lower still calibrated; the other way round a sentence may still beat it
     found_with = {key: str(best[key].payload["version"]) for key in chosen}
-    content_kinds, question_kinds = (
-        allowed_kinds(scoped, CONTENT),
-        allowed_kinds(scoped, "question"),
-    )
-    no_content = [key for key in chosen if known.get(key) != CONTENT] if content_kinds else []
-    no_question = [key for key in chosen if known.get(key) != "question"] if question_kinds else []
+    known = {
+        key: {
+            part: hit
+            for part, hit in stage.parts.get(key, {}).items()
+            if str(hit.payload.get("version")) == found_with[key]
+        }
+        for key in chosen
+    }
+    content_kinds, sentence_kinds = allowed(scoped, KINDS[CONTENT]), allowed(scoped, PARTS[0])
+    no_content = [key for key in chosen if CONTENT not in known[key]] if content_kinds else []
+    # the question half: where none of it is known, one search over all of it (its best
+    # a sentence: settled; a question: the chunk's sentences are searched next, in a
+    # second batch, since one may still beat it); where a question is known, only the
+    # sentences. An index without questions so costs no search more than before.
+    missing: list[tuple[str, int | None]] = [
+        (key, 0 if 1 in known[key] else None) for key in chosen if 0 not in known[key]
+    ]
+    missing = [(key, part) for key, part in missing if allowed(scoped, _kinds_of(part))]
     # (the version is checked on the hits: as a condition it costs more than it saves)
     contents: Filters = {**scoped, "match_kind": content_kinds, "chunk_id": no_content}
     room = content_room(len(no_content))
-    per_variant = bool(no_content) + len(no_question)
+    per_variant = bool(no_content) + len(missing)
     searches: list[Search] = []
     for vector in vectors:
         if no_content:
             searches.append(Search(room, vector=vector, filters=contents, fields=VERSIONED))
-        for key in no_question:
+        for key, part in missing:
             own: Filters = {**scoped, "chunk_id": key, "version": found_with[key]}
-            own["match_kind"] = question_kinds
-            searches.append(Search(1, vector=vector, filters=own, fields=()))
+            own["match_kind"] = allowed(scoped, _kinds_of(part))
+            fields = ("match_kind",) if part is None else ()
+            searches.append(Search(1, vector=vector, filters=own, fields=fields))
     no_bm25 = [key for key in chosen if key not in lexical]
     if no_bm25:
         within = {**(lexical_request.filters or {}), "chunk_id": no_bm25}
         searches.append(replace(lexical_request, limit=2 * len(no_bm25), filters=within))
     found = store.search_batch(tenant, searches)
     best_of: dict[str, dict[str, Hit]] = {CONTENT: {}, "question": {}}
-    for key, kind in known.items():
-        best_of[kind][key] = dense[key]
 
     def keep(into: dict[str, Hit], key: str, hit: Hit) -> None:
         if key not in into or into[key].score < hit.score:
             into[key] = hit
 
+    for key, parts in known.items():
+        for which, hit in parts.items():
+            keep(best_of[CONTENT if which == CONTENT else "question"], key, hit)
+
+    again: list[tuple[int, str]] = []  # (variant, chunk) whose sentences are searched next
     for variant, vector in enumerate(vectors):
         batch = found[variant * per_variant : (variant + 1) * per_variant]
         if no_content:
@@ -156,9 +194,31 @@ def complete(
                 key = str(hit.payload["chunk_id"])
                 if hit.payload["version"] == found_with.get(key):
                     keep(best_of[CONTENT], key, hit)
-        for key, hits in zip(no_question, batch, strict=True):
+        for (key, part), hits in zip(missing, batch, strict=True):
             if hits:
-                keep(best_of["question"], key, hits[0])
+                hit = hits[0]  # a part's found without payload: its kind is the part's
+                kind = hit.payload.get("match_kind") if part is None else PARTS[part][0]
+                keep(best_of["question"], key, Hit(hit.id, {}, calibrated(hit.score, kind)))
+                if part is None and kind in QUERY_LIKE_KINDS and sentence_kinds:
+                    again.append((variant, key))
+    if again:
+        sentences = [
+            Search(
+                1,
+                vector=vectors[variant],
+                filters={
+                    **scoped,
+                    "chunk_id": key,
+                    "version": found_with[key],
+                    "match_kind": sentence_kinds,
+                },
+                fields=(),
+            )
+            for variant, key in again
+        ]
+        for (_, key), hits in zip(again, store.search_batch(tenant, sentences), strict=True):
+            if hits:
+                keep(best_of["question"], key, Hit(hits[0].id, {}, hits[0].score))
     content, question = best_of[CONTENT], best_of["question"]
     bm25 = dict(lexical)
     if no_bm25:
@@ -197,6 +257,34 @@ def complete(
     ]
 
 
+def seen(variants: list[list[Hit]]) -> dict[str, dict[str | int, Hit]]:
+    """Per chunk, its best (calibrated) hit of each part found in *every* variant's dense
+    hits, the best over the variants: only then is it that part's best for the query."""
+    tables: list[dict[str, dict[str | int, Hit]]] = []
+    for hits in variants:
+        table: dict[str, dict[str | int, Hit]] = {}
+        for hit in hits:
+            parts = table.setdefault(str(hit.payload["chunk_id"]), {})
+            part = _part(hit.payload.get("match_kind"))
+            if part not in parts or parts[part].score < hit.score:
+                parts[part] = hit
+        tables.append(table)
+    out: dict[str, dict[str | int, Hit]] = {}
+    for key in tables[0] if tables else {}:
+        common = set.intersection(*(set(t.get(key, {})) for t in tables))
+        if common:
+            out[key] = {p: max((t[key][p] for t in tables), key=lambda h: h.score) for p in common}
+    return out
+
+
+def _part(kind: object) -> str | int:
+    """Which part of the dense signal a hit's kind is: ``CONTENT``, or the index in
+    ``PARTS`` of the question half's part."""
+    if kind == CONTENT:
+        return CONTENT
+    return 1 if kind in QUERY_LIKE_KINDS else 0
+
+
 def _contents_one_by_one(
     store: VectorStore,
     tenant: str,
@@ -228,3 +316,9 @@ def content_room(chunks: int) -> int:
 def _ranks(best: dict[str, Hit]) -> dict[str, int]:
     order = fusion.ranking({key: b.score for key, b in best.items()})
     return {key: rank for rank, key in enumerate(order, start=1)}
+
+
+def _kinds_of(part: int | None) -> list[str]:
+    """The match kinds a completion search of ``part`` covers (None: the whole question
+    half)."""
+    return KINDS["question"] if part is None else PARTS[part]

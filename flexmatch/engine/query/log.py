@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from flexmatch.access import Principal
+from flexmatch.access import Principal, principal_name
 from flexmatch.config import QueryLogConfig
 from flexmatch.engine.folders import private_folder
 from flexmatch.models.querylog import FeedbackEvent, LogEntry, LoggedResult
@@ -154,13 +154,6 @@ class QueryCounts:
                 setattr(self, name, getattr(self, name) + by)
 
 
-def principal_name(principal: Principal | None) -> str:
-    """Who asked, as the log names them: never a key, a secret or a header."""
-    if principal is None:
-        return "admin"
-    return f"user:{principal.user}" if principal.user else "anonymous"
-
-
 def is_good(results: list[LoggedResult], good_score: float) -> bool:
     """Whether any result's best cosine reaches ``good_score``."""
     return any(r.dense is not None and r.dense >= good_score for r in results)
@@ -256,18 +249,34 @@ class QueryLog:
         """One feedback event: ``principal`` said whether ``chunk_id`` (of
         ``document_id``) answered ``query``. Counted always, logged when the log is on.
         The caller has checked that ``principal`` may read the chunk."""
-        self.counts.add(helpful=1 if helpful else 0, unhelpful=0 if helpful else 1)
+        self.heard(
+            FeedbackEvent(
+                at="",
+                tenant=tenant,
+                principal=principal_name(principal),
+                query=query,
+                chunk_id=chunk_id,
+                document_id=document_id,
+                helpful=helpful,
+            )
+        )
+
+    def heard(self, event: FeedbackEvent) -> None:
+        """Keep a feedback event as the knowledge base's feedback produced it (a
+        ``KnowledgeBase.on_feedback`` listener): counted always, logged when the log is
+        on, with the log's own clock."""
+        self.counts.add(helpful=1 if event.helpful else 0, unhelpful=0 if event.helpful else 1)
         if not self.settings().enabled:
             return
         row = {
             "id": uuid.uuid4().hex,
             "at_ns": self._now_ns(),
-            "tenant": tenant,
-            "principal": principal_name(principal),
-            "query": query,
-            "chunk_id": chunk_id,
-            "document_id": document_id,
-            "helpful": 1 if helpful else 0,
+            "tenant": event.tenant,
+            "principal": event.principal,
+            "query": event.query,
+            "chunk_id": event.chunk_id,
+            "document_id": event.document_id,
+            "helpful": 1 if event.helpful else 0,
         }
         with self.database.transaction() as db:
             db.execute(

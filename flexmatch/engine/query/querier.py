@@ -5,6 +5,7 @@ of what was found. The facade hands each query call here."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from flexmatch.access import Principal, access_filter
@@ -14,7 +15,7 @@ from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import search_filters
 from flexmatch.engine.query.format import format_result
 from flexmatch.engine.query.log import QueryLog
-from flexmatch.engine.query.run import run_query, similar
+from flexmatch.engine.query.run import Demotions, run_query, similar
 from flexmatch.engine.stores import VectorStore
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer, tool_result
@@ -35,10 +36,19 @@ class QueryResources(Protocol):
 class Querier:
     """The queries of one open knowledge base, over its chains."""
 
-    def __init__(self, resources: QueryResources, chains: ResolvedChains, log: QueryLog) -> None:
+    def __init__(
+        self,
+        resources: QueryResources,
+        chains: ResolvedChains,
+        log: QueryLog,
+        demotions: Callable[[str], Demotions] | None = None,
+    ) -> None:
+        """``log``: where every search is counted (and logged when it is on);
+        ``demotions``: a tenant's demotions (``FeedbackKeeper.demotions``)."""
         self.resources = resources
         self.chains = chains
         self.log = log
+        self.demotions = demotions
 
     async def search(
         self,
@@ -64,6 +74,7 @@ class Querier:
             top_k=top_k or settings.top_k,
             top_n=top_n or settings.top_n,
             filters={**search_filters(filters), **access_filter(principal)},
+            demotions=self.demotions(tenant) if self.demotions else None,
         )
         if self.log.settings().enabled:  # a write: off the event loop
             await asyncio.to_thread(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from flexmatch.config import QueryConfig
@@ -69,9 +69,11 @@ async def run_query(
     top_k: int,
     top_n: int,
     filters: Filters | None = None,
+    demotions: Demotions | None = None,
 ) -> Answer:
     """The query path, start to end: transform → embed → search → complete → rerank →
-    top-N read; ``filters`` are payload conditions (checked).
+    demote → top-N read; ``filters`` are payload conditions (checked); ``demotions``:
+    the places each candidate moves down for this query (``engine.feedback``).
 
     One group of sources (the usual case) is searched as one. Several: each group's
     transform puts the query in its sources' form, each group is searched and fused on
@@ -133,11 +135,13 @@ async def run_query(
                     lambda: [r.read(c) for r, c in zip(retrievers, found, strict=True)]
                 )
             with stages("rerank"):
-                results = (await rerank(text, groups, read, plan.arbiter))[:top_n]
+                reranked = await rerank(text, groups, read, plan.arbiter)
+                results = (await _demoted(reranked, demotions, vectors))[:top_n]
         else:  # ranked on signals: only the top-N are read
             unread = [[c.unread() for c in candidates] for candidates in found]
             with stages("rerank"):
                 ranked = await rerank(text, groups, unread, plan.arbiter)
+                ranked = await _demoted(ranked, demotions, vectors)
             with stages("search"):
                 results = await asyncio.to_thread(read_kept, ranked, top_n, retrievers, found)
     took = round((time.perf_counter() - started) * 1000, 1)
@@ -149,6 +153,37 @@ async def run_query(
         took_ms=took,
         stage_ms=stages.milliseconds(),
     )
+
+
+Demotions = Callable[[list[str], list[list[float]]], dict[str, int]]
+"""Places each chunk moves down for a query of these vectors (``FeedbackKeeper.demotions``)."""
+
+
+async def _demoted(
+    ranked: list[SearchResult], demotions: Demotions | None, vectors: list[list[float]]
+) -> list[SearchResult]:
+    """``ranked`` with each chunk marked unhelpful for a query near this one moved down
+    its places (its score then that of the result it now follows, so scores still fall,
+    and ``signals.demoted`` says how far it moved)."""
+    if demotions is None or not ranked:
+        return ranked
+    ids = [r.chunk_id for r in ranked]
+    places = await asyncio.to_thread(demotions, ids, vectors)
+    if not places:
+        return ranked
+    order = sorted(
+        range(len(ranked)),
+        key=lambda i: i + places[ids[i]] + 0.5 if ranked[i].chunk_id in places else i,
+    )
+    moved: list[SearchResult] = []
+    for new, old in enumerate(order):
+        result = ranked[old]
+        if result.chunk_id in places and new > old:
+            signals = result.signals.model_copy(update={"demoted": new - old})
+            score = min(result.score, moved[-1].score) if moved else result.score
+            result = result.model_copy(update={"signals": signals, "score": score})
+        moved.append(result)
+    return moved
 
 
 class StageTimer:

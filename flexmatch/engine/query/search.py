@@ -11,7 +11,14 @@ from flexmatch.config import QueryConfig
 from flexmatch.engine import fusion
 from flexmatch.engine.documents import DocumentRegistry, record_id
 from flexmatch.engine.points import CONTENT, RANKING_FIELDS, Filters, MatchPayload
-from flexmatch.engine.query.complete import Candidate, FirstStage, best_per_chunk, complete
+from flexmatch.engine.query.complete import (
+    Candidate,
+    FirstStage,
+    best_per_chunk,
+    calibrate,
+    complete,
+    seen,
+)
 from flexmatch.engine.stores import Hit, Search, VectorStore
 from flexmatch.models import Location, SearchResult
 
@@ -114,7 +121,8 @@ class Retriever:
             found.append(lexical_hits)
         found = self._visible_batch(searches, found)
         dense: dict[str, Hit] = {}
-        for hits in found[: len(vectors)] if mode != "lexical" else []:
+        variants = [calibrate(hits) for hits in found[: len(vectors)]] if mode != "lexical" else []
+        for hits in variants:
             best_per_chunk(hits, dense)
         lexical = best_per_chunk(found[-1]) if mode != "dense" else {}
         fused = self._fuse(
@@ -122,7 +130,9 @@ class Retriever:
         )
         chosen = fusion.ranking(fused)[:top_k]
         best = {key: dense.get(key) or lexical[key] for key in chosen}
-        stage = FirstStage(chosen, best, fused, dense, lexical, lexical_request, scoped)
+        stage = FirstStage(
+            chosen, best, fused, dense, lexical, lexical_request, scoped, seen(variants)
+        )
         candidates = complete(self.store, self.tenant, stage, vectors)
         if self.settings.min_score is not None:
             floor = self.settings.min_score

@@ -171,3 +171,27 @@ def test_unchanged_reingest_reports_unchanged(
         run("ingest", "--kb", str(kb), "--json", str(docs / "pdf_fake-memo.pdf")).stdout
     )
     assert copy["documents"] == 0 and "same content as document" in copy["duplicates"][0]["reason"]
+
+
+def test_docs_show_lists_learned_texts_and_docs_unlearn_removes_one(
+    cli_kb: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    from flexmatch import KnowledgeBase, Principal
+
+    kb, _ = cli_kb
+    listed = json.loads(run("docs", "list", "--kb", str(kb), "--json").stdout)
+    memo = next(r for r in listed if r["uri"].endswith("pdf_fake-memo.pdf"))
+    with KnowledgeBase.open(kb) as opened:
+        chunk_id = opened.get_document(memo["id"]).chunks[0].id
+        ann = Principal(user="ann")
+        kept = opened.add_feedback("who signed the memo?", chunk_id, principal=ann)
+    shown = run("docs", "show", "--kb", str(kb), memo["id"]).stdout
+    assert "[learned] who signed the memo?" in shown and "[content]" in shown
+    assert "1× helpful, last by user:ann" in shown
+    assert str(kept.learned_id) in "".join(shown.replace("│", "").split())
+    gone = run("docs", "unlearn", "--kb", str(kb), str(kept.learned_id))
+    assert gone.returncode == 0, gone.stderr
+    assert "who signed the memo?" not in run("docs", "show", "--kb", str(kb), memo["id"]).stdout
+    again = run("docs", "unlearn", "--kb", str(kb), str(kept.learned_id))
+    assert again.returncode != 0 and "no learned matching text" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1

@@ -205,7 +205,15 @@ def test_setups_side_by_side_and_the_ablation(built: tuple[Path, Path], tmp_path
     assert runs["tiny"]["note"].startswith("re-indexed 6 documents; 6 failed, the first: ")
     assert runs["tiny"]["scores"]["hit_at_5"] == 0
     rows = {row["signal"]: row for row in report["ablation"]}
-    assert list(rows) == ["questions", "sentences", "chunk text", "BM25", "context", "reranker"]
+    assert list(rows) == [
+        "questions",
+        "sentences",
+        "chunk text",
+        "learned",
+        "BM25",
+        "context",
+        "reranker",
+    ]
     base = runs["current"]["scores"]
     for name, row in rows.items():
         if name == "context":  # not matched at query time: no scores, a note
@@ -215,6 +223,7 @@ def test_setups_side_by_side_and_the_ablation(built: tuple[Path, Path], tmp_path
         assert row["ndcg_drop"] == pytest.approx(base["ndcg_at_10"] - row["scores"]["ndcg_at_10"])
     # an offline knowledge base has no LLM questions: switching them off changes nothing
     assert rows["questions"]["ndcg_drop"] == 0 and rows["questions"]["scores"] == base
+    assert rows["learned"]["scores"] == base  # nor learned texts without feedback
     # without BM25 the part codes page no longer comes first
     assert rows["BM25"]["hit_at_1_drop"] > 0 and rows["BM25"]["scores"]["failed"] >= 1
     table = run("eval", "--kb", str(kb), str(golden(tmp_path, text)), "--ablate", env=offline())

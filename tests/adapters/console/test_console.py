@@ -53,6 +53,7 @@ def console(
         admin = running.key("admin", "default", "read,write,admin")
         running.key("reader", "default", "read")
         running.key("writer", "default", "read,write")
+        running.key("giver", "default", "read,feedback")
         running.key("other", "globex", "read,write,admin")
         job = running.upload(
             admin, ("harbour.md", HARBOUR.encode()), ("garden.md", GARDEN.encode())
@@ -307,6 +308,7 @@ def test_search_shows_the_document_first_with_its_signals_and_facts(
     expect(first.locator(".cite code")).to_have_text(re.compile(r"harbour\.md:\d+(-\d+)?"))
     expect(first.locator("dl.signals > div")).to_have_count(7)  # the score, every signal
     expect(page.locator(".result")).to_have_count(3)
+    expect(page.locator("form.feedback")).to_have_count(0)  # a read key gives no feedback
     assert page.locator("ol.variants li").count() >= 2  # the query and its LLM rewrite
     facts = page.locator("#facts")
     expect(facts).to_contain_text("lighthouse keeper")
@@ -320,6 +322,25 @@ def test_search_shows_the_document_first_with_its_signals_and_facts(
     page.get_by_label("Filters").fill("uri=upload:harbour.md")
     page.get_by_role("button", name="Search").click()
     expect(page.get_by_role("alert")).to_contain_text("uri")
+
+
+def test_thumbs_on_the_search_page_teach_the_knowledge_base(console: Console, page: Page) -> None:
+    asked = "when are the pier lamps lit"
+    sign_in(page, console, console.tokens["giver"])
+    page.get_by_role("link", name="Search").click()
+    page.get_by_label("Query").fill(asked)
+    page.get_by_role("button", name="Search").click()
+    first = page.locator(".result").first
+    expect(first.get_by_role("heading", level=3)).to_contain_text("Pier")
+    first.get_by_role("button", name="Helpful", exact=False).first.click()
+    expect(page.get_by_role("status").first).to_contain_text("learned matching text")
+    expect(page.get_by_label("Query")).to_have_value(asked)  # the same search again
+    page.locator(".result").first.get_by_role("heading", level=3).get_by_role("link").click()
+    expect(page.locator(".learned").first).to_contain_text("1× helpful")
+    expect(page.locator("ul.matching")).to_contain_text(asked)
+    page.go_back()
+    page.locator(".result").first.get_by_role("button", name="Not helpful").click()
+    expect(page.get_by_role("status").first).to_contain_text("moves down")
 
 
 def test_overview_shows_counts_health_cost_and_the_last_eval(

@@ -401,10 +401,12 @@ async def search_page(
     filters: str = "",
     as_user: str = "",
     as_groups: str = "",
+    notice: str = "",
 ) -> Response:
     """The query, its rewritten variants, the results with every signal, and the facts
     block an agent would get: the same search and formatter the API and agents use. An
-    admin (or a service key) may search as a user, to check what they would see."""
+    admin (or a service key) may search as a user, to check what they would see. A key
+    with the ``feedback`` permission marks each result helpful or not."""
     need(user, "read")
     default_top_n = state.kb.config.query.top_n
     key = user.principal.key
@@ -421,6 +423,9 @@ async def search_page(
         "result": None,
         "facts": "",
         "took_ms": None,
+        "notice": FEEDBACK_NOTICES.get(notice, ""),
+        "can_feedback": user.can("feedback"),
+        "back": str(request.url.query),
     }
     if not q:
         return render(request, "search.html", context)
@@ -458,3 +463,29 @@ async def search_page(
     except FlexMatchError as exc:
         context["error"], status = str(exc), status_for(exc)[0]
     return render(request, "search.html", context, status=status)
+
+
+FEEDBACK_NOTICES = {
+    "helpful": "Thanks: the query is now a learned matching text of that chunk.",
+    "unhelpful": "Thanks: that chunk moves down for queries like this one.",
+}
+
+
+@router.post("/feedback")
+async def feedback(request: Request, user: User, state: State) -> Response:
+    """A result marked helpful or not on the search page (the API's ``POST /v1/feedback``
+    as this key), then the same search again."""
+    form = await posted_form(request, user, "feedback")
+    helpful = text_field(form, "helpful") == "1"
+    await state.warmed()
+    await state.kb.aadd_feedback(
+        text_field(form, "q"),
+        text_field(form, "chunk_id"),
+        helpful,
+        tenant=user.tenant,
+        principal=user.principal.reader,
+    )
+    state.cache.invalidate(user.tenant)
+    back = text_field(form, "back").partition("&notice=")[0]
+    notice = "helpful" if helpful else "unhelpful"
+    return redirect(f"{PATH}/search?{back}&notice={notice}")
