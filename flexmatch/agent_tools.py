@@ -20,14 +20,25 @@ from typing import Any, Generic, Protocol, TypeVar
 from flexmatch.access import DEFAULT_TENANT, Everything, Principal, Scope, check_sets_no_access
 from flexmatch.config import KBConfig, SourceConfig
 from flexmatch.errors import ConfigError, DocumentNotFoundError
-from flexmatch.models import DocumentDetail, DocumentRecord, FeedbackReceipt, IngestReport
+from flexmatch.models import (
+    DocumentDetail,
+    DocumentRecord,
+    FeedbackReceipt,
+    GrepResult,
+    IngestReport,
+    Outline,
+    Reading,
+)
 from flexmatch.results import Answer
 from flexmatch.tools import (
     AddRecordArguments,
     FeedbackArguments,
     GetDocumentArguments,
+    GrepArguments,
     IngestUrlArguments,
     ListDocumentsArguments,
+    OutlineArguments,
+    ReadArguments,
     SearchArguments,
     ToolArguments,
 )
@@ -68,6 +79,36 @@ class KnowledgeBase(Protocol):
     def get_document(
         self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> DocumentDetail: ...
+
+    async def aoutline(
+        self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> Outline: ...
+
+    async def aread(
+        self,
+        document_id: str,
+        *,
+        section: str | None = None,
+        pages: tuple[int, int] | None = None,
+        lines: tuple[int, int] | None = None,
+        chunk: int | None = None,
+        before: int = 0,
+        after: int = 0,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> Reading: ...
+
+    async def agrep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> GrepResult: ...
 
     async def afetch_pages(
         self, urls: Iterable[str], *, source: str | None = None
@@ -232,6 +273,52 @@ async def get_document(
     return detail.model_dump(mode="json")
 
 
+async def outline_document(
+    kb: KnowledgeBase, arguments: OutlineArguments, caller: ToolCaller
+) -> Result:
+    """A document's headings; one the reader may not read is not found."""
+    outline = await kb.aoutline(
+        arguments.document_id, tenant=caller.tenant, principal=caller.reader
+    )
+    return outline.model_dump(mode="json", exclude_none=True)
+
+
+def _span(span: list[int] | None) -> tuple[int, int] | None:
+    return (span[0], span[1]) if span is not None else None
+
+
+async def read_document(kb: KnowledgeBase, arguments: ReadArguments, caller: ToolCaller) -> Result:
+    """Part of a document, bounded; one the reader may not read is not found."""
+    reading = await kb.aread(
+        arguments.document_id,
+        section=arguments.section,
+        pages=_span(arguments.pages),
+        lines=_span(arguments.lines),
+        chunk=arguments.chunk,
+        before=arguments.before,
+        after=arguments.after,
+        tenant=caller.tenant,
+        principal=caller.reader,
+    )
+    return reading.model_dump(mode="json", exclude_none=True)
+
+
+async def grep_knowledge(kb: KnowledgeBase, arguments: GrepArguments, caller: ToolCaller) -> Result:
+    """The matching lines of what the reader may read, cited (an unknown source is said)."""
+    name = _source(kb, arguments.source)
+    named = {"source": name} if name is not None else {}
+    found = await kb.agrep(
+        arguments.pattern,
+        regex=arguments.regex,
+        ignore_case=arguments.ignore_case,
+        filters={**(arguments.filters or {}), **named} or None,
+        limit=arguments.limit,
+        tenant=caller.tenant,
+        principal=caller.reader,
+    )
+    return found.model_dump(mode="json", exclude_none=True)
+
+
 async def ingest_url(
     kb: KnowledgeBase, arguments: IngestUrlArguments, caller: ToolCaller
 ) -> Result:
@@ -287,6 +374,9 @@ AGENT_TOOLS: dict[str, AgentTool[Any]] = {
         AgentTool(SearchArguments, search_knowledge, embeds=True, indent=2),
         AgentTool(ListDocumentsArguments, list_documents),
         AgentTool(GetDocumentArguments, get_document),
+        AgentTool(OutlineArguments, outline_document),
+        AgentTool(ReadArguments, read_document),
+        AgentTool(GrepArguments, grep_knowledge),
         AgentTool(IngestUrlArguments, ingest_url, writes=True, open_world=True, embeds=True),
         AgentTool(AddRecordArguments, add_record, writes=True, embeds=True, records=True),
         AgentTool(FeedbackArguments, give_feedback, embeds=True, needs="feedback"),
@@ -324,6 +414,9 @@ def describe_tools(kb: KnowledgeBase) -> dict[str, str]:
         + _source_lines(sources),
         "list_documents": f"{own['list_documents']}\n\nSources:\n{_source_lines(sources)}",
         "get_document": own["get_document"],
+        "outline_document": own["outline_document"],
+        "read_document": own["read_document"],
+        "grep_knowledge": f"{own['grep_knowledge']}\n\nSources:\n{_source_lines(sources)}",
         "give_feedback": own["give_feedback"],
         "ingest_url": f"{own['ingest_url']}\n\nSources it can be filed under (default: "
         f"{config.default_source}):\n{_source_lines(sources)}",

@@ -23,7 +23,10 @@ from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
     FeedbackReceipt,
+    GrepResult,
     IngestReport,
+    Outline,
+    Reading,
     SearchResult,
     Stats,
 )
@@ -176,6 +179,60 @@ class KnowledgeBaseProtocol(Protocol):
         ...
 
     async def aget_document(self, document_id: str) -> DocumentDetail: ...
+
+    def outline(self, document_id: str) -> Outline:
+        """A document's headings, each with its location and chunks."""
+        ...
+
+    async def aoutline(self, document_id: str) -> Outline: ...
+
+    def read(
+        self,
+        document_id: str,
+        *,
+        section: str | None = None,
+        pages: tuple[int, int] | None = None,
+        lines: tuple[int, int] | None = None,
+        chunk: int | None = None,
+        before: int = 0,
+        after: int = 0,
+    ) -> Reading:
+        """Part of a document (a section, pages, lines, a chunk and its neighbours), bounded."""
+        ...
+
+    async def aread(
+        self,
+        document_id: str,
+        *,
+        section: str | None = None,
+        pages: tuple[int, int] | None = None,
+        lines: tuple[int, int] | None = None,
+        chunk: int | None = None,
+        before: int = 0,
+        after: int = 0,
+    ) -> Reading: ...
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+    ) -> GrepResult:
+        """The lines of the stored text holding ``pattern`` (or matching it, ``regex``), cited."""
+        ...
+
+    async def agrep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+    ) -> GrepResult: ...
 
     def get_original(self, document_id: str) -> Original:
         """The file a document was uploaded as (``DocumentNotFoundError``: none kept)."""

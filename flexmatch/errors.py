@@ -84,9 +84,19 @@ class FilterError(ConfigError):
 
 
 class QueryError(ConfigError):
-    """A query is empty or over the length limit; ``code`` says which."""
+    """A query is empty or over the length limit, a grep's pattern is not a valid regular
+    expression, or a read names a part of a document it does not have; ``code`` says
+    which."""
 
-    codes = ("empty_query", "query_too_long", "empty_text", "text_too_long")
+    codes = (
+        "empty_query",
+        "query_too_long",
+        "empty_text",
+        "text_too_long",
+        "invalid_pattern",
+        "invalid_read",
+        "no_such_part",
+    )
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

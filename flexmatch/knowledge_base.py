@@ -43,6 +43,7 @@ from flexmatch.engine.query.gaps import gaps, golden_items
 from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.querier import Querier
 from flexmatch.engine.query.run import Demotions
+from flexmatch.engine.reading import DocumentReader
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.engine.stores import VectorStore
@@ -60,8 +61,11 @@ from flexmatch.models import (
     FeedbackReceipt,
     Gap,
     GoldenItem,
+    GrepResult,
     IngestReport,
     LogEntry,
+    Outline,
+    Reading,
     ReindexPlan,
     SearchResult,
     Stats,
@@ -110,6 +114,7 @@ class KnowledgeBase:
         self._chains = ResolvedChains(lambda: self.config, self.context, path)
         self._ingestor = Ingestor(self.runtime, self._chains.source)
         self._documents = StoredDocuments(lambda: self.store, self.archive)
+        self._reader = DocumentReader(self._documents.get, lambda: self._documents.registry)
         self.query_log = QueryLog(self.runtime.state_dir, lambda: self.config.query_log)
         self._feedback = FeedbackKeeper(
             lambda: self.store, lambda: self.embedder, lambda: self.config.feedback
@@ -458,6 +463,53 @@ class KnowledgeBase:
         ``principal`` may not read is not found, like one that does not exist."""
         return self._documents.get(tenant, document_id, principal)
 
+    def outline(
+        self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
+    ) -> Outline:
+        """A document's headings in order, each with its location and the chunks under it
+        (what ``read(section=...)`` takes); one ``principal`` may not read is not found."""
+        return self._reader.outline(tenant, document_id, principal)
+
+    def read(
+        self,
+        document_id: str,
+        *,
+        section: str | None = None,
+        pages: tuple[int, int] | None = None,
+        lines: tuple[int, int] | None = None,
+        chunk: int | None = None,
+        before: int = 0,
+        after: int = 0,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> Reading:
+        """Part of a document: a ``section`` (a heading path as the outline gives it, or
+        one heading), ``pages`` or ``lines`` (first, last), or a ``chunk`` with ``before``
+        and ``after`` neighbours; none: from the beginning. At most ``MAX_READ_CHARS``
+        characters (``truncated``, then ``next_chunk`` to read on); one ``principal`` may
+        not read is not found."""
+        part = dict(
+            section=section, pages=pages, lines=lines, chunk=chunk, before=before, after=after
+        )
+        return self._reader.read(tenant, document_id, principal, **part)
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+        tenant: str = DEFAULT_TENANT,
+        principal: Principal | None = None,
+    ) -> GrepResult:
+        """The lines of the stored text holding ``pattern`` (exactly, or as a regular
+        expression with ``regex``), each cited, in the documents ``principal`` may read
+        only: at most ``limit`` hits and ``GREP_SECONDS`` of matching (``truncated``)."""
+        search = dict(pattern=pattern, regex=regex, ignore_case=ignore_case, filters=filters)
+        return self._reader.grep(tenant, principal, **search, limit=limit)
+
     def remove_document(
         self, document_id: str, *, tenant: str = DEFAULT_TENANT, principal: Principal | None = None
     ) -> None:
@@ -668,6 +720,9 @@ class KnowledgeBase:
     # too, run on a worker thread (``async_twin``), so both have the same async API
     alist_documents = async_twin(list_documents)
     aget_document = async_twin(get_document)
+    aoutline = async_twin(outline)
+    aread = async_twin(read)
+    agrep = async_twin(grep)
     aget_original = async_twin(get_original)
     aremove_document = async_twin(remove_document)
     astats = async_twin(stats)

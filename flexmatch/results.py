@@ -39,6 +39,9 @@ class ResultItem(BaseModel):
     source: str
     document_id: str
     chunk_id: str
+    chunk_index: int = Field(
+        0, description="Its place in the document: read(chunk=...) opens it with neighbours."
+    )
     uri: str
     title: str
     heading_path: list[str]

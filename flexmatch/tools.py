@@ -31,6 +31,12 @@ from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from flexmatch.errors import QueryError, ToolCallError
+from flexmatch.models.reading import (
+    MAX_GREP_HITS,
+    MAX_NEIGHBOURS,
+    MAX_PATTERN_CHARS,
+    MAX_READ_CHARS,
+)
 
 MAX_QUERY_CHARS = 2_000
 MAX_TOP_N = 20
@@ -258,6 +264,84 @@ class GetDocumentArguments(ToolArguments):
     document_id: str = Field(description="An id from list_documents.")
 
 
+Span = Annotated[
+    list[int] | None,
+    Field(min_length=2, max_length=2),
+    Must(
+        "a first and a last number, [first, last], from 1", lambda v: v is None or 1 <= v[0] <= v[1]
+    ),
+]
+Neighbours = Annotated[
+    int,
+    Field(ge=0, le=MAX_NEIGHBOURS),
+    Must(f"a whole number from 0 to {MAX_NEIGHBOURS}", lambda _: True),
+]
+
+
+class OutlineArguments(ToolArguments):
+    """``outline_document``: the headings of one document."""
+
+    tool_name: ClassVar[str] = "outline_document"
+    tool_description: ClassVar[str] = (
+        "The headings of a document in order, each with its location (pages, lines) and "
+        "the chunks under it: what to read next, with read_document(section=...)."
+    )
+
+    document_id: str = Field(description="A document_id from a search result or list_documents.")
+
+
+class ReadArguments(ToolArguments):
+    """``read_document``: part of one document."""
+
+    tool_name: ClassVar[str] = "read_document"
+    tool_description: ClassVar[str] = (
+        "Read part of a document: a section (its heading path from outline_document, or "
+        "one heading), a page range, a line range, or a chunk (a search result's "
+        "chunk_index) with neighbours before and after it; name one (none: from the "
+        f"beginning). At most {MAX_READ_CHARS:,} characters: when 'truncated', read on "
+        "with chunk=next_chunk."
+    )
+
+    document_id: str = Field(description="A document_id from a search result or list_documents.")
+    section: str | None = Field(
+        None, description="A heading path, 'Guide › Install', or a heading."
+    )
+    pages: Span = Field(None, description="[first, last] page of a PDF (inclusive).")
+    lines: Span = Field(None, description="[first, last] line of a text file (inclusive).")
+    chunk: int | None = Field(None, ge=0, description="A chunk index (a result's chunk_index).")
+    before: Neighbours = Field(0, description="Chunks to read before it (with chunk).")
+    after: Neighbours = Field(0, description="Chunks to read after it (with chunk).")
+
+
+class GrepArguments(ToolArguments):
+    """``grep_knowledge``: an exact or regex search of the stored text."""
+
+    tool_name: ClassVar[str] = "grep_knowledge"
+    tool_description: ClassVar[str] = (
+        "Find the exact text (a name, an identifier, a number) or a regular expression in "
+        "the stored documents: every matching line, cited with its document, chunk and "
+        "line or page. Use it when a search is too loose, e.g. for `max_retries`."
+    )
+
+    pattern: Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=MAX_PATTERN_CHARS),
+        Must(f"a non-empty string of at most {MAX_PATTERN_CHARS} characters"),
+    ] = Field(description="The text to find, exactly (or a regular expression with regex).")
+    regex: bool = Field(False, description="Read pattern as a regular expression.")
+    ignore_case: bool = Field(False, description="Match upper and lower case alike.")
+    source: str | None = Field(None, description="Only this data source.")
+    filters: dict[str, Any] | None = Field(
+        None, description="Field conditions, as search_knowledge takes them."
+    )
+    limit: int = Field(
+        20,
+        ge=1,
+        le=MAX_GREP_HITS,
+        description=f"How many lines at most (default 20, at most {MAX_GREP_HITS}).",
+    )
+
+
 class IngestUrlArguments(ToolArguments):
     """``ingest_url``: one public web page to import."""
 
@@ -317,6 +401,9 @@ TOOL_ARGUMENTS: dict[str, type[ToolArguments]] = {
         SearchArguments,
         ListDocumentsArguments,
         GetDocumentArguments,
+        OutlineArguments,
+        ReadArguments,
+        GrepArguments,
         IngestUrlArguments,
         AddRecordArguments,
         FeedbackArguments,

@@ -1,9 +1,10 @@
 """One property, every path: random principals (users, groups, admins) against random
 documents' access lists, through the Python API, the HTTP API (a real server), the remote
 ``Client``, the MCP server's tools, the agent tool and the framework adapters. Whatever
-the path, a principal never reads a document it may not read, never replaces or removes
-one, and is answered for a hidden id exactly as for a missing one (a write, which must
-succeed for a new id, is refused in words that are the same for every hidden document).
+the path, a principal never reads a document it may not read (nor its outline, nor any
+part of it, nor a grep hit or count from it), never replaces or removes one, and is
+answered for a hidden id exactly as for a missing one (a write, which must succeed for a
+new id, is refused in words that are the same for every hidden document).
 Feedback likewise: a principal marks only chunks it may read, and a hidden chunk is
 answered exactly as a missing one.
 """
@@ -40,6 +41,7 @@ from tests.test_access import accesses, may_read, principals
 from tests.test_write_access import refused, said
 
 QUERY = "orchard memo"
+PATTERN = "Orchard memo"  # in every memo's text: what grep finds
 MISSING = "memo-missing"
 KEPT = ("kept",)
 Who = Principal | None  # None: an admin
@@ -83,6 +85,14 @@ class Route:
     def search(self, who: Who) -> set[str]:
         raise NotImplementedError
 
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        """The answers of its outline and its read of a document."""
+        raise NotImplementedError
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        """The documents grep finds ``PATTERN`` in, and how many it says it found them in."""
+        raise NotImplementedError
+
     def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
         """``KEPT``, or the answer for a chunk that is not there (its id taken out)."""
         raise NotImplementedError
@@ -117,6 +127,21 @@ class Python(Route):
     def search(self, who: Who) -> set[str]:
         found = self.kb.query(QUERY, top_n=50, tenant=self.tenant, principal=who)
         return {r.document_id for r in found}
+
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = []
+        for call in (self.kb.outline, self.kb.read):
+            try:
+                call(document_id, tenant=self.tenant, principal=who)
+            except DocumentNotFoundError as exc:
+                answers.append(("missing", said(str(exc), document_id)))
+            else:
+                answers.append(("found",))
+        return tuple(answers)
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        found = self.kb.grep(PATTERN, limit=200, tenant=self.tenant, principal=who)
+        return {h.document_id for h in found.hits}, found.documents
 
     def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
         try:
@@ -168,6 +193,24 @@ class Http(Route):
         assert response.status_code == 200, response.text
         return {r["document_id"] for r in response.json()["results"]}
 
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        path, headers = f"/v1/documents/{document_id}", self.headers(who)
+        answers = (
+            self.api.client.get(f"{path}/outline", headers=headers),
+            self.api.client.post(f"{path}/read", json={}, headers=headers),
+        )
+        return tuple(
+            ("found",) if r.status_code == 200 else (r.status_code, said(r.text, document_id))
+            for r in answers
+        )
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        body = {"pattern": PATTERN, "limit": 200}
+        response = self.api.client.post("/v1/grep", json=body, headers=self.headers(who))
+        assert response.status_code == 200, response.text
+        found = response.json()
+        return {h["document_id"] for h in found["hits"]}, found["documents"]
+
     def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
         body = {"query": QUERY, "chunk_id": chunk_id, "helpful": True}
         response = self.api.client.post("/v1/feedback", json=body, headers=self.headers(who))
@@ -212,6 +255,23 @@ class Remote(Http):
         with self.client(who) as client:
             return {r.document_id for r in client.query(QUERY, top_n=20)}
 
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = []
+        with self.client(who) as client:
+            for call in (client.outline, client.read):
+                try:
+                    call(document_id)
+                except DocumentNotFoundError as exc:
+                    answers.append(("missing", said(str(exc), document_id)))
+                else:
+                    answers.append(("found",))
+        return tuple(answers)
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        with self.client(who) as client:
+            found = client.grep(PATTERN, limit=200)
+        return {h.document_id for h in found.hits}, found.documents
+
     def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
         with self.client(who) as client:
             try:
@@ -242,6 +302,20 @@ class Agent(Route):
     def search(self, who: Who) -> set[str]:
         answer = self.call(who, "search_knowledge", {"query": QUERY, "top_n": 20})
         return {r["document_id"] for r in answer["results"]}
+
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = [
+            self.call(who, tool, {"document_id": document_id})
+            for tool in ("outline_document", "read_document")
+        ]
+        return tuple(
+            ("found",) if "error" not in a else ("missing", said(a["error"], document_id))
+            for a in answers
+        )
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        found = self.call(who, "grep_knowledge", {"pattern": PATTERN, "limit": 200})
+        return {h["document_id"] for h in found["hits"]}, found["documents"]
 
     def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
         answer = self.call(who, "give_feedback", {"query": QUERY, "chunk_ids": [chunk_id]})
@@ -279,6 +353,21 @@ class Mcp(Route):
         error, text = self.call(who, "search_knowledge", {"query": QUERY, "top_n": 20})
         assert not error, text
         return {r["document_id"] for r in json.loads(text)["results"]}
+
+    def opens(self, who: Who, document_id: str) -> tuple[tuple[Any, ...], ...]:
+        answers = [
+            self.call(who, tool, {"document_id": document_id})
+            for tool in ("outline_document", "read_document")
+        ]
+        return tuple(
+            ("missing", said(text, document_id)) if error else ("found",) for error, text in answers
+        )
+
+    def grep(self, who: Who) -> tuple[set[str], int]:
+        error, text = self.call(who, "grep_knowledge", {"pattern": PATTERN, "limit": 200})
+        assert not error, text
+        found = json.loads(text)
+        return {h["document_id"] for h in found["hits"]}, found["documents"]
 
     def feedback(self, who: Who, chunk_id: str) -> tuple[Any, ...]:
         arguments = {"query": QUERY, "chunk_ids": [chunk_id]}
@@ -389,6 +478,14 @@ def test_every_path_reads_and_writes_only_what_its_principal_may(
             assert search(who) == readable, (name, who)  # nothing hidden, and the top-K full
         refusals: set[tuple[Any, ...]] = set()
         for path in paths:
+            # grep: no hit, and no count, from a document the principal may not read
+            assert path.grep(who) == (readable, len(readable)), (path.name, who)
+            unknown = path.opens(who, MISSING)
+            assert all(answer[0] != "found" for answer in unknown), (path.name, unknown)
+            for document_id in access:
+                opened = path.opens(who, document_id)
+                expected = (("found",), ("found",)) if document_id in readable else unknown
+                assert opened == expected, (path.name, who, document_id)
             missing = Seen(read=path.read(who, MISSING), write=())
             assert missing.read[0] != "found"
             no_chunk = path.feedback(who, f"{MISSING}#0")

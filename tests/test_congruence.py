@@ -177,6 +177,40 @@ def test_documents_read_alike(pair: Pair) -> None:
         ]
 
 
+def test_outlines_and_reads_agree(pair: Pair) -> None:
+    for record in pair.local.list_documents():
+        served = pair.ids[record.id]
+        local, remote = pair.local.outline(record.id), pair.remote.outline(served)
+        assert remote.document_id == served
+        assert local.headings == remote.headings and local.chunks == remote.chunks
+        for part in ({}, {"chunk": 0, "after": 1}, {"section": local.headings[0].section}):
+            mine, theirs = pair.local.read(record.id, **part), pair.remote.read(served, **part)
+            assert mine.chunks == theirs.chunks, (record.title, part)
+            assert (mine.truncated, mine.next_chunk) == (theirs.truncated, theirs.next_chunk)
+    first = pair.local.list_documents(source="default")[0]
+    lines = pair.local.read(first.id, lines=(3, 3))
+    assert lines.chunks == pair.remote.read(pair.ids[first.id], lines=(3, 3)).chunks
+
+
+@pytest.mark.parametrize(
+    ("pattern", "options"),
+    [("key", {}), (r"\d\d:\d\d", {"regex": True}), ("THE", {"ignore_case": True, "limit": 3})],
+)
+def test_greps_agree(pair: Pair, pattern: str, options: dict[str, Any]) -> None:
+    local, remote = (kb.grep(pattern, **options) for kb in pair.both)
+    assert local.hits, pattern
+    assert [pair.ids[h.document_id] for h in local.hits] == [h.document_id for h in remote.hits]
+    fields = ("chunk_index", "location", "cite", "match", "line", "heading_path")
+    assert [h.model_dump(include=set(fields)) for h in local.hits] == [
+        h.model_dump(include=set(fields)) for h in remote.hits
+    ]
+    assert (local.documents, local.truncated, local.stopped) == (
+        remote.documents,
+        remote.truncated,
+        remote.stopped,
+    )
+
+
 def test_stats_agree(pair: Pair) -> None:
     local, remote = (kb.stats() for kb in pair.both)
     counts = ("documents", "incomplete_documents", "chunks", "matching_texts")
@@ -195,10 +229,17 @@ def test_the_async_twins_answer_as_the_blocking_calls(pair: Pair) -> None:
             [r.document_id for r in await kb.aquery("fish market", top_n=2)],
             [r.document_id for r in await kb.asimilar("fish market", top_n=2)],
             (await kb.asearch("fish market", top_n=2)).variants,
+            await kb.aoutline(record.id),
+            await kb.aread(record.id, chunk=0),
+            await kb.agrep("fish"),
         )
 
     for kb in pair.both:
-        listed, detail, stats, queried, similar, variants = asyncio.run(run(kb))
+        listed, detail, stats, queried, similar, variants, outline, read, grep = asyncio.run(
+            run(kb)
+        )
+        assert outline == kb.outline(record.id) and read == kb.read(record.id, chunk=0)
+        assert grep == kb.grep("fish") and grep.hits
         assert listed == kb.list_documents(source="facts")
         assert detail.document == kb.get_document(record.id).document
         assert stats.documents == kb.stats().documents
@@ -221,6 +262,15 @@ BAD: dict[str, Callable[[KnowledgeBaseProtocol, Path], object]] = {
     "no original of no document": lambda kb, _: kb.get_original("no-such-document"),
     "no original of a record": lambda kb, _: kb.get_original("lighthouse"),
     "async: no such document": lambda kb, _: asyncio.run(kb.aget_document("no-such-document")),
+    "no outline of no document": lambda kb, _: kb.outline("no-such-document"),
+    "no read of no document": lambda kb, _: kb.read("no-such-document", chunk=0),
+    "async: no read of no document": lambda kb, _: asyncio.run(kb.aread("no-such-document")),
+    "two parts to read": lambda kb, _: kb.read("lighthouse", chunk=0, pages=(1, 2)),
+    "no such section": lambda kb, _: kb.read("lighthouse", section="Nowhere"),
+    "pages of a record": lambda kb, _: kb.read("lighthouse", pages=(1, 2)),
+    "a broken regex": lambda kb, _: kb.grep("(unclosed", regex=True),
+    "grep with a bad filter": lambda kb, _: kb.grep("key", filters={"colour": 1.5}),
+    "grep over the limit": lambda kb, _: kb.grep("key", limit=1_000),
     "feedback on no such chunk": lambda kb, _: kb.add_feedback("why?", "no-such-document#0"),
     "feedback with an empty query": lambda kb, _: kb.add_feedback("  ", "lighthouse#0"),
     "async: feedback on no such chunk": lambda kb, _: asyncio.run(

@@ -34,6 +34,7 @@ def test_tool_result_ranks_rounds_and_keeps_fields_in_order() -> None:
         "source",
         "document_id",
         "chunk_id",
+        "chunk_index",
         "uri",
         "title",
         "heading_path",

@@ -1,6 +1,7 @@
 """The knowledge base as an MCP server (``flexmatch mcp``), on the official ``mcp`` SDK.
 
-Tools: ``search_knowledge``, ``list_documents``, ``get_document`` and, unless read-only,
+Tools: ``search_knowledge``, ``list_documents``, ``get_document``, the reading tools
+(``outline_document``, ``read_document``, ``grep_knowledge``) and, unless read-only,
 ``ingest_url`` and (with a source of type ``records``) ``add_record``. Their descriptions
 name the knowledge base's sources and what each holds (``description`` of a source, and
 the ``mcp`` section of ``flexmatch.yaml``), so an agent knows what it can find before it

@@ -39,8 +39,11 @@ from flexmatch.models import (
     DocumentRecord,
     FailedDocument,
     FeedbackReceipt,
+    GrepResult,
     IngestReport,
     Job,
+    Outline,
+    Reading,
     SearchResult,
     Stats,
 )
@@ -410,6 +413,87 @@ class Client(Connection):
         return await self._arun(
             self._call("GET", path, DocumentDetail, missing=DocumentNotFoundError)
         )
+
+    def _outline(self, document_id: str) -> Flow[Outline]:
+        path = self._document_path(document_id) + "/outline"
+        return self._call("GET", path, Outline, missing=DocumentNotFoundError)
+
+    def outline(self, document_id: str) -> Outline:
+        """A document's headings, each with its location and chunks."""
+        return self._run(self._outline(document_id))
+
+    async def aoutline(self, document_id: str) -> Outline:
+        return await self._arun(self._outline(document_id))
+
+    def _read(self, document_id: str, part: dict[str, Any]) -> Flow[Reading]:
+        path = self._document_path(document_id) + "/read"
+        body = {name: value for name, value in part.items() if value is not None}
+        return self._call("POST", path, Reading, missing=DocumentNotFoundError, json=body)
+
+    def read(
+        self,
+        document_id: str,
+        *,
+        section: str | None = None,
+        pages: tuple[int, int] | None = None,
+        lines: tuple[int, int] | None = None,
+        chunk: int | None = None,
+        before: int = 0,
+        after: int = 0,
+    ) -> Reading:
+        """Part of a document (a section, pages, lines, a chunk and its neighbours), bounded."""
+        part = dict(
+            section=section, pages=pages, lines=lines, chunk=chunk, before=before, after=after
+        )
+        return self._run(self._read(document_id, part))
+
+    async def aread(
+        self,
+        document_id: str,
+        *,
+        section: str | None = None,
+        pages: tuple[int, int] | None = None,
+        lines: tuple[int, int] | None = None,
+        chunk: int | None = None,
+        before: int = 0,
+        after: int = 0,
+    ) -> Reading:
+        part = dict(
+            section=section, pages=pages, lines=lines, chunk=chunk, before=before, after=after
+        )
+        return await self._arun(self._read(document_id, part))
+
+    def _grep(self, body: dict[str, Any]) -> Flow[GrepResult]:
+        return self._call("POST", "/v1/grep", GrepResult, json=body)
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+    ) -> GrepResult:
+        """The lines of the stored text holding ``pattern`` (or matching it, ``regex``), cited."""
+        body = dict(
+            pattern=pattern, regex=regex, ignore_case=ignore_case, filters=filters, limit=limit
+        )
+        return self._run(self._grep(body))
+
+    async def agrep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        filters: dict[str, Any] | None = None,
+        limit: int = 20,
+    ) -> GrepResult:
+        body = dict(
+            pattern=pattern, regex=regex, ignore_case=ignore_case, filters=filters, limit=limit
+        )
+        return await self._arun(self._grep(body))
 
     def remove_document(self, document_id: str) -> None:
         """Remove a document and everything derived from it."""

@@ -107,6 +107,7 @@ class SearchResult(BaseModel):
     qualifying_text: str
     matched_text: str
     score: float
+    chunk_index: int = 0  # its place in the document: what ``read(chunk=...)`` takes
     metadata: dict[str, Any] = Field(default_factory=dict)
     signals: Signals = Field(default_factory=Signals)
     location: Location | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,7 +55,12 @@ def stdio(kb: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=str(FLEXMATCH),
         args=["mcp", "--kb", str(kb), *extra],
-        env={"HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        # the code under test: a worktree's, when PYTHONPATH names one
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        },
     )
 
 
@@ -102,6 +108,32 @@ def test_stdio_session_lists_tools_and_searches(stdio_kb: Path) -> None:
                 text_of(await client.call_tool("get_document", {"document_id": document_id}))
             )
             assert shown["chunks"][0]["matching_texts"]
+
+            # what a result gives is what the reading tools take
+            hit = result["results"][0]
+            opened = await client.call_tool(
+                "read_document",
+                {"document_id": hit["document_id"], "chunk": hit["chunk_index"], "after": 1},
+            )
+            assert json.loads(text_of(opened))["chunks"][0]["content"] == hit["content"]
+            outline = json.loads(
+                text_of(await client.call_tool("outline_document", {"document_id": document_id}))
+            )
+            assert outline["chunks"] == len(shown["chunks"])
+            page = await client.call_tool(
+                "read_document", {"document_id": document_id, "pages": [1, 1]}
+            )
+            assert json.loads(text_of(page))["chunks"][0]["cite"].endswith("p. 1")
+            found = json.loads(
+                text_of(await client.call_tool("grep_knowledge", {"pattern": "blankets"}))
+            )
+            assert found["hits"] and found["hits"][0]["cite"].startswith("pdf_fake-memo.pdf p.")
+            backwards = await client.call_tool(
+                "read_document", {"document_id": document_id, "pages": [2, 1]}
+            )
+            assert one_line_error(backwards).endswith(
+                "'pages' must be a first and a last number, [first, last], from 1"
+            )
 
             missing = await client.call_tool("get_document", {"document_id": "nope"})
             assert "no document 'nope'" in one_line_error(missing)

@@ -78,12 +78,30 @@ def test_http_calls_act_as_their_key(tmp_path: Path, embedder: OnnxEmbedder) -> 
             assert not error and json.loads(found)["results"] == []  # another tenant's data
             error, listed = asyncio.run(call(other, "list_documents", {}))
             assert json.loads(listed)["total"] == 0
+            # grep never crosses into another tenant's text either
+            error, found = asyncio.run(call(acme, "grep_knowledge", {"pattern": "blankets"}))
+            assert not error and json.loads(found)["hits"]
+            error, found = asyncio.run(call(other, "grep_knowledge", {"pattern": "blankets"}))
+            assert not error and json.loads(found) == {
+                "pattern": "blankets",
+                "regex": False,
+                "hits": [],
+                "documents": 0,
+                "truncated": False,
+            }
             error, text = asyncio.run(
                 call(acme_reader, "add_record", {"record": {"fact_id": "r1", "subject": "x"}})
             )
             assert error and "does not have the 'write' permission" in text
             # a key is shown only the tools it may call, each closed to other arguments
-            read_tools = {"search_knowledge", "list_documents", "get_document"}
+            read_tools = {
+                "search_knowledge",
+                "list_documents",
+                "get_document",
+                "outline_document",
+                "read_document",
+                "grep_knowledge",
+            }
             assert set(asyncio.run(tools(acme_reader))) == read_tools
             writer_tools = asyncio.run(tools(acme))
             assert set(writer_tools) == read_tools | {"ingest_url", "add_record"}

@@ -137,6 +137,28 @@ class SimilarRequest(_Strict):
     principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
 
 
+class ReadBody(_Strict):
+    """``POST /v1/documents/{id}/read``: which part (``KnowledgeBase.read``'s rules,
+    checked by the knowledge base: the same ``invalid_read`` answer as the Python API)."""
+
+    section: str | None = Field(None, description="A heading path from the outline, or a heading.")
+    pages: list[int] | None = Field(None, description="[first, last] page (inclusive).")
+    lines: list[int] | None = Field(None, description="[first, last] line (inclusive).")
+    chunk: int | None = Field(None, description="A chunk index (a result's chunk_index).")
+    before: int = Field(0, description="Chunks before it (with chunk).")
+    after: int = Field(0, description="Chunks after it (with chunk).")
+
+
+class GrepBody(_Strict):
+    """``POST /v1/grep`` (``KnowledgeBase.grep``'s rules, checked by the knowledge base)."""
+
+    pattern: str = Field(description="The text to find (a regular expression with regex).")
+    regex: bool = False
+    ignore_case: bool = False
+    filters: RawFilters = Field(None, description=FILTERS_DOC)
+    limit: int = Field(20, description="How many lines at most (at most 200).")
+
+
 class SearchResponse(ToolResult):
     """The tool result (the same results every interface returns), with request facts."""
 

@@ -1,4 +1,5 @@
-"""Documents: bulk upload, URL import and records (as jobs); list, show, replace, delete."""
+"""Documents: bulk upload, URL import and records (as jobs); list, show, replace, delete;
+read them as an agent does (outline, read, grep)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ from flexmatch import (
     DocumentDetail,
     DocumentNotFoundError,
     FailedDocument,
+    GrepResult,
     JobKind,
+    Outline,
     ParseError,
     Principal,
+    Reading,
     check_sets_no_access,
     record_id,
 )
@@ -34,7 +38,9 @@ from flexmatch.adapters.http.schemas import (
     AccessRequest,
     Deleted,
     DocumentList,
+    GrepBody,
     JobAccepted,
+    ReadBody,
     RecordsRequest,
     ReplaceResult,
     UrlImportRequest,
@@ -344,6 +350,44 @@ async def download_original(document_id: str, principal: Reader, state: State) -
         media_type=media_type,
         headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"},
     )
+
+
+@router.get(
+    "/documents/{document_id:path}/outline",
+    response_model=Outline,
+    response_model_exclude_none=True,
+)
+async def outline(document_id: str, principal: Reader, state: State) -> Outline:
+    """A document's headings in order, each with its location and the chunks under it."""
+    try:
+        return await state.kb.aoutline(
+            document_id, tenant=principal.tenant, principal=principal.reader
+        )
+    except DocumentNotFoundError:
+        raise not_found("document", document_id) from None
+
+
+@router.post(
+    "/documents/{document_id:path}/read",
+    response_model=Reading,
+    response_model_exclude_none=True,
+)
+async def read(document_id: str, body: ReadBody, principal: Reader, state: State) -> Reading:
+    """Part of a document: a section, pages, lines or a chunk with its neighbours, at
+    most ``MAX_READ_CHARS`` characters (``truncated``: read on from ``next_chunk``)."""
+    try:
+        return await state.kb.aread(
+            document_id, **dict(body), tenant=principal.tenant, principal=principal.reader
+        )
+    except DocumentNotFoundError:
+        raise not_found("document", document_id) from None
+
+
+@router.post("/grep", response_model=GrepResult, response_model_exclude_none=True)
+async def grep(body: GrepBody, principal: Reader, state: State) -> GrepResult:
+    """The lines of the caller's readable documents that hold a text or match a regex,
+    each cited; bounded by ``limit`` and a time budget (``truncated``)."""
+    return await state.kb.agrep(**dict(body), tenant=principal.tenant, principal=principal.reader)
 
 
 @router.get("/documents/{document_id:path}", response_model=DocumentDetail)
