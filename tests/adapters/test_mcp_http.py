@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from flexmatch import KnowledgeBase
-from flexmatch.adapters.mcp import READ_ONLY_TOOLS, WRITE_TOOLS
+from flexmatch.adapters.mcp import READ_ONLY_TOOLS, TOOL_NEEDS
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.service import KeyStore, key_identity
 from tests.adapters.http.servers import free_port, new_key
@@ -81,8 +81,12 @@ def test_keys_see_their_tools_and_failures_are_errors(kb: Path) -> None:
             f"FlexMatch MCP server (streamable HTTP) on {url}; every call needs an API key "
             "('flexmatch keys create'). Ctrl+C stops it."
         )
-        assert over_http(url, reader, tool_names) == set(READ_ONLY_TOOLS)
-        assert over_http(url, writer, tool_names) == {*READ_ONLY_TOOLS, *WRITE_TOOLS}
+        # a key sees the tools its permissions allow (feedback needs its own)
+        readable = {name for name, need in TOOL_NEEDS.items() if need == "read"}
+        assert "give_feedback" not in readable and "search_knowledge" in readable
+        assert over_http(url, reader, tool_names) == readable
+        written = {name for name, need in TOOL_NEEDS.items() if need in ("read", "write")}
+        assert over_http(url, writer, tool_names) == written
 
         async def reader_calls(client: Client) -> None:
             found = await client.call_tool("search_knowledge", {"query": QUESTION})

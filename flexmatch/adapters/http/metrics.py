@@ -50,6 +50,7 @@ class Metrics:
         usage: Callable[[], Usage | None],
         jobs: Callable[[], Mapping[str, int]],
         queries: Callable[[], QueryCounts] = QueryCounts,
+        store_bytes: Callable[[], int | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -99,14 +100,14 @@ class Metrics:
             self.search_cache.labels(label)
         for stage in SEARCH_STAGES:
             self.search_stage_seconds.labels(stage)
-        self.registry.register(_LiveCollector(usage, jobs, queries))
+        self.registry.register(_LiveCollector(usage, jobs, queries, store_bytes))
 
     @classmethod
     def for_service(cls, kb: KnowledgeBase, jobs: Callable[[], Mapping[str, int]]) -> Metrics:
         def usage() -> Usage | None:
             return kb.llm.usage if kb.llm is not None else None
 
-        return cls(usage, jobs, lambda: kb.query_log.counts)
+        return cls(usage, jobs, lambda: kb.query_log.counts, lambda: kb.store.size_bytes())
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
@@ -140,10 +141,12 @@ class _LiveCollector(Collector):
         usage: Callable[[], Usage | None],
         jobs: Callable[[], Mapping[str, int]],
         queries: Callable[[], QueryCounts],
+        store_bytes: Callable[[], int | None],
     ) -> None:
         self.usage = usage
         self.jobs = jobs
         self.queries = queries
+        self.store_bytes = store_bytes
 
     def collect(self) -> Iterable[Metric]:
         used = self.usage() or Usage()
@@ -196,3 +199,10 @@ class _LiveCollector(Collector):
         feedback.add_metric(["helpful"], asked.helpful)
         feedback.add_metric(["unhelpful"], asked.unhelpful)
         yield feedback
+        size = self.store_bytes()
+        if size is not None:  # a Qdrant server owns its disk
+            yield GaugeMetricFamily(
+                "flexmatch_store_bytes",
+                "Bytes the embedded store takes on disk (every tenant's documents).",
+                value=size,
+            )

@@ -183,6 +183,7 @@ def test_queries_nothing_good_and_feedback_are_counted_on_every_path(served: Ser
     assert moved(before, after, "flexmatch_queries_nothing_good_total") == 2
     assert moved(before, after, "flexmatch_feedback_total", kind="helpful") == 1
     assert moved(before, after, "flexmatch_feedback_total", kind="unhelpful") == 2
+    assert after[("flexmatch_store_bytes", ())] > 0  # the operator's view of the disk
 
 
 def test_the_gaps_command(tmp_path: Path) -> None:

@@ -159,9 +159,12 @@ async def search_similar(
 @router.get("/stats", response_model=Stats)
 async def stats(principal: Reader, state: State) -> Stats:
     """Documents, chunks and matching texts per source in the caller's tenant; to an
-    admin key, the store's size on disk too (it counts every tenant: no one else's to
-    know)."""
+    admin key of a service whose keys are all its own tenant's, the store's size on disk
+    too. It counts every tenant's documents, so where other tenants have keys it would
+    tell one tenant how much another writes: null there (the operator's ``/metrics``
+    has it, ``flexmatch_store_bytes``)."""
     result = state.kb.stats(tenant=principal.tenant, principal=principal.reader)
-    if "admin" in principal.permissions:
+    tenants = {key.tenant for key in state.keys.list() if not key.revoked}
+    if "admin" in principal.permissions and tenants <= {principal.tenant}:
         return result
     return result.model_copy(update={"store_bytes": None})
