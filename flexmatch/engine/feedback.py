@@ -21,6 +21,7 @@ tenant is the store's scope, and each principal may give ``per_minute`` marks a 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from flexmatch.access import Principal, access_filter, principal_name
+from flexmatch.access import ACCESS_FIELD, Principal, access_filter, principal_name
 from flexmatch.config import FeedbackConfig
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.embedders import Embedder
@@ -44,7 +45,12 @@ from flexmatch.engine.learned import (
 )
 from flexmatch.engine.points import FEEDBACK, LEARNED, MATCH, Filters
 from flexmatch.engine.stores import Hit, StoredPoint, VectorStore
-from flexmatch.errors import ConfigError, DocumentNotFoundError, FeedbackRateError
+from flexmatch.errors import (
+    ConfigError,
+    DocumentNotFoundError,
+    FeedbackRateError,
+    WriteConflictError,
+)
 from flexmatch.models import FeedbackEvent, FeedbackReceipt
 from flexmatch.tools import check_query
 
@@ -54,6 +60,9 @@ MAX_CHUNK_ID = 1000
 ADMIN_LABEL = "admin"
 
 Listener = Callable[[FeedbackEvent], None]
+
+
+logger = logging.getLogger(__name__)
 
 
 def who(principal: Principal | None) -> str:
@@ -142,7 +151,9 @@ class FeedbackKeeper:
         at = _now()
         with self._writing:
             if helpful:
+                self._check_unchanged(tenant, carrier)
                 receipt = self._learn(tenant, carrier, query, vector, label, at, settings)
+                self._settle(tenant, carrier, receipt)
             else:
                 receipt = self._demote(tenant, carrier, query, vector, label, at, settings)
         self._produced(
@@ -159,9 +170,43 @@ class FeedbackKeeper:
         return receipt
 
     def _produced(self, event: FeedbackEvent) -> None:
-        """The one place a feedback event is produced: every listener hears it."""
+        """The one place a feedback event is produced: every listener hears it. The mark
+        is kept by then, so a listener that fails (a query log's database down) is
+        logged, never the caller's error, and the others still hear it."""
         for listener in list(self.listeners):
-            listener(event)
+            try:
+                listener(event)
+            except Exception:
+                logger.exception("a feedback listener failed; the mark itself is kept")
+
+    # -- against writers meanwhile: an ingest, a removal, an access change ----------------
+    def _check_unchanged(self, tenant: str, carrier: dict[str, Any]) -> None:
+        """Refuse a mark while its document is being indexed again: the ingest carries
+        what was learned before it began, so a mark written meanwhile could be lost."""
+        record = DocumentRegistry(self.store).get(tenant, str(carrier["document_id"]))
+        if record is None or record.version != carrier["version"] or record.pending_version:
+            raise WriteConflictError(_changing(carrier))
+
+    def _settle(self, tenant: str, carrier: dict[str, Any], receipt: FeedbackReceipt) -> None:
+        """After a helpful mark's writes, which copied the chunk's payload as it was read:
+        an access change meanwhile is applied to them too (the change reaches every point
+        of the document by filter, but only those that existed); a document removed or
+        indexed again meanwhile leaves nothing of the mark behind, and the caller is told
+        to give it again."""
+        chunk = {"record": MATCH, "chunk_id": carrier["chunk_id"], "version": carrier["version"]}
+        now = [h.payload for h in self.store.scroll(tenant, chunk)]
+        current = next((p for p in now if "content" in p), None)
+        if current is not None and current.get(ACCESS_FIELD) != carrier.get(ACCESS_FIELD):
+            self.store.set_payload(tenant, chunk, {ACCESS_FIELD: current.get(ACCESS_FIELD)})
+        record = DocumentRegistry(self.store).get(tenant, str(carrier["document_id"]))
+        if record is None or record.version != carrier["version"]:
+            self.store.delete(tenant, chunk)  # a version no reader sees any more: garbage
+            raise WriteConflictError(_changing(carrier))
+        if record.pending_version and not receipt.merged and receipt.learned_id:
+            learned = self.store.retrieve(tenant, [receipt.learned_id])
+            if learned:
+                self._delete_one(tenant, learned[0])
+            raise WriteConflictError(_changing(carrier))
 
     def readable_chunk(
         self, tenant: str, chunk_id: str, principal: Principal | None
@@ -338,3 +383,10 @@ def _is_uuid(value: object) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _changing(carrier: dict[str, Any]) -> str:
+    return (
+        f"chunk '{carrier['chunk_id']}' is being indexed again or was removed; the mark was "
+        "not kept: give it again once the document is indexed"
+    )

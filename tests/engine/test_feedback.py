@@ -5,8 +5,9 @@ read a chunk marks it, never across tenants, and at most ``per_minute`` a minute
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from flexmatch import (
     FeedbackRateError,
     KnowledgeBase,
     Principal,
+    WriteConflictError,
 )
 from flexmatch.testing import memory_knowledge_base
 
@@ -198,3 +200,53 @@ def test_an_admin_removes_a_learned_text_and_listeners_hear_each_mark(kb: Knowle
         kb.remove_learned(kept.learned_id)
     with pytest.raises(DocumentNotFoundError):
         kb.remove_learned(kept.learned_id, tenant="elsewhere")
+
+
+def meanwhile(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]
+) -> None:
+    """Run ``act`` between the chunk's read and the mark's writes: another writer's turn."""
+    keeper = kb._feedback
+    learn = keeper._learn
+
+    def late(*args: Any, **kwargs: Any) -> Any:
+        act()
+        return learn(*args, **kwargs)
+
+    monkeypatch.setattr(keeper, "_learn", late)
+
+
+def test_an_access_change_meanwhile_reaches_the_marks_points(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fruit = chunk_of(kb, "fruit.md")
+    document_id = fruit.split("#")[0]
+    bob = Principal(user="bob")
+    meanwhile(kb, monkeypatch, lambda: kb.set_access(document_id, Access(principals=["group:hr"])))
+    kb.add_feedback(QUERY, fruit)
+    assert all(r.document_id != document_id for r in kb.query(QUERY, principal=bob))
+    assert kb.query(QUERY, top_n=1)[0].chunk_id == fruit  # the admin still finds it
+
+
+def test_a_mark_given_while_its_document_goes_leaves_nothing(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fruit = chunk_of(kb, "fruit.md")
+    document_id = fruit.split("#")[0]
+    meanwhile(kb, monkeypatch, lambda: kb.remove_document(document_id))
+    with pytest.raises(WriteConflictError, match="give it again"):
+        kb.add_feedback(QUERY, fruit)
+    assert kb.store.scroll("default", {"chunk_id": fruit}) == []
+    assert all(r.chunk_id != fruit for r in kb.query(QUERY))
+
+
+def test_a_failing_listener_does_not_undo_a_kept_mark(kb: KnowledgeBase) -> None:
+    def broken(_: FeedbackEvent) -> None:
+        raise RuntimeError("the log's database is down")
+
+    heard: list[FeedbackEvent] = []
+    kb.on_feedback(broken)
+    kb.on_feedback(heard.append)
+    fruit = chunk_of(kb, "fruit.md")
+    assert kb.add_feedback(QUERY, fruit).learned_id
+    assert [e.query for e in heard] == [QUERY]

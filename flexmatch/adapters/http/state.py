@@ -137,6 +137,17 @@ class ServiceState:
         self.readiness.store_open, self.readiness.store_error = True, None
         return True
 
+    async def store_bytes_for(self, tenant: str, admin: bool, size: int | None) -> int | None:
+        """The store's size on disk as a key of ``tenant`` may see it (``/v1/stats`` and
+        the console, one rule): to an admin of a service whose active keys are all its own
+        tenant's. The size counts every tenant's documents, so where another tenant has
+        keys it would tell one tenant how much another writes (the operator's ``/metrics``
+        has it)."""
+        if not admin or size is None:
+            return None
+        keys = await asyncio.to_thread(self.keys.list)
+        return size if {key.tenant for key in keys if not key.revoked} <= {tenant} else None
+
     async def warmed(self) -> None:
         """Wait for the warm-up, so a first request does not load the model a second time."""
         if self._warm is not None and not self._warm.done():

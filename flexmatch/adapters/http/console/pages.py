@@ -209,9 +209,10 @@ async def overview(request: Request, user: User, state: State) -> Response:
     stats = state.kb.stats(tenant=user.tenant, principal=reader) if user.can("read") else None
     jobs = await asyncio.to_thread(state.jobs.list, user.tenant)
     readiness = state.readiness
+    size = stats.store_bytes if stats is not None else None
     context: dict[str, Any] = {
         "stats": stats,
-        "store_bytes": stats.store_bytes if stats is not None and user.can("admin") else None,
+        "store_bytes": await state.store_bytes_for(user.tenant, user.can("admin"), size),
         "jobs": jobs[:5],
         "job_count": len(jobs),
         "usage": _sum_usage([job.usage for job in jobs]),

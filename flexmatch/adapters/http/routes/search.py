@@ -164,7 +164,6 @@ async def stats(principal: Reader, state: State) -> Stats:
     tell one tenant how much another writes: null there (the operator's ``/metrics``
     has it, ``flexmatch_store_bytes``)."""
     result = state.kb.stats(tenant=principal.tenant, principal=principal.reader)
-    tenants = {key.tenant for key in state.keys.list() if not key.revoked}
-    if "admin" in principal.permissions and tenants <= {principal.tenant}:
-        return result
-    return result.model_copy(update={"store_bytes": None})
+    admin = "admin" in principal.permissions
+    size = await state.store_bytes_for(principal.tenant, admin, result.store_bytes)
+    return result.model_copy(update={"store_bytes": size})
