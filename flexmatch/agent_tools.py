@@ -29,7 +29,7 @@ from flexmatch.models import (
     Outline,
     Reading,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth
 from flexmatch.tools import (
     AddRecordArguments,
     FeedbackArguments,
@@ -62,6 +62,7 @@ class KnowledgeBase(Protocol):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer: ...
@@ -243,6 +244,7 @@ async def search_knowledge(
         arguments.query,
         top_n=arguments.passages(kb.config.query.top_n),
         filters={**(arguments.filters or {}), **named} or None,
+        depth=arguments.depth,
         tenant=caller.tenant,
         principal=caller.reader,
     )

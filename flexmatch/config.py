@@ -325,6 +325,20 @@ def current_query_keys(query: Any) -> Any:
     return query
 
 
+class DeepConfig(_Strict):
+    """Deep search (``depth="deep"``): the first results seed follow-up searches, within
+    these bounds. ``follow_ups``: the chain that writes them (an LLM decomposes the
+    question; with no LLM configured its fallback seeds them from the names, titles and
+    rare terms of the first results)."""
+
+    follow_ups: ChainRef = ChainRef(chain="decompose")
+    max_hops: int = Field(2, ge=1, le=5)  # searches in sequence, the first included
+    max_searches: int = Field(6, ge=1, le=50)  # searches in all, the first included
+    time_budget: float = Field(4.0, gt=0, le=120)  # seconds; no new hop starts past it
+    seed_results: int = Field(3, ge=1, le=20)  # first results whose text seeds a hop
+    hop_discount: float = Field(0.9, gt=0, le=1)  # a later hop's scores count this much less
+
+
 class QueryConfig(_Strict):
     """The query path: transform → embed → top_k → collapse → rerank → top_n → format."""
 
@@ -344,6 +358,7 @@ class QueryConfig(_Strict):
     reranker: ChainRef = ChainRef(chain="fusion-rerank")
     top_n: int = Field(5, ge=1, le=100)
     formatter: ChainRef = ChainRef(chain="markdown")
+    deep: DeepConfig = DeepConfig()
 
 
 class FeedbackConfig(_Strict):

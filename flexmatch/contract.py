@@ -30,7 +30,7 @@ from flexmatch.models import (
     SearchResult,
     Stats,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth
 
 Filters = dict[str, Any]
 Progress = Callable[[IngestReport], None]
@@ -56,6 +56,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first."""
@@ -67,6 +68,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> Answer: ...
 
@@ -76,6 +78,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first."""
@@ -87,6 +90,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> list[SearchResult]: ...
 

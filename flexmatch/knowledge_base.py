@@ -72,7 +72,7 @@ from flexmatch.models import (
     SyncReport,
     WatchEvent,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.watching import WatchPlan, follow
 
@@ -554,13 +554,17 @@ class KnowledgeBase:
         top_n: int | None = None,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
-        inside the search; ``None``: everything, the admin's view)."""
-        return await self._querier.search(text, top_n, top_k, filters, tenant, principal)
+        inside the search; ``None``: everything, the admin's view). ``depth="deep"``: the
+        first results seed follow-up searches, fused into one list, each result's hop in
+        its explanation and the cost in ``cost`` (``query.deep``; else ``DepthError``)."""
+        querier = self._querier
+        return await querier.search(text, top_n, top_k, filters, tenant, principal, depth)
 
     async def aquery(
         self,
@@ -569,12 +573,14 @@ class KnowledgeBase:
         top_n: int | None = None,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
-        answer = await self._querier.search(text, top_n, top_k, filters, tenant, principal)
+        querier = self._querier
+        answer = await querier.search(text, top_n, top_k, filters, tenant, principal, depth)
         return answer.results
 
     async def asimilar(
@@ -610,11 +616,8 @@ class KnowledgeBase:
     async def aformat_answer(
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False
     ) -> str:
-        """``aformat`` of a whole answer (its variants and warnings included)."""
-        found, variants, warnings = answer.results, answer.variants, answer.warnings
-        return await self._querier.format(
-            answer.query, found, formatter, explain, variants, warnings
-        )
+        """``aformat`` of a whole answer (its variants, warnings and cost included)."""
+        return await self._querier.format_answer(answer, formatter, explain)
 
     # -- the query log ---------------------------------------------------------------------
     def _readable(self, tenant: str, principal: Principal | None) -> Callable[[str], bool] | None:

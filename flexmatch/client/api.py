@@ -47,7 +47,7 @@ from flexmatch.models import (
     SearchResult,
     Stats,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth, SearchCost
 
 T = TypeVar("T")
 Progress = Callable[[IngestReport], None]
@@ -91,9 +91,12 @@ class Client(Connection):
         text: str,
         top_n: int | None,
         filters: dict[str, Any] | None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> Flow[Answer]:
         body = {"query": text, "top_n": top_n, "filters": filters, "explain": True}
+        if depth != "fast":  # a fast search's request is as it always was
+            body["depth"] = depth
         headers = principal_headers(principal)
         raw = yield from self._call("POST", "/v1/search", RAW, json=body, headers=headers)
         return Answer(
@@ -102,6 +105,7 @@ class Client(Connection):
             results=[search_result(item) for item in raw.get("results", [])],
             warnings=raw.get("warnings") or [],
             took_ms=float(raw.get("took_ms", 0.0)),
+            cost=SearchCost.model_validate(raw["cost"]) if raw.get("cost") else None,
         )
 
     def _similar(
@@ -122,12 +126,13 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this end user (a service or admin key's), instead of
         the client's own ``principal``."""
-        return self._run(self._search(text, top_n, filters, principal))
+        return self._run(self._search(text, top_n, filters, depth, principal))
 
     async def asearch(
         self,
@@ -135,9 +140,10 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> Answer:
-        return await self._arun(self._search(text, top_n, filters, principal))
+        return await self._arun(self._search(text, top_n, filters, depth, principal))
 
     def query(
         self,
@@ -145,10 +151,12 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``principal``: see ``search``)."""
-        return self.search(text, top_n=top_n, filters=filters, principal=principal).results
+        answer = self.search(text, top_n=top_n, filters=filters, depth=depth, principal=principal)
+        return answer.results
 
     async def aquery(
         self,
@@ -156,9 +164,12 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
     ) -> list[SearchResult]:
-        answer = await self.asearch(text, top_n=top_n, filters=filters, principal=principal)
+        answer = await self.asearch(
+            text, top_n=top_n, filters=filters, depth=depth, principal=principal
+        )
         return answer.results
 
     def similar(

@@ -1,0 +1,157 @@
+"""Deep search: the first results seed more searches, and every search's results are
+fused into one ranked list.
+
+A question whose answer spans two passages often names only the first ("Who founded the
+label that released Blue Train?"): the first search finds the album, whose passage names
+the label, whose own passage the question never names. Deep search reads the first
+results, has the follow-up chain (``query.deep.follow_ups``: an LLM decomposes the
+question; with none, the names and titles of the first results) write the searches still
+needed, runs them, and fuses everything, each result marked with the hop that found it
+(``Signals.hop``, ``found_by``).
+
+Every hop is the one query path (``search``: the caller's tenant, principal and filters,
+the same engine search as a fast query), so a hop sees only what the caller may read,
+and the follow-ups are written only from what it found. Bounded by ``query.deep``: hops,
+searches and a time budget; what it cost is the answer's ``cost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from flexmatch.config import DeepConfig
+from flexmatch.engine.chains.base import collecting_warnings
+from flexmatch.engine.chains.query_transform.follow_ups import FollowUps
+from flexmatch.models import SearchResult
+from flexmatch.results import Answer, SearchCost
+
+Search = Callable[[str, int], Awaitable[Answer]]
+"""One search of the query path: (text, how many results) → its answer."""
+RRF_K = 10  # the fusion's rank constant: a hop's first results count most
+
+
+async def deep_search(
+    text: str, *, search: Search, follow_ups: FollowUps, settings: DeepConfig, top_n: int
+) -> Answer:
+    """The answer to ``text`` from the question's own search and the follow-ups its
+    results seed, hop after hop, within ``settings``' bounds, fused (``fuse``)."""
+    started = time.perf_counter()
+    deadline = started + settings.time_budget
+    llm = follow_ups.context.llm if follow_ups.uses_llm else None
+    calls, tokens = _usage(llm)
+    pool = max(top_n * 2, 10)  # each hop's results: room for what fusion lifts
+    first = await search(text, pool)
+    hops: list[list[tuple[str, Answer]]] = [[(text, first)]]
+    cost = SearchCost(hops=1, searches=1)
+    asked: set[str] = {text.strip().lower()}
+    seeds = first.results[: settings.seed_results]
+    with collecting_warnings() as warnings:
+        while len(hops) < settings.max_hops and seeds:
+            stop = _stop(cost, settings, deadline)
+            if stop:
+                cost.stopped = stop
+                break
+            written = await _within(follow_ups.follow_ups(text, seeds), deadline)
+            if written is None:
+                cost.stopped = "time_budget"
+                break
+            fresh = [q for q in dict.fromkeys(written) if q.strip().lower() not in asked]
+            room = settings.max_searches - cost.searches
+            if len(fresh) > room:
+                cost.stopped = "max_searches"
+            queries = fresh[:room]
+            if not queries:
+                break
+            asked |= {q.strip().lower() for q in queries}
+            found = await _hop(queries, search, pool, deadline)
+            if len(found) < len(queries):
+                cost.stopped = "time_budget"
+            cost.searches += len(queries)
+            cost.follow_ups += queries
+            if not found:
+                break
+            hops.append(found)
+            cost.hops = len(hops)
+            seen = {r.chunk_id for hop in hops[:-1] for _, a in hop for r in a.results}
+            seeds = [r for _, a in found for r in a.results[:1] if r.chunk_id not in seen][
+                : settings.seed_results
+            ]
+    calls_now, tokens_now = _usage(llm)
+    cost.llm_calls, cost.llm_tokens = calls_now - calls, tokens_now - tokens
+    took = round((time.perf_counter() - started) * 1000, 1)
+    cost.took_ms = took
+    return Answer(
+        query=text,
+        variants=first.variants,
+        results=fuse(hops, settings.hop_discount)[:top_n],
+        warnings=[
+            *first.warnings,
+            *(w for hop in hops[1:] for _, a in hop for w in a.warnings),
+            *warnings,
+        ],
+        took_ms=took,
+        cost=cost,
+        stage_ms=first.stage_ms,
+    )
+
+
+def fuse(hops: list[list[tuple[str, Answer]]], discount: float) -> list[SearchResult]:
+    """One ranked list of every hop's results: reciprocal-rank fusion, each search's
+    ranks weighted by ``discount`` per hop after the first (a strong first result stays
+    on top, a passage several follow-ups found rises). Each result keeps the signals of
+    the first search that found it, with that search's hop and (after the first hop) its
+    query; its score is the fused one (higher is better)."""
+    scores: dict[str, float] = {}
+    first: dict[str, tuple[SearchResult, int, str]] = {}
+    for number, searches in enumerate(hops, start=1):
+        weight = discount ** (number - 1)
+        for query, answer in searches:
+            for rank, result in enumerate(answer.results, start=1):
+                scores[result.chunk_id] = scores.get(result.chunk_id, 0.0) + weight / (RRF_K + rank)
+                first.setdefault(result.chunk_id, (result, number, query))
+    fused = []
+    for chunk_id in sorted(scores, key=lambda c: -scores[c]):
+        result, hop, query = first[chunk_id]
+        found_by = query if hop > 1 else None
+        signals = result.signals.model_copy(update={"hop": hop, "found_by": found_by})
+        score = round(scores[chunk_id] * RRF_K, 6)
+        fused.append(result.model_copy(update={"signals": signals, "score": score}))
+    return fused
+
+
+async def _hop(
+    queries: list[str], search: Search, pool: int, deadline: float
+) -> list[tuple[str, Answer]]:
+    """The follow-ups searched at once; those not done by the deadline are dropped."""
+    tasks = [asyncio.ensure_future(search(q, pool)) for q in queries]
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
+    for task in pending:
+        task.cancel()
+    return [(q, t.result()) for q, t in zip(queries, tasks, strict=True) if t in done]
+
+
+async def _within(work: Awaitable[list[str]], deadline: float) -> list[str] | None:
+    """``work``'s result, or None when the deadline passes first."""
+    try:
+        return await asyncio.wait_for(work, timeout=max(0.0, deadline - time.perf_counter()))
+    except TimeoutError:
+        return None
+
+
+def _stop(cost: SearchCost, settings: DeepConfig, deadline: float) -> str | None:
+    if cost.searches >= settings.max_searches:
+        return "max_searches"
+    if time.perf_counter() >= deadline:
+        return "time_budget"
+    return None
+
+
+def _usage(llm: object) -> tuple[int, int]:
+    """The LLM's calls and tokens so far (what a deep search took is the difference;
+    a query running meanwhile may add its own)."""
+    usage = getattr(llm, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(usage.calls), int(usage.prompt_tokens + usage.completion_tokens)
