@@ -92,8 +92,8 @@ class Signals(BaseModel):
     first_stage: float | None = None  # the fused first-stage score
     rerank: float | None = None
     demoted: int | None = None  # places moved down: marked unhelpful for a query near this
-    hop: int | None = None  # deep search: the hop that found it (1: the question's own search)
-    found_by: str | None = None  # deep search: the follow-up query that found it (hop > 1)
+    hop: int | None = None  # deep search: the hop whose search placed it (1: the question itself)
+    found_by: str | None = None  # deep search: that follow-up query (hop > 1)
 
 
 class SearchResult(BaseModel):

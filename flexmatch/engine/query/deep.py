@@ -85,7 +85,7 @@ async def deep_search(
     return Answer(
         query=text,
         variants=first.variants,
-        results=fuse(hops, settings.hop_discount)[:top_n],
+        results=fuse(hops, settings.hop_discount, top_n)[:top_n],
         warnings=[
             *first.warnings,
             *(w for hop in hops[1:] for _, a in hop for w in a.warnings),
@@ -97,28 +97,44 @@ async def deep_search(
     )
 
 
-def fuse(hops: list[list[tuple[str, Answer]]], discount: float) -> list[SearchResult]:
-    """One ranked list of every hop's results: reciprocal-rank fusion, each search's
-    ranks weighted by ``discount`` per hop after the first (a strong first result stays
-    on top, a passage several follow-ups found rises). Each result keeps the signals of
-    the first search that found it, with that search's hop and (after the first hop) its
-    query; its score is the fused one (higher is better)."""
-    scores: dict[str, float] = {}
-    first: dict[str, tuple[SearchResult, int, str]] = {}
+def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> list[SearchResult]:
+    """One ranked list of every hop's results. A result's score is its best reciprocal
+    rank over the searches that found it, ``discount`` the less per hop after the first,
+    plus a hundredth of the rest (of two equal, the one more searches found first). A
+    later hop's search is ranked by what it found *new* (not among the first ``shown``
+    results of an earlier hop): a follow-up that finds the question's own results again
+    puts its first new result just below the question's own first results, where it is
+    seen. Each result keeps the signals of the search that placed it (its best rank),
+    with that search's hop and (after the first hop) its query."""
+    gains: dict[str, list[float]] = {}
+    placed: dict[str, tuple[float, SearchResult, int, str]] = {}
     for number, searches in enumerate(hops, start=1):
         weight = discount ** (number - 1)
+        known = {c for h in hops[: number - 1] for _, a in h for c in _ids(a, shown)}
         for query, answer in searches:
+            new = 0
             for rank, result in enumerate(answer.results, start=1):
-                scores[result.chunk_id] = scores.get(result.chunk_id, 0.0) + weight / (RRF_K + rank)
-                first.setdefault(result.chunk_id, (result, number, query))
+                if result.chunk_id in known:
+                    gain = 0.1 * weight / (RRF_K + rank)
+                else:
+                    new += 1
+                    gain = weight / (RRF_K + new)
+                gains.setdefault(result.chunk_id, []).append(gain)
+                if result.chunk_id not in placed or placed[result.chunk_id][0] < gain:
+                    placed[result.chunk_id] = (gain, result, number, query)
+    scores = {c: max(g) + 0.01 * (sum(g) - max(g)) for c, g in gains.items()}
     fused = []
     for chunk_id in sorted(scores, key=lambda c: -scores[c]):
-        result, hop, query = first[chunk_id]
+        _, result, hop, query = placed[chunk_id]
         found_by = query if hop > 1 else None
         signals = result.signals.model_copy(update={"hop": hop, "found_by": found_by})
         score = round(scores[chunk_id] * RRF_K, 6)
         fused.append(result.model_copy(update={"signals": signals, "score": score}))
     return fused
+
+
+def _ids(answer: Answer, shown: int) -> list[str]:
+    return [r.chunk_id for r in answer.results[:shown]]
 
 
 async def _hop(

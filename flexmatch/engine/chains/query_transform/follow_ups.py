@@ -10,10 +10,8 @@ takes the names, titles and rare terms of the first results that the question la
 
 from __future__ import annotations
 
-import math
 import re
 from abc import abstractmethod
-from collections import Counter
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,7 +65,7 @@ class SeedsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     count: int = Field(4, ge=1, le=20)  # follow-up queries at most
-    with_question: bool = True  # each follow-up: "<question> <name>" (else the name alone)
+    with_question: bool = False  # each follow-up "<question> <name>", else the name alone
 
 
 # a name: capitalised words, joined by a few lower-case particles ("Duke of York")
@@ -162,38 +160,27 @@ def names_in(text: str) -> list[str]:
 
 
 class Seeds(FollowUps):
-    """No LLM: the names and titles of the first results that the question does not hold,
-    the most frequent and the rarest (a name in few of the results) first, each searched
-    with the question (or alone)."""
+    """No LLM: the names and titles the first results hold that the question does not,
+    each searched with the question (or alone). A name counts more the higher the
+    result it is in and the earlier in it (a passage names its subject's closest ties
+    first), and more again for each result it is in; the results' own titles are left
+    out (those passages are found already)."""
 
     Params = SeedsParams
 
     async def follow_ups(self, question: str, found: list[SearchResult]) -> list[str]:
         asked = _words(question)
-        counts: Counter[str] = Counter()
-        spread: Counter[str] = Counter()  # in how many results a name is
-        first: dict[str, int] = {}
+        titles = {r.title.lower() for r in found if r.title}
+        weight: dict[str, float] = {}
+        shown: dict[str, str] = {}
         for rank, result in enumerate(found):
-            names = [result.title, *names_in(result.content)] if result.title else []
-            names = names or names_in(result.content)
-            seen_here: set[str] = set()
-            for at, name in enumerate(names):
+            for at, name in enumerate(dict.fromkeys(names_in(result.content))):
                 key = name.lower()
-                if _words(name) <= asked or key in _PLAIN:
-                    continue  # the question names it already: no new lead
-                counts[key] += 1 + (at == 0 and bool(result.title))  # a title counts twice
-                first.setdefault(key, rank * 1000 + at)
-                if key not in seen_here:
-                    spread[key] += 1
-                    seen_here.add(key)
-        total = max(1, len(found))
-        shown = {name.lower(): name for r in found for name in [r.title, *names_in(r.content)]}
-
-        def weight(key: str) -> tuple[float, int]:
-            rare = math.log(1 + total / spread[key])
-            return (-(counts[key] * rare + 0.2 * len(key.split())), first[key])
-
-        chosen = sorted(counts, key=weight)[: self.params.count]
+                if key in titles or key in _PLAIN or _words(name) <= asked:
+                    continue  # found already, or named by the question: no new lead
+                weight[key] = weight.get(key, 0.0) + 1 / ((1 + rank) * (1 + 0.25 * at))
+                shown.setdefault(key, name)
+        chosen = sorted(weight, key=lambda key: -weight[key])[: self.params.count]
         lead = question.strip().rstrip("?.!")
         if self.params.with_question:
             return [f"{lead} {shown[key]}" for key in chosen]
