@@ -35,7 +35,7 @@ from flexmatch.config import ChainRef, KBConfig, load_config
 from flexmatch.engine.embedders import LocalEmbedder
 
 DEFAULT_DATA = Path("/work/data/multihop/normalized.jsonl")
-DEFAULT_KB = Path("/tmp/flexmatch-bench-multihop")
+DEFAULT_KB = Path("/tmp/flexmatch-bench-multihop-content")
 TUNE_SHARE = 0.3
 SEED = 7
 
@@ -66,10 +66,7 @@ def corpus(questions: list[dict[str, Any]]) -> list[Document]:
                     uri=f"{key}.txt",
                     source="default",
                     title=p["title"],
-                    elements=[
-                        Element(kind="heading", level=1, text=p["title"]),
-                        Element(kind="paragraph", text=p["text"]),
-                    ],
+                    elements=[Element(kind="paragraph", text=p["text"])],
                 )
     return list(seen.values())
 
@@ -121,9 +118,10 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 
 def open_kb(
-    folder: Path, embedder: LocalEmbedder, llm: str | None, deep: dict[str, Any]
+    folder: Path, embedder: LocalEmbedder, llm: str | None, deep: dict[str, Any], matching: str
 ) -> KnowledgeBase:
     config = load_config(folder) if (folder / "flexmatch.yaml").exists() else KBConfig()
+    config.sources["default"].matching_text = ChainRef(chain=matching)
     query = config.query.model_copy(update={"deep": config.query.deep.model_copy(update=deep)})
     update: dict[str, Any] = {"query": query}
     if llm is not None:  # the query side only: the index is the offline one
@@ -152,9 +150,25 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
         else:
             deep[key] = value
     if params:
-        ref = deep.get("follow_ups", ChainRef(chain="decompose"))
+        ref = deep.get("follow_ups", ChainRef(chain="seeds"))
         deep["follow_ups"] = ref.model_copy(update={"params": params})
     return deep
+
+
+def tune(kb: KnowledgeBase, questions: list[dict[str, Any]], grid: list[str]) -> None:
+    """Each deep setting of ``grid`` on the tuned part, back to back, fast first."""
+    base = kb.config.query
+    print(
+        "| setting | questions | all supports in top 5 | recall@5 | all in top 10 "
+        "| p50 / p95 ms | searches | LLM calls / tokens |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    print("| fast " + summary(measure(kb, questions, "fast")), flush=True)
+    for item in grid:
+        deep = parse_settings(item.split(",") if item else [])
+        kb.use_query_config(base.model_copy(update={"deep": base.deep.model_copy(update=deep)}))
+        print(f"| deep {item or 'defaults'} " + summary(measure(kb, questions, "deep")), flush=True)
+    kb.use_query_config(base)
 
 
 def main() -> None:
@@ -167,6 +181,19 @@ def main() -> None:
     parser.add_argument("--llm", action="store_true", help="also deep with the fake LLM server")
     parser.add_argument("--part", choices=["tuned", "judged", "both"], default="both")
     parser.add_argument("--deep", action="append", default=[], help="a query.deep setting")
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        help="tuning: deep settings to compare on the tuned part, e.g. "
+        "'seed_results=2,follow_ups.count=3' (repeatable; nothing else is run)",
+    )
+    parser.add_argument(
+        "--matching",
+        default="content",
+        help="the matching-text chain (content: one vector a paragraph, the title before "
+        "it; sentences, the offline default, embeds ~6x as many texts)",
+    )
     args = parser.parse_args()
     questions = load(args.data)
     tuned, judged = split(questions)
@@ -178,7 +205,7 @@ def main() -> None:
     embedder = LocalEmbedder()
     documents = corpus(questions)
     deep = parse_settings(args.deep)
-    with open_kb(args.kb, embedder, None, deep) as kb:
+    with open_kb(args.kb, embedder, None, deep, args.matching) as kb:
         started = time.perf_counter()
         report = kb.ingest_documents(documents)
         print(
@@ -186,6 +213,9 @@ def main() -> None:
             f"({report.documents} indexed now, {time.perf_counter() - started:.0f} s)",
             flush=True,
         )
+        if args.grid:
+            tune(kb, tuned[: args.limit] if args.limit else tuned, args.grid)
+            return
         modes: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
         for name, part in parts.items():
             for depth in ("fast", "deep"):
@@ -195,7 +225,10 @@ def main() -> None:
     if args.llm:
         from flexmatch.testing import FakeLLMServer
 
-        with FakeLLMServer() as server, open_kb(args.kb, embedder, server.base_url, deep) as kb:
+        with (
+            FakeLLMServer() as server,
+            open_kb(args.kb, embedder, server.base_url, deep, args.matching) as kb,
+        ):
             for name, part in parts.items():
                 modes["deep, fake LLM (decompose)"][name] = measure(kb, part, "deep")
     print()
@@ -214,7 +247,7 @@ def main() -> None:
                         f"| {label} | {name} | {kind} "
                         + summary([r for r in rows if r["type"] == kind])
                     )
-    print(f"\ndata: {args.data}; deep settings: {deep or 'defaults'}")
+    print(f"\ndata: {args.data}; matching: {args.matching}; deep settings: {deep or 'defaults'}")
 
 
 if __name__ == "__main__":
