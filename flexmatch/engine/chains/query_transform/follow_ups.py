@@ -70,7 +70,7 @@ class SeedsParams(BaseModel):
 
 # a name: capitalised words, joined by a few lower-case particles ("Duke of York")
 _NAME = re.compile(
-    r"\b[A-Z][\w'’\-.]*[\w](?:\s+(?:(?:of|the|de|da|von|van|der|and|for|in|la|le|du|del)\s+)*"
+    r"\b[A-Z][\w'’\-.]*[\w](?:\s+(?:(?:of|the|de|da|von|van|der|la|le|du|del)\s+)*"
     r"[A-Z0-9][\w'’\-.]*[\w])*"
 )
 _WORD = re.compile(r"[A-Za-z0-9][\w'’\-]*")
