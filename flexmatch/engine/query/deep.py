@@ -27,8 +27,9 @@ from flexmatch.engine.chains.query_transform.follow_ups import FollowUps
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer, SearchCost
 
-Search = Callable[[str, int], Awaitable[Answer]]
-"""One search of the query path: (text, how many results) → its answer."""
+Search = Callable[[str, int, int | None], Awaitable[Answer]]
+"""One search of the query path: (text, results wanted, candidates ranked or None for
+``query.top_k``) → its answer."""
 RRF_K = 10  # the fusion's rank constant: a hop's first results count most
 
 
@@ -42,7 +43,7 @@ async def deep_search(
     llm = follow_ups.context.llm if follow_ups.uses_llm else None
     calls, tokens = _usage(llm)
     pool = max(top_n * 2, 10)  # each hop's results: room for what fusion lifts
-    first = await search(text, pool)
+    first = await search(text, pool, None)
     hops: list[list[tuple[str, Answer]]] = [[(text, first)]]
     cost = SearchCost(hops=1, searches=1)
     asked: set[str] = {text.strip().lower()}
@@ -65,7 +66,7 @@ async def deep_search(
             if not queries:
                 break
             asked |= {q.strip().lower() for q in queries}
-            found = await _hop(queries, search, pool, deadline)
+            found = await _hop(queries, search, pool, settings.follow_up_top_k, deadline)
             if len(found) < len(queries):
                 cost.stopped = "time_budget"
             cost.searches += len(queries)
@@ -138,10 +139,12 @@ def _ids(answer: Answer, shown: int) -> list[str]:
 
 
 async def _hop(
-    queries: list[str], search: Search, pool: int, deadline: float
+    queries: list[str], search: Search, pool: int, top_k: int, deadline: float
 ) -> list[tuple[str, Answer]]:
-    """The follow-ups searched at once; those not done by the deadline are dropped."""
-    tasks = [asyncio.ensure_future(search(q, pool)) for q in queries]
+    """The follow-ups searched at once (each ranking ``top_k`` candidates: a follow-up
+    names one thing, so fewer than the question's search); those not done by the
+    deadline are dropped."""
+    tasks = [asyncio.ensure_future(search(q, pool, top_k)) for q in queries]
     done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
     for task in pending:
         task.cancel()

@@ -71,7 +71,7 @@ class Querier:
         conditions = {**search_filters(filters), **access_filter(principal)}
         demotions = self.demotions(tenant) if self.demotions else None
 
-        async def one(query: str, wanted: int) -> Answer:
+        async def one(query: str, wanted: int, candidates: int | None = None) -> Answer:
             return await run_query(
                 query,
                 plan=self.chains.query_plan(),
@@ -79,7 +79,7 @@ class Querier:
                 store=self.resources.store,
                 tenant=tenant,
                 settings=settings,
-                top_k=top_k or settings.top_k,
+                top_k=min(candidates or top_k or settings.top_k, top_k or settings.top_k),
                 top_n=wanted,
                 filters=conditions,
                 demotions=demotions,
