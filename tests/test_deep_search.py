@@ -89,9 +89,9 @@ def ids(results: list) -> list[str]:  # type: ignore[type-arg]
 
 
 def test_deep_finds_the_passage_the_question_never_names(kb: KnowledgeBase) -> None:
-    fast = kb.search(QUESTION, top_n=3)
+    fast = kb.search(QUESTION, top_n=5)
     assert BRIDGE not in ids(fast.results) and fast.cost is None
-    deep = kb.search(QUESTION, top_n=3, depth="deep")
+    deep = kb.search(QUESTION, top_n=5, depth="deep")
     assert ids(deep.results)[0] == "blue-train"  # the strong first result stays on top
     assert BRIDGE in ids(deep.results)
     bridge = next(r for r in deep.results if r.document_id == BRIDGE)
@@ -111,12 +111,12 @@ def test_deep_finds_the_passage_the_question_never_names(kb: KnowledgeBase) -> N
 
 def test_async_twins_and_query_take_the_depth(kb: KnowledgeBase) -> None:
     async def both() -> tuple[list[str], list[str]]:
-        answer = await kb.asearch(QUESTION, top_n=3, depth="deep")
-        results = await kb.aquery(QUESTION, top_n=3, depth="deep")
+        answer = await kb.asearch(QUESTION, top_n=5, depth="deep")
+        results = await kb.aquery(QUESTION, top_n=5, depth="deep")
         return ids(answer.results), ids(results)
 
     searched, queried = asyncio.run(both())
-    assert searched == queried == ids(kb.query(QUESTION, top_n=3, depth="deep"))
+    assert searched == queried == ids(kb.query(QUESTION, top_n=5, depth="deep"))
     assert BRIDGE in searched
 
 
@@ -178,10 +178,10 @@ def test_bounds_hops_searches_and_time(tmp_path: Path) -> None:
     deep_settings(tmp_path / "d", "    time_budget: 0.000001\n")
     with memory_knowledge_base(tmp_path / "d") as kb:
         kb.ingest_documents(bridge_corpus())
-        answer = kb.search(QUESTION, top_n=3, depth="deep")
+        answer = kb.search(QUESTION, top_n=5, depth="deep")
         cost = answer.cost
         assert cost is not None and cost.stopped == "time_budget" and cost.hops == 1
-        assert ids(answer.results) == ids(kb.search(QUESTION, top_n=3).results)
+        assert ids(answer.results) == ids(kb.search(QUESTION, top_n=5).results)
 
 
 def test_the_llm_writes_the_follow_ups_and_they_are_counted(
@@ -194,7 +194,7 @@ def test_the_llm_writes_the_follow_ups_and_they_are_counted(
     with memory_knowledge_base(tmp_path / "kb") as kb:
         kb.ingest_documents(bridge_corpus())
         before = len(llm_server.requests_to("/chat/completions"))
-        answer = kb.search(QUESTION, top_n=3, depth="deep")
+        answer = kb.search(QUESTION, top_n=5, depth="deep")
         asked = [json.dumps(r.body) for r in llm_server.requests_to("/chat/completions")]
         prompts = [p for p in asked[before:] if "<results>" in p]
         assert len(prompts) == 1 and "Blue Train" in prompts[0]

@@ -60,7 +60,7 @@ def test_http_search_takes_a_depth(served: tuple[str, str]) -> None:
     url, token = served
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-        body = {"query": QUESTION, "top_n": 3, "explain": True}
+        body = {"query": QUESTION, "top_n": 5, "explain": True}
         fast = http.post("/v1/search", json=body).json()
         assert BRIDGE not in ids(fast["results"]) and "cost" not in fast
         deep = http.post("/v1/search", json={**body, "depth": "deep"})
@@ -83,13 +83,13 @@ def test_http_search_takes_a_depth(served: tuple[str, str]) -> None:
 def test_the_client_searches_deep_and_names_a_bad_depth(served: tuple[str, str]) -> None:
     url, token = served
     with Client(url, token) as client:
-        answer = client.search(QUESTION, top_n=3, depth="deep")
+        answer = client.search(QUESTION, top_n=5, depth="deep")
         assert BRIDGE in ids(answer.results) and answer.cost is not None
         assert answer.cost.searches == 1 + len(answer.cost.follow_ups)
         bridge = next(r for r in answer.results if r.document_id == BRIDGE)
         assert bridge.signals.hop == 2 and bridge.signals.found_by
-        assert BRIDGE in ids(asyncio.run(client.aquery(QUESTION, top_n=3, depth="deep")))
-        assert client.search(QUESTION, top_n=3).cost is None
+        assert BRIDGE in ids(asyncio.run(client.aquery(QUESTION, top_n=5, depth="deep")))
+        assert client.search(QUESTION, top_n=5).cost is None
         with pytest.raises(DepthError, match="depth must be"):
             client.search(QUESTION, depth="deeper")  # type: ignore[arg-type]
 
@@ -101,7 +101,7 @@ def test_the_mcp_search_tool_takes_a_depth(kb: KnowledgeBase) -> None:
             schema = tools["search_knowledge"].input_schema["properties"]["depth"]
             assert schema["enum"] == ["fast", "deep"]
             found = await client.call_tool(
-                "search_knowledge", {"query": QUESTION, "top_n": 3, "depth": "deep"}
+                "search_knowledge", {"query": QUESTION, "top_n": 5, "depth": "deep"}
             )
             result = json.loads(found.content[0].text)  # type: ignore[union-attr]
             assert BRIDGE in ids(result["results"]) and result["cost"]["hops"] == 2
@@ -114,7 +114,7 @@ def test_the_mcp_search_tool_takes_a_depth(kb: KnowledgeBase) -> None:
 
 
 def test_the_agent_tool_searches_deep_as_its_reader(kb: KnowledgeBase) -> None:
-    arguments = {"query": QUESTION, "top_n": 3, "depth": "deep"}
+    arguments = {"query": QUESTION, "top_n": 5, "depth": "deep"}
     found = json.loads(
         asyncio.run(handle_tool_call(kb, "search_knowledge", arguments, principal=ADMIN))
     )

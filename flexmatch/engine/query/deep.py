@@ -100,19 +100,18 @@ async def deep_search(
 
 def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> list[SearchResult]:
     """One ranked list of every hop's results. A result's score is its best reciprocal
-    rank over the searches that found it, ``discount`` the less per hop after the first,
-    plus a hundredth of the rest (of two equal, the one more searches found first). A
+    rank over the searches that found it, ``discount`` the less per hop after the first
+    (of two equal, the earlier hop's, the better rank's, the earlier search's first). A
     later hop's search is ranked by what it found *new* (not among the first ``shown``
     results of an earlier hop): a follow-up that finds the question's own results again
     puts its first new result just below the question's own first results, where it is
     seen. Each result keeps the signals of the search that placed it (its best rank),
     with that search's hop and (after the first hop) its query."""
-    gains: dict[str, list[float]] = {}
-    placed: dict[str, tuple[float, SearchResult, int, str]] = {}
+    placed: dict[str, tuple[float, tuple[int, int, int], SearchResult, str]] = {}
     for number, searches in enumerate(hops, start=1):
         weight = discount ** (number - 1)
         known = {c for h in hops[: number - 1] for _, a in h for c in _ids(a, shown)}
-        for query, answer in searches:
+        for index, (query, answer) in enumerate(searches):
             new = 0
             for rank, result in enumerate(answer.results, start=1):
                 if result.chunk_id in known:
@@ -120,16 +119,15 @@ def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> l
                 else:
                     new += 1
                     gain = weight / (RRF_K + new)
-                gains.setdefault(result.chunk_id, []).append(gain)
                 if result.chunk_id not in placed or placed[result.chunk_id][0] < gain:
-                    placed[result.chunk_id] = (gain, result, number, query)
-    scores = {c: max(g) + 0.01 * (sum(g) - max(g)) for c, g in gains.items()}
+                    order = (number, new or rank, index)  # of equal scores: hop, rank, search
+                    placed[result.chunk_id] = (gain, order, result, query)
     fused = []
-    for chunk_id in sorted(scores, key=lambda c: -scores[c]):
-        _, result, hop, query = placed[chunk_id]
+    for chunk_id in sorted(placed, key=lambda c: (-placed[c][0], placed[c][1])):
+        gain, (hop, _, _), result, query = placed[chunk_id]
         found_by = query if hop > 1 else None
         signals = result.signals.model_copy(update={"hop": hop, "found_by": found_by})
-        score = round(scores[chunk_id] * RRF_K, 6)
+        score = round(gain * RRF_K, 6)
         fused.append(result.model_copy(update={"signals": signals, "score": score}))
     return fused
 
