@@ -31,6 +31,7 @@ Search = Callable[[str, int, int | None], Awaitable[Answer]]
 """One search of the query path: (text, results wanted, candidates ranked or None for
 ``query.top_k``) → its answer."""
 RRF_K = 10  # the fusion's rank constant: a hop's first results count most
+LEADS = 1  # a follow-up's new results ranked among the earlier hops' (the rest below)
 
 
 async def deep_search(
@@ -103,10 +104,12 @@ def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> l
     rank over the searches that found it, ``discount`` the less per hop after the first
     (of two equal, the earlier hop's, the better rank's, the earlier search's first). A
     later hop's search is ranked by what it found *new* (not among the first ``shown``
-    results of an earlier hop): a follow-up that finds the question's own results again
-    puts its first new result just below the question's own first results, where it is
-    seen. Each result keeps the signals of the search that placed it (its best rank),
-    with that search's hop and (after the first hop) its query."""
+    results of an earlier hop), and only its first ``LEADS`` new results among the
+    earlier hops' (a follow-up names one thing: its best new passage is the lead; the
+    rest would push the question's own results out): it lands just below the question's
+    own first results, where it is seen. Each result keeps the signals of the search
+    that placed it (its best rank), with that search's hop and (after the first hop) its
+    query."""
     placed: dict[str, tuple[float, tuple[int, int, int], SearchResult, str]] = {}
     for number, searches in enumerate(hops, start=1):
         weight = discount ** (number - 1)
@@ -114,10 +117,11 @@ def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> l
         for index, (query, answer) in enumerate(searches):
             new = 0
             for rank, result in enumerate(answer.results, start=1):
-                if result.chunk_id in known:
-                    gain = 0.1 * weight / (RRF_K + rank)
-                else:
+                if result.chunk_id not in known:
                     new += 1
+                if result.chunk_id in known or (number > 1 and new > LEADS):
+                    gain = 0.1 * weight / (RRF_K + rank)  # below every earlier result
+                else:
                     gain = weight / (RRF_K + new)
                 if result.chunk_id not in placed or placed[result.chunk_id][0] < gain:
                     order = (number, new or rank, index)  # of equal scores: hop, rank, search
