@@ -65,7 +65,7 @@ class SeedsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     count: int = Field(4, ge=1, le=20)  # follow-up queries at most
-    with_question: bool = False  # each follow-up "<question> <name>", else the name alone
+    with_question: bool = True  # each follow-up "<question> <name>", else the name alone
 
 
 # a name: capitalised words, joined by a few lower-case particles ("Duke of York")
@@ -159,12 +159,47 @@ def names_in(text: str) -> list[str]:
     return [name for name in found if len(name) > 1]
 
 
+_ASKING = frozenset(
+    [
+        "what",
+        "did",
+        "does",
+        "do",
+        "is",
+        "are",
+        "how",
+        "why",
+        "whose",
+        "whom",
+        "name",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "s",
+    ]
+)
+_DEMONYM = re.compile(r"(?:an|ian|ish|ese|ic|i)$")
+
+
+def _lead_like(name: str) -> bool:
+    """Whether a name can lead somewhere: not a number, not a lone nationality or
+    language ("American", "Norwegian"), not a sentence's opening word ("According")."""
+    words = name.split()
+    if all(w.strip(".,'’").isdigit() for w in words):
+        return False
+    return len(words) > 1 or not _DEMONYM.search(name.lower()) or name.isupper()
+
+
 class Seeds(FollowUps):
-    """No LLM: the names and titles the first results hold that the question does not,
-    each searched with the question (or alone). A name counts more the higher the
-    result it is in and the earlier in it (a passage names its subject's closest ties
-    first), and more again for each result it is in; the results' own titles are left
-    out (those passages are found already)."""
+    """No LLM: the names and titles the first results hold that the question does not.
+    A name counts more the higher the result it is in and the earlier in it (a passage
+    names its subject's closest ties first), a name of several words more than one word,
+    and more again for each result it is in; the results' own titles are left out (those
+    passages are found already). Each follow-up is the name with what the question asks
+    that its result does not say ("Who is the spouse of the director of Jump for
+    Glory?", a result naming Raoul Walsh: "Raoul Walsh spouse"), else the name alone."""
 
     Params = SeedsParams
 
@@ -173,15 +208,27 @@ class Seeds(FollowUps):
         titles = {r.title.lower() for r in found if r.title}
         weight: dict[str, float] = {}
         shown: dict[str, str] = {}
+        source: dict[str, SearchResult] = {}
         for rank, result in enumerate(found):
             for at, name in enumerate(dict.fromkeys(names_in(result.content))):
                 key = name.lower()
                 if key in titles or key in _PLAIN or _words(name) <= asked:
                     continue  # found already, or named by the question: no new lead
-                weight[key] = weight.get(key, 0.0) + 1 / ((1 + rank) * (1 + 0.25 * at))
+                if not _lead_like(name):
+                    continue
+                size = 1.0 if len(name.split()) > 1 else 0.6
+                weight[key] = weight.get(key, 0.0) + size / ((1 + rank) * (1 + 0.25 * at))
                 shown.setdefault(key, name)
+                source.setdefault(key, result)
         chosen = sorted(weight, key=lambda key: -weight[key])[: self.params.count]
-        lead = question.strip().rstrip("?.!")
-        if self.params.with_question:
-            return [f"{lead} {shown[key]}" for key in chosen]
-        return [shown[key] for key in chosen]
+        if not self.params.with_question:
+            return [shown[key] for key in chosen]
+        return [_with_question(shown[key], question, source[key]) for key in chosen]
+
+
+def _with_question(name: str, question: str, result: SearchResult) -> str:
+    """``name`` and the words of the question its result does not hold (what is still
+    to find), in the question's order."""
+    said = _words(f"{result.title} {result.content}") | _PLAIN | _ASKING
+    rest = [w for w in _WORD.findall(question) if w.lower() not in said]
+    return " ".join([name, *dict.fromkeys(rest)])
