@@ -336,7 +336,7 @@ class DeepConfig(_Strict):
     max_searches: int = Field(6, ge=1, le=50)  # searches in all, the first included
     time_budget: float = Field(4.0, gt=0, le=120)  # seconds; no new hop starts past it
     seed_results: int = Field(3, ge=1, le=20)  # first results whose text seeds a hop
-    hop_discount: float = Field(0.9, gt=0, le=1)  # a later hop's scores count this much less
+    hop_discount: float = Field(0.8, gt=0, le=1)  # a later hop's scores count this much less
     follow_up_top_k: int = Field(20, ge=1, le=1000)  # candidates a follow-up search ranks
 
 
