@@ -54,6 +54,9 @@ from flexmatch.models.querylog import (
     LoggedResult,
 )
 from flexmatch.models.reading import (
+    EXPAND_MODES,
+    ExpandedContext,
+    ExpandMode,
     GrepHit,
     GrepRequest,
     GrepResult,
@@ -92,6 +95,7 @@ from flexmatch.models.sync import (
 
 __all__ = [
     "ELEMENTS_A_JOIN",
+    "EXPAND_MODES",
     "MATCH_KINDS",
     "TOO_LARGE",
     "ChainUse",
@@ -104,6 +108,8 @@ __all__ = [
     "DocumentRecord",
     "DocumentStatus",
     "Element",
+    "ExpandMode",
+    "ExpandedContext",
     "ElementKind",
     "FailedDocument",
     "FeedbackEvent",

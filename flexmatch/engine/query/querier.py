@@ -16,6 +16,7 @@ from flexmatch.engine.points import search_filters
 from flexmatch.engine.query.format import format_result
 from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.run import Demotions, run_query, similar
+from flexmatch.engine.reading import DocumentReader, expand_mode
 from flexmatch.engine.stores import VectorStore
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer, tool_result
@@ -42,13 +43,16 @@ class Querier:
         chains: ResolvedChains,
         log: QueryLog,
         demotions: Callable[[str], Demotions] | None = None,
+        reader: DocumentReader | None = None,
     ) -> None:
         """``log``: where every search is counted (and logged when it is on);
-        ``demotions``: a tenant's demotions (``FeedbackKeeper.demotions``)."""
+        ``demotions``: a tenant's demotions (``FeedbackKeeper.demotions``); ``reader``:
+        what expands results to their sections or neighbours (``expand``)."""
         self.resources = resources
         self.chains = chains
         self.log = log
         self.demotions = demotions
+        self.reader = reader
 
     async def search(
         self,
@@ -58,12 +62,15 @@ class Querier:
         filters: dict[str, Any] | None,
         tenant: str,
         principal: Principal | None,
+        expand: str | None = None,
     ) -> Answer:
         """The whole query path; ``principal``'s access applied inside the search. Every
         query is counted, and logged when the query log is on (the one place every
-        interface's searches pass)."""
+        interface's searches pass). ``expand``: the results' context (None: the
+        config's ``query.expand``), read as ``principal`` may read it."""
         check_query(text)
         settings = self.resources.config.query
+        mode = expand_mode(settings.expand if expand is None else expand)
         answer = await run_query(
             text,
             plan=self.chains.query_plan(),
@@ -82,6 +89,13 @@ class Querier:
             )
         else:
             self.log.record_query(answer, tenant=tenant, principal=principal)
+        if mode != "none" and self.reader is not None:
+            budget, least = settings.expand_budget_tokens, settings.expand_min_tokens
+            found = answer.results
+            results = await asyncio.to_thread(
+                self.reader.expand, tenant, principal, found, mode, budget, least
+            )
+            answer = answer.model_copy(update={"results": results})
         return answer
 
     async def similar(
