@@ -351,6 +351,8 @@ def test_public_api_is_pinned() -> None:
         "EmptyDocumentError",
         "EncryptedDocumentError",
         "Everything",
+        "ExpandMode",
+        "ExpandedContext",
         "FILTERABLE_FIELDS",
         "FailedDocument",
         "FeedbackArguments",

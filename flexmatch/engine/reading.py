@@ -290,7 +290,7 @@ def expand_mode(value: object) -> ExpandMode:
             "invalid_expand",
             f"expand must be one of {', '.join(EXPAND_MODES)}, not {value!r}",
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def expanded(

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Response
 
 from flexmatch import (
+    ExpandMode,
     Principal,
     Stats,
     answer_result,
@@ -17,7 +18,12 @@ from flexmatch import (
 )
 from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
-from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
+from flexmatch.adapters.http.schemas import (
+    EXPAND_DOC,
+    SearchRequest,
+    SearchResponse,
+    SimilarRequest,
+)
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["search"], dependencies=[Depends(reject_unknown_query)])
@@ -42,6 +48,7 @@ async def run_search(
     explain: bool,
     response: Response,
     reader: Principal | None = None,
+    expand: ExpandMode | None = None,
 ) -> SearchResponse:
     """Answer from the cache, or ask the knowledge base and remember the answer; only
     what ``reader`` may read (the cache keeps each reader's answers apart).
@@ -55,7 +62,7 @@ async def run_search(
     search_filters(filters)  # raises FilterError: 422 invalid_filter
     explain = explain and kind == "search"
     readers = None if reader is None else reader.key()  # None: the admin's, everything
-    key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers)
+    key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers, expand)
     # with the query log on, every search reaches the knowledge base, which logs it
     logged = kind == "search" and state.kb.config.query_log.enabled
     cached = None if logged else state.cache.get(key)
@@ -67,7 +74,7 @@ async def run_search(
     await state.warmed()
     if kind == "search":
         answer = await state.kb.asearch(
-            text, top_n=top_n, filters=filters, tenant=tenant, principal=reader
+            text, top_n=top_n, filters=filters, expand=expand, tenant=tenant, principal=reader
         )
         formatting = time.perf_counter()
         result, took = answer_result(answer, explain=explain), answer.took_ms
@@ -104,6 +111,7 @@ async def search(
         body.explain,
         response,
         principal.read_as(body.principal),
+        body.expand,
     )
 
 
@@ -118,6 +126,7 @@ async def search_get(
         int | None, Query(ge=1, le=100, description="The same as top_n (a common name).")
     ] = None,
     source: Annotated[str | None, Query(description="Only this source.")] = None,
+    expand: Annotated[ExpandMode | None, Query(description=EXPAND_DOC)] = None,
     explain: bool = False,
 ) -> SearchResponse:
     """``POST /v1/search`` as a link: the query in the URL, an optional source filter."""
@@ -134,6 +143,7 @@ async def search_get(
         explain,
         response,
         principal.reader,
+        expand,
     )
 
 
