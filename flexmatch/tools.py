@@ -36,6 +36,7 @@ from flexmatch.models.reading import (
     MAX_NEIGHBOURS,
     MAX_PATTERN_CHARS,
     MAX_READ_CHARS,
+    ExpandMode,
 )
 
 MAX_QUERY_CHARS = 2_000
@@ -231,6 +232,14 @@ class SearchArguments(ToolArguments):
             "Field conditions, all of which must match: source, document_id, chunk_id, "
             "match_kind, or metadata.<name> (a bare name means metadata.<name>); a list "
             "matches any of its values."
+        ),
+    )
+    expand: ExpandMode | None = Field(
+        None,
+        description=(
+            "'section' or 'neighbours': a short passage, or several from one section, comes "
+            "with its section or the passages either side (context), within the knowledge "
+            "base's budget; 'none'. Default: as the knowledge base is set up."
         ),
     )
 
