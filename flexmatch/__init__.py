@@ -169,6 +169,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SearchArguments": ("flexmatch.tools", "SearchArguments"),
     "TOOL_ARGUMENTS": ("flexmatch.tools", "TOOL_ARGUMENTS"),
     "ToolArguments": ("flexmatch.tools", "ToolArguments"),
+    "check_expand": ("flexmatch.tools", "check_expand"),
     "check_query": ("flexmatch.tools", "check_query"),
     "tool_schema": ("flexmatch.tools", "tool_schema"),
 }
@@ -349,6 +350,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ReadArguments,
         SearchArguments,
         ToolArguments,
+        check_expand,
         check_query,
         tool_schema,
     )

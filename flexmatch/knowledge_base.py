@@ -122,7 +122,7 @@ class KnowledgeBase:
         )
         self._feedback.listeners.append(self.query_log.heard)  # every mark is logged
         self._querier = Querier(
-            self.runtime, self._chains, self.query_log, self._demotions, self._reader
+            self.runtime, self._chains, self.query_log, self._demotions, self._reader.expand
         )
 
     # -- opening -----------------------------------------------------------------------

@@ -32,6 +32,7 @@ from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from flexmatch.errors import QueryError, ToolCallError
 from flexmatch.models.reading import (
+    EXPAND_MODES,
     MAX_GREP_HITS,
     MAX_NEIGHBOURS,
     MAX_PATTERN_CHARS,
@@ -57,6 +58,16 @@ def check_query(text: str, *, limit: int | None = None, what: str = "query") -> 
             f"the {what} is {len(text):,} characters, over the {limit:,}-character limit",
         )
     return text
+
+
+def check_expand(value: object) -> ExpandMode:
+    """``value`` as a search's expand mode, or a ``QueryError`` (``invalid_expand``)
+    naming the choices: the rule every interface's ``expand`` keeps."""
+    if value not in EXPAND_MODES:
+        raise QueryError(
+            "invalid_expand", f"expand must be one of {', '.join(EXPAND_MODES)}, not {value!r}"
+        )
+    return value
 
 
 _BROKEN = object()

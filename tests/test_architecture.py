@@ -444,6 +444,7 @@ def test_public_api_is_pinned() -> None:
         "WriteRefusedError",
         "answer_result",
         "broken_plugins",
+        "check_expand",
         "check_query",
         "check_sets_no_access",
         "describe_access",

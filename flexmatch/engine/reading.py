@@ -23,7 +23,6 @@ from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import MATCH, MatchPayload, search_filters
 from flexmatch.errors import DocumentNotFoundError, QueryError
 from flexmatch.models import (
-    EXPAND_MODES,
     ChunkView,
     DocumentDetail,
     ExpandedContext,
@@ -283,16 +282,6 @@ def _reading(detail: DocumentDetail, part: list[ChunkView]) -> Reading:
 
 
 # -- expand ---------------------------------------------------------------------------
-def expand_mode(value: object) -> ExpandMode:
-    """``value`` as an expand mode (``QueryError``: none such, naming the choices)."""
-    if value not in EXPAND_MODES:
-        raise QueryError(
-            "invalid_expand",
-            f"expand must be one of {', '.join(EXPAND_MODES)}, not {value!r}",
-        )
-    return value
-
-
 def expanded(
     detail: Callable[[str], DocumentDetail | None],
     results: list[SearchResult],

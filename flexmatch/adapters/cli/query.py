@@ -56,7 +56,7 @@ def query(
             top_n=top_n,
             tenant=tenant,
             filters=_parse_filters(filters),
-            expand=expand,  # type: ignore[arg-type]  # checked by the knowledge base
+            expand=None if expand is None else fm.check_expand(expand),
             principal=principal,
         )
         for warning in answer.warnings:

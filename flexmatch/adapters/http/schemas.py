@@ -11,7 +11,6 @@ from flexmatch import (
     Access,
     DocumentOutcome,
     DocumentRecord,
-    ExpandMode,
     JobStatus,
     Principal,
     ToolResult,
@@ -125,7 +124,7 @@ class SearchRequest(_Strict):
     query: str = Field(description=QUERY_DOC)  # blank: check_query's empty_query
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
     filters: RawFilters = Field(None, description=FILTERS_DOC)
-    expand: ExpandMode | None = Field(None, description=EXPAND_DOC)
+    expand: str | None = Field(None, description=EXPAND_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")
     principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
 
