@@ -293,17 +293,17 @@ def expanded(
     chunk is shorter than ``min_tokens``, or whose section (document and heading path)
     holds another result. Its context is the part ``read`` gives (the section; the chunk
     with one neighbour either side), grown outward from the hit, one chunk at a time, while
-    every context of the answer together stays within ``budget`` tokens. A context never
+    every context of the answer together stays within ``budget`` tokens (a chunk without a
+    heading has no section to show: its neighbours are). A context never
     repeats text an earlier result shows: it stops at a chunk already shown, and a later
     result whose chunk it took in says so (``shown_in``). ``detail(document_id)``: the
     document as the searcher may read it (None: not found); read once a document."""
     if mode == "none" or not results:
         return results
     sections: dict[tuple[str, tuple[str, ...]], int] = {}
-    for r in results:
-        if r.heading_path:
-            key = (r.document_id, tuple(r.heading_path))
-            sections[key] = sections.get(key, 0) + 1
+    for r in results:  # a document without headings is one section
+        key = (r.document_id, tuple(r.heading_path))
+        sections[key] = sections.get(key, 0) + 1
     details: dict[str, DocumentDetail | None] = {}
     shown: dict[tuple[str, int], int] = {}  # (document, chunk index) → rank that shows it
     room = budget
