@@ -23,6 +23,7 @@ from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FeedbackReceipt,
     GrepResult,
     IngestReport,
@@ -62,6 +63,7 @@ class KnowledgeBase(Protocol):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer: ...
@@ -243,6 +245,7 @@ async def search_knowledge(
         arguments.query,
         top_n=arguments.passages(kb.config.query.top_n),
         filters={**(arguments.filters or {}), **named} or None,
+        expand=arguments.expand,
         tenant=caller.tenant,
         principal=caller.reader,
     )

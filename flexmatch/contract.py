@@ -22,6 +22,7 @@ from flexmatch.engine.archive import Original
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FeedbackReceipt,
     GrepResult,
     IngestReport,
@@ -56,6 +57,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first."""
@@ -67,6 +69,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer: ...
 
@@ -76,6 +79,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first."""
@@ -87,6 +91,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]: ...
 

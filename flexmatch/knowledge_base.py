@@ -57,6 +57,7 @@ from flexmatch.models import (
     Document,
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FeedbackEvent,
     FeedbackReceipt,
     Gap,
@@ -120,7 +121,9 @@ class KnowledgeBase:
             lambda: self.store, lambda: self.embedder, lambda: self.config.feedback
         )
         self._feedback.listeners.append(self.query_log.heard)  # every mark is logged
-        self._querier = Querier(self.runtime, self._chains, self.query_log, self._demotions)
+        self._querier = Querier(
+            self.runtime, self._chains, self.query_log, self._demotions, self._reader.expand
+        )
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -554,13 +557,18 @@ class KnowledgeBase:
         top_n: int | None = None,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
-        inside the search; ``None``: everything, the admin's view)."""
-        return await self._querier.search(text, top_n, top_k, filters, tenant, principal)
+        inside the search; ``None``: everything, the admin's view). ``expand``: show a
+        short result's, or several results' of one section, ``"section"`` or
+        ``"neighbours"`` (``context``), within ``query.expand_budget_tokens`` (None: the
+        config's ``query.expand``, ``"none"`` by default)."""
+        found = self._querier.search
+        return await found(text, top_n, top_k, filters, tenant, principal, expand)
 
     async def aquery(
         self,
@@ -569,12 +577,14 @@ class KnowledgeBase:
         top_n: int | None = None,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
-        answer = await self._querier.search(text, top_n, top_k, filters, tenant, principal)
+        found = self._querier.search
+        answer = await found(text, top_n, top_k, filters, tenant, principal, expand)
         return answer.results
 
     async def asimilar(

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from flexmatch.models import Location, SearchResult, Signals, shared_fields
+from flexmatch.models import ExpandedContext, Location, SearchResult, Signals, shared_fields
 
 
 class Answer(BaseModel):
@@ -60,6 +60,9 @@ class ResultItem(BaseModel):
     score: float
     metadata: dict[str, Any] = Field(default_factory=dict)
     explanation: Signals | None = Field(None, description="Every signal, when asked to explain.")
+    context: ExpandedContext | None = Field(
+        None, description="Its section or neighbouring chunks, when the search expanded it."
+    )
 
 
 class ToolResult(BaseModel):

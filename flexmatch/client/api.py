@@ -37,6 +37,7 @@ from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError,
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FailedDocument,
     FeedbackReceipt,
     GrepResult,
@@ -92,8 +93,11 @@ class Client(Connection):
         top_n: int | None,
         filters: dict[str, Any] | None,
         principal: Principal | None = None,
+        expand: ExpandMode | None = None,
     ) -> Flow[Answer]:
         body = {"query": text, "top_n": top_n, "filters": filters, "explain": True}
+        if expand is not None:  # unset: the server's query.expand
+            body["expand"] = expand
         headers = principal_headers(principal)
         raw = yield from self._call("POST", "/v1/search", RAW, json=body, headers=headers)
         return Answer(
@@ -122,12 +126,13 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this end user (a service or admin key's), instead of
         the client's own ``principal``."""
-        return self._run(self._search(text, top_n, filters, principal))
+        return self._run(self._search(text, top_n, filters, principal, expand))
 
     async def asearch(
         self,
@@ -135,9 +140,10 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
-        return await self._arun(self._search(text, top_n, filters, principal))
+        return await self._arun(self._search(text, top_n, filters, principal, expand))
 
     def query(
         self,
@@ -145,10 +151,12 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``principal``: see ``search``)."""
-        return self.search(text, top_n=top_n, filters=filters, principal=principal).results
+        found = self.search(text, top_n=top_n, filters=filters, expand=expand, principal=principal)
+        return found.results
 
     async def aquery(
         self,
@@ -156,9 +164,12 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
-        answer = await self.asearch(text, top_n=top_n, filters=filters, principal=principal)
+        answer = await self.asearch(
+            text, top_n=top_n, filters=filters, expand=expand, principal=principal
+        )
         return answer.results
 
     def similar(

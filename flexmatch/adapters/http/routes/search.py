@@ -11,13 +11,19 @@ from flexmatch import (
     Principal,
     Stats,
     answer_result,
+    check_expand,
     check_query,
     search_filters,
     tool_result,
 )
 from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
-from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
+from flexmatch.adapters.http.schemas import (
+    EXPAND_DOC,
+    SearchRequest,
+    SearchResponse,
+    SimilarRequest,
+)
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["search"], dependencies=[Depends(reject_unknown_query)])
@@ -42,6 +48,7 @@ async def run_search(
     explain: bool,
     response: Response,
     reader: Principal | None = None,
+    expand: str | None = None,
 ) -> SearchResponse:
     """Answer from the cache, or ask the knowledge base and remember the answer; only
     what ``reader`` may read (the cache keeps each reader's answers apart).
@@ -53,9 +60,10 @@ async def run_search(
     if filters is not None and not isinstance(filters, dict):
         raise ApiError(422, "invalid_filter", "filters must be a JSON object of field conditions")
     search_filters(filters)  # raises FilterError: 422 invalid_filter
+    mode = None if expand is None else check_expand(expand)  # QueryError: 422 invalid_expand
     explain = explain and kind == "search"
     readers = None if reader is None else reader.key()  # None: the admin's, everything
-    key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers)
+    key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers, mode)
     # with the query log on, every search reaches the knowledge base, which logs it
     logged = kind == "search" and state.kb.config.query_log.enabled
     cached = None if logged else state.cache.get(key)
@@ -67,7 +75,7 @@ async def run_search(
     await state.warmed()
     if kind == "search":
         answer = await state.kb.asearch(
-            text, top_n=top_n, filters=filters, tenant=tenant, principal=reader
+            text, top_n=top_n, filters=filters, expand=mode, tenant=tenant, principal=reader
         )
         formatting = time.perf_counter()
         result, took = answer_result(answer, explain=explain), answer.took_ms
@@ -104,6 +112,7 @@ async def search(
         body.explain,
         response,
         principal.read_as(body.principal),
+        body.expand,
     )
 
 
@@ -118,6 +127,7 @@ async def search_get(
         int | None, Query(ge=1, le=100, description="The same as top_n (a common name).")
     ] = None,
     source: Annotated[str | None, Query(description="Only this source.")] = None,
+    expand: Annotated[str | None, Query(description=EXPAND_DOC)] = None,
     explain: bool = False,
 ) -> SearchResponse:
     """``POST /v1/search`` as a link: the query in the URL, an optional source filter."""
@@ -134,6 +144,7 @@ async def search_get(
         explain,
         response,
         principal.reader,
+        expand,
     )
 
 
