@@ -852,9 +852,7 @@ def competition(split: Split, points: Points, vectors: np.ndarray) -> list[str]:
     mine = right < 100
     sims = vectors[mine] @ points.vectors.T
     lines = []
-    for size in (100, 150, 200, 400, 700, len(order)):
-        if size > len(order):
-            continue
+    for size in sorted({n for n in (100, 150, 200, 400, 700) if n < len(order)} | {len(order)}):
         cells = []
         for kind in ("sentence", "question"):
             idx = np.nonzero((points.kind == KINDS.index(kind)) & (paragraph < size))[0]
@@ -869,7 +867,10 @@ def gains(split: Split, evalq: dict[str, list[Query]], cut: int = 150) -> list[s
     the first ``cut`` paragraphs and those of the rest, in the same index."""
     order = {pid: number for number, pid in enumerate(split.paragraphs)}
     lines = []
-    for name, keep in ((f"first {cut}", lambda n: n < cut), (f"after {cut}", lambda n: n >= cut)):
+    for name, keep in (
+        (f"the first {cut} paragraphs", lambda n: n < cut),
+        ("the others", lambda n: n >= cut),
+    ):
         cells = []
         for view, ranker, params in (
             ("offline", r_offline, {}),
@@ -878,7 +879,7 @@ def gains(split: Split, evalq: dict[str, list[Query]], cut: int = 150) -> list[s
         ):
             queries = [q for q in evalq[view] if keep(order[next(iter(q.relevant))])]
             cells.append(f"{view} {measure(queries, ranker, params)['ndcg']:.4f}")
-        lines.append(f"queries of the paragraphs {name} ({len(queries)}): " + ", ".join(cells))
+        lines.append(f"queries of {name} ({len(queries)}): " + ", ".join(cells))
     return lines
 
 
