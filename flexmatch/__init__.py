@@ -46,6 +46,8 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "DocumentStatus": ("flexmatch.models", "DocumentStatus"),
     "DocumentTooLargeError": ("flexmatch.errors", "DocumentTooLargeError"),
     "Element": ("flexmatch.models", "Element"),
+    "ExpandMode": ("flexmatch.models", "ExpandMode"),
+    "ExpandedContext": ("flexmatch.models", "ExpandedContext"),
     "EmbeddingError": ("flexmatch.errors", "EmbeddingError"),
     "EmptyDocumentError": ("flexmatch.errors", "EmptyDocumentError"),
     "EncryptedDocumentError": ("flexmatch.errors", "EncryptedDocumentError"),
@@ -170,6 +172,7 @@ EXPORTS: dict[str, tuple[str, str]] = {
     "SearchArguments": ("flexmatch.tools", "SearchArguments"),
     "TOOL_ARGUMENTS": ("flexmatch.tools", "TOOL_ARGUMENTS"),
     "ToolArguments": ("flexmatch.tools", "ToolArguments"),
+    "check_expand": ("flexmatch.tools", "check_expand"),
     "check_query": ("flexmatch.tools", "check_query"),
     "tool_schema": ("flexmatch.tools", "tool_schema"),
 }
@@ -301,6 +304,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         DocumentRecord,
         DocumentStatus,
         Element,
+        ExpandedContext,
+        ExpandMode,
         FailedDocument,
         FeedbackEvent,
         Gap,
@@ -357,6 +362,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ReadArguments,
         SearchArguments,
         ToolArguments,
+        check_expand,
         check_query,
         tool_schema,
     )

@@ -23,6 +23,7 @@ from flexmatch.errors import ConfigError, DocumentNotFoundError
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FeedbackReceipt,
     GrepResult,
     IngestReport,
@@ -63,6 +64,7 @@ class KnowledgeBase(Protocol):
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer: ...
@@ -245,6 +247,7 @@ async def search_knowledge(
         top_n=arguments.passages(kb.config.query.top_n),
         filters={**(arguments.filters or {}), **named} or None,
         depth=arguments.depth,
+        expand=arguments.expand,
         tenant=caller.tenant,
         principal=caller.reader,
     )

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from flexmatch.access import Access
 from flexmatch.errors import SourceChoiceError
+from flexmatch.models.reading import ExpandMode
 from flexmatch.yamlio import read_yaml, validate
 
 CONFIG_FILE = "flexmatch.yaml"
@@ -360,6 +361,11 @@ class QueryConfig(_Strict):
     top_n: int = Field(5, ge=1, le=100)
     formatter: ChainRef = ChainRef(chain="markdown")
     deep: DeepConfig = DeepConfig()
+    # context expansion (docs/retrieval.md): a result whose chunk is short, or whose
+    # section holds another result, shows its section or its neighbouring chunks
+    expand: ExpandMode = "none"
+    expand_budget_tokens: int = Field(1000, ge=1, le=100_000)  # all contexts of one answer
+    expand_min_tokens: int = Field(60, ge=0, le=100_000)  # a chunk shorter is expanded
 
 
 class FeedbackConfig(_Strict):

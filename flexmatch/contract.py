@@ -22,6 +22,7 @@ from flexmatch.engine.archive import Original
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FeedbackReceipt,
     GrepResult,
     IngestReport,
@@ -57,6 +58,7 @@ class KnowledgeBaseProtocol(Protocol):
         top_n: int | None = None,
         filters: Filters | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first."""
@@ -69,6 +71,7 @@ class KnowledgeBaseProtocol(Protocol):
         top_n: int | None = None,
         filters: Filters | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer: ...
 
@@ -79,6 +82,7 @@ class KnowledgeBaseProtocol(Protocol):
         top_n: int | None = None,
         filters: Filters | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first."""
@@ -91,6 +95,7 @@ class KnowledgeBaseProtocol(Protocol):
         top_n: int | None = None,
         filters: Filters | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]: ...
 

@@ -86,8 +86,8 @@ class FilterError(ConfigError):
 
 class QueryError(ConfigError):
     """A query is empty or over the length limit, a grep's pattern is not a valid regular
-    expression, or a read names a part of a document it does not have; ``code`` says
-    which."""
+    expression, a read names a part of a document it does not have, or a search an
+    ``expand`` mode there is not; ``code`` says which."""
 
     codes = (
         "empty_query",
@@ -97,6 +97,7 @@ class QueryError(ConfigError):
         "invalid_pattern",
         "invalid_read",
         "no_such_part",
+        "invalid_expand",
     )
 
     def __init__(self, code: str, message: str) -> None:

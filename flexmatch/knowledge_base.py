@@ -57,6 +57,7 @@ from flexmatch.models import (
     Document,
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FeedbackEvent,
     FeedbackReceipt,
     Gap,
@@ -120,7 +121,9 @@ class KnowledgeBase:
             lambda: self.store, lambda: self.embedder, lambda: self.config.feedback
         )
         self._feedback.listeners.append(self.query_log.heard)  # every mark is logged
-        self._querier = Querier(self.runtime, self._chains, self.query_log, self._demotions)
+        self._querier = Querier(
+            self.runtime, self._chains, self.query_log, self._demotions, self._reader.expand
+        )
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -555,6 +558,7 @@ class KnowledgeBase:
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer:
@@ -562,9 +566,13 @@ class KnowledgeBase:
         ``principal``: search as this person, only over documents they may read (applied
         inside the search; ``None``: everything, the admin's view). ``depth="deep"``: the
         first results seed follow-up searches, fused into one list, each result's hop in
-        its explanation and the cost in ``cost`` (``query.deep``; else ``DepthError``)."""
-        querier = self._querier
-        return await querier.search(text, top_n, top_k, filters, tenant, principal, depth)
+        its explanation and the cost in ``cost`` (``query.deep``; else ``DepthError``).
+        ``expand``: show a short result's, or several results' of one section,
+        ``"section"`` or ``"neighbours"`` (``context``), within
+        ``query.expand_budget_tokens`` (None: the config's ``query.expand``, ``"none"`` by
+        default)."""
+        found = self._querier.search
+        return await found(text, top_n, top_k, filters, tenant, principal, depth, expand)
 
     async def aquery(
         self,
@@ -574,13 +582,14 @@ class KnowledgeBase:
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
-        querier = self._querier
-        answer = await querier.search(text, top_n, top_k, filters, tenant, principal, depth)
+        found = self._querier.search
+        answer = await found(text, top_n, top_k, filters, tenant, principal, depth, expand)
         return answer.results
 
     async def asimilar(

@@ -13,7 +13,7 @@ from typing import Any, Literal, cast, get_args
 from pydantic import BaseModel, Field
 
 from flexmatch.errors import DepthError
-from flexmatch.models import Location, SearchResult, Signals, shared_fields
+from flexmatch.models import ExpandedContext, Location, SearchResult, Signals, shared_fields
 
 Depth = Literal["fast", "deep"]
 """How hard a search looks: ``fast``, one search; ``deep``, its first results seed more."""
@@ -90,6 +90,9 @@ class ResultItem(BaseModel):
     score: float
     metadata: dict[str, Any] = Field(default_factory=dict)
     explanation: Signals | None = Field(None, description="Every signal, when asked to explain.")
+    context: ExpandedContext | None = Field(
+        None, description="Its section or neighbouring chunks, when the search expanded it."
+    )
 
 
 class ToolResult(BaseModel):

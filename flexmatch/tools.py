@@ -32,10 +32,12 @@ from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from flexmatch.errors import QueryError, ToolCallError
 from flexmatch.models.reading import (
+    EXPAND_MODES,
     MAX_GREP_HITS,
     MAX_NEIGHBOURS,
     MAX_PATTERN_CHARS,
     MAX_READ_CHARS,
+    ExpandMode,
 )
 
 MAX_QUERY_CHARS = 2_000
@@ -56,6 +58,16 @@ def check_query(text: str, *, limit: int | None = None, what: str = "query") -> 
             f"the {what} is {len(text):,} characters, over the {limit:,}-character limit",
         )
     return text
+
+
+def check_expand(value: object) -> ExpandMode:
+    """``value`` as a search's expand mode, or a ``QueryError`` (``invalid_expand``)
+    naming the choices: the rule every interface's ``expand`` keeps."""
+    if value not in EXPAND_MODES:
+        raise QueryError(
+            "invalid_expand", f"expand must be one of {', '.join(EXPAND_MODES)}, not {value!r}"
+        )
+    return value
 
 
 _BROKEN = object()
@@ -239,6 +251,14 @@ class SearchArguments(ToolArguments):
             "'fast' (default): one search. 'deep': the first passages seed follow-up "
             "searches, for questions whose answer spans passages the question does not "
             "name (slower; the cost is reported)."
+        ),
+    )
+    expand: ExpandMode | None = Field(
+        None,
+        description=(
+            "'section' or 'neighbours': a short passage, or several from one section, comes "
+            "with its section or the passages either side (context), within the knowledge "
+            "base's budget; 'none'. Default: as the knowledge base is set up."
         ),
     )
 

@@ -101,6 +101,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     # each framework against a local and a served knowledge base (flexmatch serve)
     "tests/adapters/test_frameworks.py": ("slow",),
     "tests/test_access_paths.py": ("slow",),  # every path, a real server: about a minute
+    "tests/test_expand_served.py": ("slow",),  # a real server, real command runs
     "tests/adapters/http/test_feedback_http.py": ("slow",),  # a real server
     "tests/engine/chains/test_batching.py": ("slow",),
     "tests/engine/stores/test_store_creation.py": ("slow",),

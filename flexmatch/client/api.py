@@ -37,6 +37,7 @@ from flexmatch.errors import ConfigError, DocumentNotFoundError, FlexMatchError,
 from flexmatch.models import (
     DocumentDetail,
     DocumentRecord,
+    ExpandMode,
     FailedDocument,
     FeedbackReceipt,
     GrepResult,
@@ -93,10 +94,13 @@ class Client(Connection):
         filters: dict[str, Any] | None,
         depth: Depth = "fast",
         principal: Principal | None = None,
+        expand: ExpandMode | None = None,
     ) -> Flow[Answer]:
         body = {"query": text, "top_n": top_n, "filters": filters, "explain": True}
         if depth != "fast":  # a fast search's request is as it always was
             body["depth"] = depth
+        if expand is not None:  # unset: the server's query.expand
+            body["expand"] = expand
         headers = principal_headers(principal)
         raw = yield from self._call("POST", "/v1/search", RAW, json=body, headers=headers)
         return Answer(
@@ -127,12 +131,13 @@ class Client(Connection):
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this end user (a service or admin key's), instead of
         the client's own ``principal``."""
-        return self._run(self._search(text, top_n, filters, depth, principal))
+        return self._run(self._search(text, top_n, filters, depth, principal, expand))
 
     async def asearch(
         self,
@@ -141,9 +146,10 @@ class Client(Connection):
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
-        return await self._arun(self._search(text, top_n, filters, depth, principal))
+        return await self._arun(self._search(text, top_n, filters, depth, principal, expand))
 
     def query(
         self,
@@ -152,11 +158,14 @@ class Client(Connection):
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``principal``: see ``search``)."""
-        answer = self.search(text, top_n=top_n, filters=filters, depth=depth, principal=principal)
-        return answer.results
+        found = self.search(
+            text, top_n=top_n, filters=filters, depth=depth, expand=expand, principal=principal
+        )
+        return found.results
 
     async def aquery(
         self,
@@ -165,10 +174,11 @@ class Client(Connection):
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
         depth: Depth = "fast",
+        expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         answer = await self.asearch(
-            text, top_n=top_n, filters=filters, depth=depth, principal=principal
+            text, top_n=top_n, filters=filters, depth=depth, expand=expand, principal=principal
         )
         return answer.results
 

@@ -1,5 +1,7 @@
 """Reading what a search found: a document's outline, part of it (a section, pages, lines,
-a chunk with its neighbours) and an exact or regex search of the stored text (``grep``).
+a chunk with its neighbours), an exact or regex search of the stored text (``grep``), and
+a search's results expanded to their section or neighbours (``expand``: the parts ``read``
+takes, read the same way).
 
 Every read goes through the access rules here, once for every interface: ``outline`` and
 ``read`` take the document as ``StoredDocuments.get`` serves it (one the principal may not
@@ -19,10 +21,12 @@ from pydantic import BaseModel, ValidationError
 from flexmatch.access import Principal, access_filter
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import MATCH, MatchPayload, search_filters
-from flexmatch.errors import QueryError
+from flexmatch.errors import DocumentNotFoundError, QueryError
 from flexmatch.models import (
     ChunkView,
     DocumentDetail,
+    ExpandedContext,
+    ExpandMode,
     GrepHit,
     GrepRequest,
     GrepResult,
@@ -32,9 +36,11 @@ from flexmatch.models import (
     ReadChunk,
     Reading,
     ReadRequest,
+    SearchResult,
     cite,
 )
 from flexmatch.models.reading import GREP_SECONDS, MAX_READ_CHARS, SECTION_SEPARATOR
+from flexmatch.text import count_tokens
 
 Request = TypeVar("Request", bound=BaseModel)
 LINE_CHARS = 300  # a hit's line, cut around the match beyond this
@@ -85,6 +91,27 @@ class DocumentReader:
         request = checked(ReadRequest, part, "invalid_read")
         detail = self.detail(tenant, document_id, principal)
         return _reading(detail, _part(detail, request))
+
+    def expand(
+        self,
+        tenant: str,
+        principal: Principal | None,
+        results: list[SearchResult],
+        mode: ExpandMode,
+        budget: int,
+        min_tokens: int,
+    ) -> list[SearchResult]:
+        """``results`` with their sections or neighbours (``expanded``), read from their
+        own documents as ``principal`` may read them in ``tenant`` (the hits came from
+        there, so nothing else is read)."""
+
+        def detail(document_id: str) -> DocumentDetail | None:
+            try:
+                return self.detail(tenant, document_id, principal)
+            except DocumentNotFoundError:  # removed since the search
+                return None
+
+        return expanded(detail, results, mode, budget, min_tokens)
 
     def grep(self, tenant: str, principal: Principal | None, **search: Any) -> GrepResult:
         """``search``: ``GrepRequest``'s fields (checked here, for every interface)."""
@@ -156,7 +183,7 @@ def _part(detail: DocumentDetail, request: ReadRequest) -> list[ChunkView]:
                 "no_such_part",
                 f"document '{name}' has no section '{request.section}' (its outline lists them)",
             )
-        return [c for c in chunks if _folded(c.heading_path[: len(wanted)]) == wanted]
+        return _under(chunks, wanted)
     for field, start, end, words in (
         ("pages", "page", "page_end", "pages"),
         ("lines", "line_start", "line_end", "lines"),
@@ -189,6 +216,11 @@ def _part(detail: DocumentDetail, request: ReadRequest) -> list[ChunkView]:
         first, last = request.chunk - request.before, request.chunk + request.after
         return [c for c in chunks if first <= c.index <= last]
     return chunks
+
+
+def _under(chunks: list[ChunkView], wanted: list[str]) -> list[ChunkView]:
+    """The chunks under the (folded) heading path ``wanted``: a section's chunks."""
+    return [c for c in chunks if _folded(c.heading_path[: len(wanted)]) == wanted]
 
 
 def _folded(path: Iterable[str]) -> list[str]:
@@ -247,6 +279,144 @@ def _reading(detail: DocumentDetail, part: list[ChunkView]) -> Reading:
         next_chunk=part[len(read)].index if remaining else None,
         remaining=remaining,
     )
+
+
+# -- expand ---------------------------------------------------------------------------
+def expanded(
+    detail: Callable[[str], DocumentDetail | None],
+    results: list[SearchResult],
+    mode: ExpandMode,
+    budget: int,
+    min_tokens: int,
+) -> list[SearchResult]:
+    """``results`` with the context ``mode`` names where one is wanted: a result whose
+    chunk is shorter than ``min_tokens``, or whose section (document and heading path)
+    holds another result. Its context is the part ``read`` gives (the section; the chunk
+    with one neighbour either side), grown outward from the hit, one chunk at a time, while
+    every context of the answer together stays within ``budget`` tokens (a chunk without a
+    heading has no section to show: its neighbours are). A context never
+    repeats text an earlier result shows: it stops at a chunk already shown, and a later
+    result whose chunk it took in says so (``shown_in``). ``detail(document_id)``: the
+    document as the searcher may read it (None: not found); read once a document."""
+    if mode == "none" or not results:
+        return results
+    sections: dict[tuple[str, tuple[str, ...]], int] = {}
+    for r in results:  # a document without headings is one section
+        key = (r.document_id, tuple(r.heading_path))
+        sections[key] = sections.get(key, 0) + 1
+    details: dict[str, DocumentDetail | None] = {}
+    shown: dict[tuple[str, int], int] = {}  # (document, chunk index) → rank that shows it
+    room = budget
+    out: list[SearchResult] = []
+    for rank, result in enumerate(results, start=1):
+        place = (result.document_id, result.chunk_index)
+        holder = shown.get(place)
+        if holder is not None:
+            out.append(result.model_copy(update={"context": _shown_in(out[holder - 1], holder)}))
+            continue
+        shown[place] = rank
+        wanted = count_tokens(result.content) < min_tokens or (
+            sections.get((result.document_id, tuple(result.heading_path)), 0) > 1
+        )
+        if not wanted:
+            out.append(result)
+            continue
+        if result.document_id not in details:
+            details[result.document_id] = detail(result.document_id)
+        found = details[result.document_id]
+        context = _context(found, result, mode, room, shown, rank) if found else None
+        if context is not None:
+            room -= context.tokens
+        out.append(result.model_copy(update={"context": context}) if context else result)
+    return out
+
+
+def _context(
+    detail: DocumentDetail,
+    result: SearchResult,
+    mode: ExpandMode,
+    room: int,
+    shown: dict[tuple[str, int], int],
+    rank: int,
+) -> ExpandedContext | None:
+    """The hit's context within ``room`` tokens, its chunks marked shown; None when the
+    stored document no longer holds the hit's chunk or nothing around it fits."""
+    own = next((c for c in detail.chunks if c.id == result.chunk_id), None)
+    if own is None:  # written again since the search: the hit's chunk is gone
+        return None
+    section = mode == "section" and bool(own.heading_path)
+    if section:
+        pool = _under(detail.chunks, _folded(own.heading_path))
+    else:
+        pool = _part(detail, ReadRequest(chunk=own.index, before=1, after=1))
+    at = pool.index(own)
+    first = last = at
+    texts = {at: own.content}
+
+    def fits(i: int) -> bool:
+        if not 0 <= i < len(pool) or (result.document_id, pool[i].index) in shown:
+            return False
+        trial = {**texts, i: pool[i].content}
+        return count_tokens(_joined([trial[k] for k in sorted(trial)])) <= room
+
+    grew = True
+    while grew:
+        grew = False
+        for step in (last + 1, first - 1):  # after first: what a short chunk introduces
+            if fits(step):
+                texts[step] = pool[step].content
+                first, last = min(first, step), max(last, step)
+                grew = True
+    if first == last:  # nothing around it, or nothing that fits
+        return None
+    chunks = pool[first : last + 1]
+    for chunk in chunks:
+        shown[(result.document_id, chunk.index)] = rank
+    text = _joined([c.content for c in chunks])
+    record = detail.document
+    return ExpandedContext(
+        kind="section" if section else "neighbours",
+        text=text,
+        chunk_start=chunks[0].index,
+        chunk_end=chunks[-1].index,
+        section=SECTION_SEPARATOR.join(own.heading_path) if section else None,
+        cite=cite(record.uri, record.title, Location.spanning(c.location for c in chunks)),
+        tokens=count_tokens(text),
+    )
+
+
+def _shown_in(holder: SearchResult, rank: int) -> ExpandedContext | None:
+    """The context of a result whose chunk ``holder`` (of ``rank``) already shows."""
+    held = holder.context
+    if held is None:  # two results of one chunk: the first shows it
+        return None
+    return held.model_copy(update={"text": "", "tokens": 0, "shown_in": rank})
+
+
+OVERLAP_CHARS = 2_000  # how far back the next chunk's overlap with the last is looked for
+
+
+def _joined(texts: list[str]) -> str:
+    """Consecutive chunks as one text, the overlap the chunker repeats at the start of a
+    chunk (its last sentences carried over) kept once."""
+    out = texts[0] if texts else ""
+    for text in texts[1:]:
+        out += "\n\n" + text[_overlap(out, text) :]
+    return out
+
+
+def _overlap(before: str, text: str) -> int:
+    """How many leading characters of ``text`` ``before`` already ends with (0: none)."""
+    tail = before[-OVERLAP_CHARS:]
+    probe = text[:20]
+    if len(probe) < 20:
+        return 0
+    at = tail.find(probe)
+    while at >= 0:
+        if text.startswith(tail[at:]):
+            return len(tail) - at
+        at = tail.find(probe, at + 1)
+    return 0
 
 
 # -- grep -----------------------------------------------------------------------------

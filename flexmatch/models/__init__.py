@@ -54,6 +54,9 @@ from flexmatch.models.querylog import (
     LoggedResult,
 )
 from flexmatch.models.reading import (
+    EXPAND_MODES,
+    ExpandedContext,
+    ExpandMode,
     GrepHit,
     GrepRequest,
     GrepResult,
@@ -92,6 +95,7 @@ from flexmatch.models.sync import (
 
 __all__ = [
     "ELEMENTS_A_JOIN",
+    "EXPAND_MODES",
     "MATCH_KINDS",
     "TOO_LARGE",
     "ChainUse",
@@ -105,6 +109,8 @@ __all__ = [
     "DocumentStatus",
     "Element",
     "ElementKind",
+    "ExpandMode",
+    "ExpandedContext",
     "FailedDocument",
     "FeedbackEvent",
     "FeedbackReceipt",

@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, computed_field
 
 from flexmatch.models.documents import Location
+from flexmatch.models.reading import ExpandedContext
 
 MatchKind = Literal["question", "sentence", "keyword", "content", "title", "learned"]
 """What a matching text is: a generated question, a sentence or keyword of the chunk, the
@@ -114,6 +115,7 @@ class SearchResult(BaseModel):
     signals: Signals = Field(default_factory=Signals)
     location: Location | None = None
     matched_location: Location | None = None  # the matched text's, when narrower
+    context: ExpandedContext | None = None  # its section or neighbours (``expand``)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

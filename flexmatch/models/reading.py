@@ -4,7 +4,7 @@ where its text is (``Location``, chunk index), so one answer leads to the next c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,6 +16,11 @@ MAX_PATTERN_CHARS = 500
 MAX_GREP_HITS = 200
 GREP_SECONDS = 2.0  # the time a grep may take (a catastrophic regex stops here)
 SECTION_SEPARATOR = " › "
+
+ExpandMode = Literal["none", "section", "neighbours"]
+"""What a search shows around a result (``query.expand``): nothing more, the rest of its
+section, or the chunks either side of it."""
+EXPAND_MODES: tuple[ExpandMode, ...] = get_args(ExpandMode)
 
 
 class OutlineEntry(BaseModel):
@@ -49,6 +54,22 @@ class ReadChunk(BaseModel):
     location: Location | None = None
     cite: str
     content: str
+
+
+class ExpandedContext(BaseModel):
+    """The text a search with ``expand`` shows in place of a result's bare chunk: its
+    section or its neighbouring chunks, which hold the chunk itself (the result's own
+    ``content`` and ``cite`` still name the hit). ``shown_in``: the rank of an earlier
+    result whose context already holds this result's chunk (no text repeated here)."""
+
+    kind: Literal["section", "neighbours"]
+    text: str = Field("", description="The chunks, in order (empty when shown_in).")
+    chunk_start: int = Field(ge=0, description="The first chunk it covers.")
+    chunk_end: int = Field(ge=0, description="The last chunk it covers (inclusive).")
+    section: str | None = Field(None, description="Its heading path, as read(section=) takes it.")
+    cite: str = Field("", description="Where the whole expanded text is: 'guide.md › A pp. 2-3'.")
+    tokens: int = Field(0, ge=0, description="Its estimated tokens (what the budget counts).")
+    shown_in: int | None = Field(None, description="The rank whose context holds this chunk.")
 
 
 class Reading(BaseModel):

@@ -44,6 +44,14 @@ def query(
             help="fast: one search; deep: the first results seed follow-up searches.",
         ),
     ] = "fast",
+    expand: Annotated[
+        str | None,
+        typer.Option(
+            "--expand",
+            help="section | neighbours | none: show a short result's (or several of one "
+            "section's) section or neighbouring chunks. Default: the config's query.expand.",
+        ),
+    ] = None,
     as_user: AsOption = None,
     groups: GroupOption = None,
 ) -> None:
@@ -57,6 +65,7 @@ def query(
             tenant=tenant,
             filters=_parse_filters(filters),
             depth=chosen,
+            expand=None if expand is None else fm.check_expand(expand),
             principal=principal,
         )
         for warning in answer.warnings:
@@ -142,6 +151,20 @@ def _cost(cost: SearchCost) -> str:
     return line + (f" (stopped: {cost.stopped})" if cost.stopped else "")
 
 
+def _passage(r: ResultItem, query: str) -> str:
+    """What a panel quotes: the result's expanded context (``--expand``) with a line
+    naming it, else the part of its chunk around what matched."""
+    held = r.context
+    if held is None:
+        return "\n" + shown(excerpt(r.content, r.matched_text, query), lines=True)
+    where = f"{held.kind} {held.section or ''}".strip()
+    line = f"[dim]expanded:[/] {shown(where)}, chunks {held.chunk_start}-{held.chunk_end}"
+    if held.shown_in is not None:
+        return line + f": in result {held.shown_in}\n"
+    around = excerpt(held.text, r.matched_text, query, width=2 * PANEL_CHARS)
+    return line + f" ({held.tokens} tokens)\n\n" + shown(around, lines=True)
+
+
 def _print_results(text: str, variants: list[str] | None, results: list[ResultItem]) -> None:
     """Rich panels over the tool result (the same items ``--json`` prints)."""
     console.print(f"[bold]Query:[/] {shown(text)}")
@@ -151,14 +174,13 @@ def _print_results(text: str, variants: list[str] | None, results: list[ResultIt
         console.print("No results: the knowledge base holds nothing that matches.")
     for r in results:
         where = " › ".join(part for part in [r.title, *r.heading_path] if part)
-        content = excerpt(r.content, r.matched_text, text)
         body = (
             f"[dim]cite:[/] {shown(r.cite)}\n"
             f"[dim]source:[/] {shown(r.source)}  [dim]uri:[/] {shown(r.uri)}\n"
             f"[dim]matched:[/] {shown(r.matched_text[:300])}\n"
             + _explanation(r)
-            + f"[dim]context:[/] {shown(r.qualifying_text, lines=True)}\n\n"
-            + shown(content, lines=True)
+            + f"[dim]context:[/] {shown(r.qualifying_text, lines=True)}\n"
+            + _passage(r, text)
         )
         title = f"{r.rank}. {shown(where)}  ({r.score:.3f})"
         console.print(Panel(body, title=title, title_align="left"))

@@ -113,6 +113,13 @@ QUERY_DOC = (
 )
 
 
+EXPAND_DOC = (
+    "'section' or 'neighbours': a short result, or several of one section, comes with its "
+    "section or neighbouring chunks (context), within the config's expand_budget_tokens; "
+    "'none'. Default: the config's query.expand."
+)
+
+
 class SearchRequest(_Strict):
     query: str = Field(description=QUERY_DOC)  # blank: check_query's empty_query
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
@@ -122,6 +129,7 @@ class SearchRequest(_Strict):
         description="'fast': one search; 'deep': its first results seed follow-up "
         "searches (each result's hop in its explanation, the cost in 'cost').",
     )
+    expand: str | None = Field(None, description=EXPAND_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")
     principal: Principal | None = Field(None, description=PRINCIPAL_DOC)
 

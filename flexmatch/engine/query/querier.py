@@ -18,9 +18,14 @@ from flexmatch.engine.query.format import format_result
 from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.run import Demotions, run_query, similar
 from flexmatch.engine.stores import VectorStore
-from flexmatch.models import SearchResult
+from flexmatch.models import ExpandMode, SearchResult
 from flexmatch.results import Answer, Depth, SearchCost, check_depth, tool_result
-from flexmatch.tools import check_query
+from flexmatch.tools import check_expand, check_query
+
+Expander = Callable[
+    [str, Principal | None, list[SearchResult], ExpandMode, int, int], list[SearchResult]
+]
+"""Results with their sections or neighbours (``engine.reading.DocumentReader.expand``)."""
 
 
 class QueryResources(Protocol):
@@ -43,13 +48,16 @@ class Querier:
         chains: ResolvedChains,
         log: QueryLog,
         demotions: Callable[[str], Demotions] | None = None,
+        expander: Expander | None = None,
     ) -> None:
         """``log``: where every search is counted (and logged when it is on);
-        ``demotions``: a tenant's demotions (``FeedbackKeeper.demotions``)."""
+        ``demotions``: a tenant's demotions (``FeedbackKeeper.demotions``); ``expander``:
+        what gives results their sections or neighbours (``expand``)."""
         self.resources = resources
         self.chains = chains
         self.log = log
         self.demotions = demotions
+        self.expander = expander
 
     async def search(
         self,
@@ -60,14 +68,17 @@ class Querier:
         tenant: str,
         principal: Principal | None,
         depth: Depth = "fast",
+        expand: str | None = None,
     ) -> Answer:
         """The whole query path; ``principal``'s access applied inside the search. Every
         query is counted, and logged when the query log is on (the one place every
         interface's searches pass). ``depth="deep"``: its first results seed more
-        searches, each of them this same path (``deep``)."""
+        searches, each of them this same path (``deep``). ``expand``: the results'
+        context (None: the config's ``query.expand``), read as ``principal`` may read it."""
         check_query(text)
         check_depth(depth)
         settings = self.resources.config.query
+        mode = check_expand(settings.expand if expand is None else expand)
         conditions = {**search_filters(filters), **access_filter(principal)}
         demotions = self.demotions(tenant) if self.demotions else None
 
@@ -102,6 +113,13 @@ class Querier:
             )
         else:
             self.log.record_query(answer, tenant=tenant, principal=principal)
+        if mode != "none" and self.expander is not None:
+            budget, least = settings.expand_budget_tokens, settings.expand_min_tokens
+            found = answer.results
+            results = await asyncio.to_thread(
+                self.expander, tenant, principal, found, mode, budget, least
+            )
+            answer = answer.model_copy(update={"results": results})
         return answer
 
     async def similar(

@@ -12,13 +12,19 @@ from flexmatch import (
     Stats,
     answer_result,
     check_depth,
+    check_expand,
     check_query,
     search_filters,
     tool_result,
 )
 from flexmatch.adapters.http.auth import Caller, require
 from flexmatch.adapters.http.errors import ApiError, reject_unknown_query
-from flexmatch.adapters.http.schemas import SearchRequest, SearchResponse, SimilarRequest
+from flexmatch.adapters.http.schemas import (
+    EXPAND_DOC,
+    SearchRequest,
+    SearchResponse,
+    SimilarRequest,
+)
 from flexmatch.adapters.http.state import ServiceState, get_state
 
 router = APIRouter(prefix="/v1", tags=["search"], dependencies=[Depends(reject_unknown_query)])
@@ -44,6 +50,7 @@ async def run_search(
     response: Response,
     reader: Principal | None = None,
     depth: str = "fast",
+    expand: str | None = None,
 ) -> SearchResponse:
     """Answer from the cache, or ask the knowledge base and remember the answer; only
     what ``reader`` may read (the cache keeps each reader's answers apart).
@@ -56,10 +63,11 @@ async def run_search(
         raise ApiError(422, "invalid_filter", "filters must be a JSON object of field conditions")
     search_filters(filters)  # raises FilterError: 422 invalid_filter
     deep = check_depth(depth) == "deep"  # raises DepthError: 422 invalid_depth
+    mode = None if expand is None else check_expand(expand)  # QueryError: 422 invalid_expand
     explain = explain and kind == "search"
     readers = None if reader is None else reader.key()  # None: the admin's, everything
     asked = "deep" if deep else kind  # a fast search's key is as it always was
-    key = state.cache.key(tenant, asked, text, top_n, filters, explain, readers)
+    key = state.cache.key(tenant, asked, text, top_n, filters, explain, readers, mode)
     # with the query log on, every search reaches the knowledge base, which logs it
     logged = kind == "search" and state.kb.config.query_log.enabled
     cached = None if logged else state.cache.get(key)
@@ -75,6 +83,7 @@ async def run_search(
             top_n=top_n,
             filters=filters,
             depth="deep" if deep else "fast",
+            expand=mode,
             tenant=tenant,
             principal=reader,
         )
@@ -114,6 +123,7 @@ async def search(
         response,
         principal.read_as(body.principal),
         body.depth,
+        body.expand,
     )
 
 
@@ -128,6 +138,7 @@ async def search_get(
         int | None, Query(ge=1, le=100, description="The same as top_n (a common name).")
     ] = None,
     source: Annotated[str | None, Query(description="Only this source.")] = None,
+    expand: Annotated[str | None, Query(description=EXPAND_DOC)] = None,
     explain: bool = False,
 ) -> SearchResponse:
     """``POST /v1/search`` as a link: the query in the URL, an optional source filter."""
@@ -144,6 +155,7 @@ async def search_get(
         explain,
         response,
         principal.reader,
+        expand=expand,
     )
 
 
