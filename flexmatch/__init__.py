@@ -24,6 +24,9 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 # public name → (module, name in it)
 EXPORTS: dict[str, tuple[str, str]] = {
     "Answer": ("flexmatch.results", "Answer"),
+    "DepthError": ("flexmatch.errors", "DepthError"),
+    "SearchCost": ("flexmatch.results", "SearchCost"),
+    "check_depth": ("flexmatch.results", "check_depth"),
     "BeirDataset": ("flexmatch.evaluation", "BeirDataset"),
     "CONFIG_FILE": ("flexmatch.config", "CONFIG_FILE"),
     "ChainError": ("flexmatch.errors", "ChainError"),
@@ -254,6 +257,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flexmatch.errors import (
         ChainError,
         ConfigError,
+        DepthError,
         DocumentNotFoundError,
         DocumentTooLargeError,
         EmbeddingError,
@@ -336,7 +340,15 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         Usage,
         WatchEvent,
     )
-    from flexmatch.results import Answer, ResultItem, ToolResult, answer_result, tool_result
+    from flexmatch.results import (
+        Answer,
+        ResultItem,
+        SearchCost,
+        ToolResult,
+        answer_result,
+        check_depth,
+        tool_result,
+    )
     from flexmatch.tools import (
         MAX_QUERY_CHARS,
         MAX_TOP_N,

@@ -30,7 +30,7 @@ from flexmatch.models import (
     Outline,
     Reading,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth
 from flexmatch.tools import (
     AddRecordArguments,
     FeedbackArguments,
@@ -63,6 +63,7 @@ class KnowledgeBase(Protocol):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
@@ -245,6 +246,7 @@ async def search_knowledge(
         arguments.query,
         top_n=arguments.passages(kb.config.query.top_n),
         filters={**(arguments.filters or {}), **named} or None,
+        depth=arguments.depth,
         expand=arguments.expand,
         tenant=caller.tenant,
         principal=caller.reader,

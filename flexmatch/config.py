@@ -326,6 +326,21 @@ def current_query_keys(query: Any) -> Any:
     return query
 
 
+class DeepConfig(_Strict):
+    """Deep search (``depth="deep"``): the first results seed follow-up searches, within
+    these bounds. ``follow_ups``: the chain that writes them (an LLM decomposes the
+    question; with no LLM configured its fallback seeds them from the names, titles and
+    rare terms of the first results)."""
+
+    follow_ups: ChainRef = ChainRef(chain="decompose")
+    max_hops: int = Field(2, ge=1, le=5)  # searches in sequence, the first included
+    max_searches: int = Field(6, ge=1, le=50)  # searches in all, the first included
+    time_budget: float = Field(4.0, gt=0, le=120)  # seconds; no new hop starts past it
+    seed_results: int = Field(3, ge=1, le=20)  # first results whose text seeds a hop
+    hop_discount: float = Field(0.8, gt=0, le=1)  # a later hop's scores count this much less
+    follow_up_top_k: int = Field(20, ge=1, le=1000)  # candidates a follow-up search ranks
+
+
 class QueryConfig(_Strict):
     """The query path: transform → embed → top_k → collapse → rerank → top_n → format."""
 
@@ -345,6 +360,7 @@ class QueryConfig(_Strict):
     reranker: ChainRef = ChainRef(chain="fusion-rerank")
     top_n: int = Field(5, ge=1, le=100)
     formatter: ChainRef = ChainRef(chain="markdown")
+    deep: DeepConfig = DeepConfig()
     # context expansion (docs/retrieval.md): a result whose chunk is short, or whose
     # section holds another result, shows its section or its neighbouring chunks
     expand: ExpandMode = "none"

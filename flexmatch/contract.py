@@ -31,7 +31,7 @@ from flexmatch.models import (
     SearchResult,
     Stats,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth
 
 Filters = dict[str, Any]
 Progress = Callable[[IngestReport], None]
@@ -57,6 +57,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
@@ -69,6 +70,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer: ...
@@ -79,6 +81,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
@@ -91,6 +94,7 @@ class KnowledgeBaseProtocol(Protocol):
         *,
         top_n: int | None = None,
         filters: Filters | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]: ...

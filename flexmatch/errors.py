@@ -4,7 +4,8 @@ FlexMatchError
 ├── ConfigError        a config or chain file is wrong (names the file and field)
 │   ├── SourceChoiceError  a caller named an unknown or unfitting source
 │   ├── FilterError    a search filter names a field or value that cannot be filtered on
-│   └── QueryError     a query is empty or too long
+│   ├── QueryError     a query is empty or too long
+│   └── DepthError     a search asked for a depth that is not ``fast`` or ``deep``
 ├── MissingExtraError  an optional dependency is not installed (names the extra)
 ├── ChainError         a chain failed at run time (names the chain, its kind, the source
 │   │                  and the input)
@@ -106,6 +107,13 @@ class QueryError(ConfigError):
     @classmethod
     def from_answer(cls, code: str, message: str) -> Self:
         return cls(code, message)
+
+
+class DepthError(ConfigError):
+    """A search asked for a depth other than ``fast`` (one search) or ``deep`` (the
+    first results seed more searches)."""
+
+    code = "invalid_depth"
 
 
 class MissingExtraError(FlexMatchError):

@@ -73,7 +73,7 @@ from flexmatch.models import (
     SyncReport,
     WatchEvent,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.watching import WatchPlan, follow
 
@@ -557,18 +557,22 @@ class KnowledgeBase:
         top_n: int | None = None,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this person, only over documents they may read (applied
-        inside the search; ``None``: everything, the admin's view). ``expand``: show a
-        short result's, or several results' of one section, ``"section"`` or
-        ``"neighbours"`` (``context``), within ``query.expand_budget_tokens`` (None: the
-        config's ``query.expand``, ``"none"`` by default)."""
+        inside the search; ``None``: everything, the admin's view). ``depth="deep"``: the
+        first results seed follow-up searches, fused into one list, each result's hop in
+        its explanation and the cost in ``cost`` (``query.deep``; else ``DepthError``).
+        ``expand``: show a short result's, or several results' of one section,
+        ``"section"`` or ``"neighbours"`` (``context``), within
+        ``query.expand_budget_tokens`` (None: the config's ``query.expand``, ``"none"`` by
+        default)."""
         found = self._querier.search
-        return await found(text, top_n, top_k, filters, tenant, principal, expand)
+        return await found(text, top_n, top_k, filters, tenant, principal, depth, expand)
 
     async def aquery(
         self,
@@ -577,6 +581,7 @@ class KnowledgeBase:
         top_n: int | None = None,
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         tenant: str = DEFAULT_TENANT,
         principal: Principal | None = None,
@@ -584,7 +589,7 @@ class KnowledgeBase:
         """The chunks that best answer ``text``, best first (``asearch`` with the same
         options also returns the variants searched)."""
         found = self._querier.search
-        answer = await found(text, top_n, top_k, filters, tenant, principal, expand)
+        answer = await found(text, top_n, top_k, filters, tenant, principal, depth, expand)
         return answer.results
 
     async def asimilar(
@@ -620,11 +625,8 @@ class KnowledgeBase:
     async def aformat_answer(
         self, answer: Answer, formatter: str | None = None, *, explain: bool = False
     ) -> str:
-        """``aformat`` of a whole answer (its variants and warnings included)."""
-        found, variants, warnings = answer.results, answer.variants, answer.warnings
-        return await self._querier.format(
-            answer.query, found, formatter, explain, variants, warnings
-        )
+        """``aformat`` of a whole answer (its variants, warnings and cost included)."""
+        return await self._querier.format_answer(answer, formatter, explain)
 
     # -- the query log ---------------------------------------------------------------------
     def _readable(self, tenant: str, principal: Principal | None) -> Callable[[str], bool] | None:

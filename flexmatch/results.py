@@ -8,11 +8,40 @@ API, the MCP server, the agent tool) goes through it, so they all say the same t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, Field
 
+from flexmatch.errors import DepthError
 from flexmatch.models import ExpandedContext, Location, SearchResult, Signals, shared_fields
+
+Depth = Literal["fast", "deep"]
+"""How hard a search looks: ``fast``, one search; ``deep``, its first results seed more."""
+DEPTHS: tuple[str, ...] = get_args(Depth)
+
+
+def check_depth(depth: object) -> Depth:
+    """``depth`` if it is one FlexMatch knows, else a ``DepthError`` naming the choices
+    (the one rule every interface keeps)."""
+    if depth not in DEPTHS:
+        choices = " or ".join(f"'{d}'" for d in DEPTHS)
+        raise DepthError(f"depth must be {choices}, not {depth!r}")
+    return cast("Depth", depth)
+
+
+class SearchCost(BaseModel):
+    """What a deep search cost: its hops and searches, the LLM calls and tokens its
+    follow-up queries took, its time, the follow-up queries, and why it stopped early
+    (``stopped``: ``time_budget``, ``max_searches``; absent: it ran its course)."""
+
+    depth: Depth = "deep"
+    hops: int = 0
+    searches: int = 0
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    took_ms: float = 0.0
+    follow_ups: list[str] = Field(default_factory=list)
+    stopped: str | None = None
 
 
 class Answer(BaseModel):
@@ -23,6 +52,7 @@ class Answer(BaseModel):
     results: list[SearchResult] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     took_ms: float = 0.0
+    cost: SearchCost | None = Field(None, description="What a deep search cost (deep only).")
     stage_ms: dict[str, float] = Field(
         default_factory=dict,
         exclude=True,  # a measurement of this process, not part of the answer's JSON
@@ -72,6 +102,9 @@ class ToolResult(BaseModel):
     query: str
     variants: list[str] | None = Field(None, description="The searched variants (explain).")
     warnings: list[str] | None = Field(None, description="What did not go as configured.")
+    cost: SearchCost | None = Field(
+        None, description="What a deep search cost: hops, searches, LLM calls, time."
+    )
     results: list[ResultItem]
 
     def to_json(self) -> str:
@@ -86,6 +119,7 @@ def tool_result(
     explain: bool = False,
     variants: list[str] | None = None,
     warnings: list[str] | None = None,
+    cost: SearchCost | None = None,
 ) -> ToolResult:
     """The tool result for ``results``; ``explain`` adds each result's signals."""
     items = [
@@ -103,6 +137,7 @@ def tool_result(
         query=query,
         variants=list(variants) if explain and variants is not None else None,
         warnings=list(warnings) if warnings else None,
+        cost=cost,
         results=items,
     )
 
@@ -115,4 +150,5 @@ def answer_result(answer: Answer, *, explain: bool = False) -> ToolResult:
         explain=explain,
         variants=answer.variants,
         warnings=answer.warnings,
+        cost=answer.cost,
     )

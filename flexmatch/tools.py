@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -243,6 +243,14 @@ class SearchArguments(ToolArguments):
             "Field conditions, all of which must match: source, document_id, chunk_id, "
             "match_kind, or metadata.<name> (a bare name means metadata.<name>); a list "
             "matches any of its values."
+        ),
+    )
+    depth: Literal["fast", "deep"] = Field(
+        "fast",
+        description=(
+            "'fast' (default): one search. 'deep': the first passages seed follow-up "
+            "searches, for questions whose answer spans passages the question does not "
+            "name (slower; the cost is reported)."
         ),
     )
     expand: ExpandMode | None = Field(

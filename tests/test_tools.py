@@ -136,7 +136,7 @@ def test_tool_schema_drops_titles_nulls_and_defaults() -> None:
             SearchArguments,
             {"query": "x", "tenant": "b", "top_k": 2},
             "search_knowledge does not take the arguments 'tenant', 'top_k' (it takes: query, "
-            "top_n, source, filters, expand); the tenant is set by the server",
+            "top_n, source, filters, depth, expand); the tenant is set by the server",
         ),
         (IngestUrlArguments, {"url": "file:///etc/passwd"}, "'url' must be an http(s) URL"),
         (IngestUrlArguments, {}, "'url' must be an http(s) URL"),

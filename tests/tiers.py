@@ -134,6 +134,8 @@ MODULES: dict[str, tuple[str, ...]] = {
 TESTS: dict[str, tuple[str, ...]] = dict.fromkeys(
     [
         "tests/engine/test_big_documents.py::test_a_big_documents_vectors_are_reused_from_the_server_store_past_one_page",
+        "tests/adapters/test_deep_surfaces.py::test_the_cli_searches_deep_and_refuses_a_bad_depth",
+        "tests/test_deep_search.py::test_the_llm_writes_the_follow_ups_and_they_are_counted",
         "tests/engine/test_big_documents.py::test_a_big_documents_texts_meet_their_vectors_off_the_event_loop",
         "tests/engine/test_matched_location.py::test_a_result_cites_the_page_of_the_sentence_that_matched",
         "tests/engine/test_chain_errors.py::test_a_plug_in_chains_key_error_is_named_through_the_cli",

@@ -48,7 +48,7 @@ from flexmatch.models import (
     SearchResult,
     Stats,
 )
-from flexmatch.results import Answer
+from flexmatch.results import Answer, Depth, SearchCost
 
 T = TypeVar("T")
 Progress = Callable[[IngestReport], None]
@@ -92,10 +92,13 @@ class Client(Connection):
         text: str,
         top_n: int | None,
         filters: dict[str, Any] | None,
+        depth: Depth = "fast",
         principal: Principal | None = None,
         expand: ExpandMode | None = None,
     ) -> Flow[Answer]:
         body = {"query": text, "top_n": top_n, "filters": filters, "explain": True}
+        if depth != "fast":  # a fast search's request is as it always was
+            body["depth"] = depth
         if expand is not None:  # unset: the server's query.expand
             body["expand"] = expand
         headers = principal_headers(principal)
@@ -106,6 +109,7 @@ class Client(Connection):
             results=[search_result(item) for item in raw.get("results", [])],
             warnings=raw.get("warnings") or [],
             took_ms=float(raw.get("took_ms", 0.0)),
+            cost=SearchCost.model_validate(raw["cost"]) if raw.get("cost") else None,
         )
 
     def _similar(
@@ -126,13 +130,14 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
         """The whole answer to ``text``: the variants searched, the results best first.
         ``principal``: search as this end user (a service or admin key's), instead of
         the client's own ``principal``."""
-        return self._run(self._search(text, top_n, filters, principal, expand))
+        return self._run(self._search(text, top_n, filters, depth, principal, expand))
 
     async def asearch(
         self,
@@ -140,10 +145,11 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> Answer:
-        return await self._arun(self._search(text, top_n, filters, principal, expand))
+        return await self._arun(self._search(text, top_n, filters, depth, principal, expand))
 
     def query(
         self,
@@ -151,11 +157,14 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         """The chunks that best answer ``text``, best first (``principal``: see ``search``)."""
-        found = self.search(text, top_n=top_n, filters=filters, expand=expand, principal=principal)
+        found = self.search(
+            text, top_n=top_n, filters=filters, depth=depth, expand=expand, principal=principal
+        )
         return found.results
 
     async def aquery(
@@ -164,11 +173,12 @@ class Client(Connection):
         *,
         top_n: int | None = None,
         filters: dict[str, Any] | None = None,
+        depth: Depth = "fast",
         expand: ExpandMode | None = None,
         principal: Principal | None = None,
     ) -> list[SearchResult]:
         answer = await self.asearch(
-            text, top_n=top_n, filters=filters, expand=expand, principal=principal
+            text, top_n=top_n, filters=filters, depth=depth, expand=expand, principal=principal
         )
         return answer.results
 

@@ -93,6 +93,8 @@ class Signals(BaseModel):
     first_stage: float | None = None  # the fused first-stage score
     rerank: float | None = None
     demoted: int | None = None  # places moved down: marked unhelpful for a query near this
+    hop: int | None = None  # deep search: the hop whose search placed it (1: the question itself)
+    found_by: str | None = None  # deep search: that follow-up query (hop > 1)
 
 
 class SearchResult(BaseModel):

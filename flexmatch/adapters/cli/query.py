@@ -18,7 +18,7 @@ from flexmatch.adapters.cli.output import console, errors, open_kb, say_notices,
 from flexmatch.adapters.command_line import AsOption, GroupOption, KbOption, TenantOption, reader
 
 if TYPE_CHECKING:
-    from flexmatch import ResultItem
+    from flexmatch import ResultItem, SearchCost
 
 
 def query(
@@ -37,6 +37,13 @@ def query(
         list[str] | None,
         typer.Option("--filter", help="FIELD=VALUE (repeatable; tags, source, document_id, …)."),
     ] = None,
+    depth: Annotated[
+        str,
+        typer.Option(
+            "--depth",
+            help="fast: one search; deep: the first results seed follow-up searches.",
+        ),
+    ] = "fast",
     expand: Annotated[
         str | None,
         typer.Option(
@@ -49,6 +56,7 @@ def query(
     groups: GroupOption = None,
 ) -> None:
     """Answer a query with the chunks that best match it."""
+    chosen = fm.check_depth(depth)
     principal = reader(as_user, groups)
     with open_kb(kb) as base:
         answer = base.search(
@@ -56,6 +64,7 @@ def query(
             top_n=top_n,
             tenant=tenant,
             filters=_parse_filters(filters),
+            depth=chosen,
             expand=None if expand is None else fm.check_expand(expand),
             principal=principal,
         )
@@ -73,8 +82,11 @@ def query(
                 explain=explain,
                 variants=answer.variants,
                 warnings=answer.warnings,
+                cost=answer.cost,
             )
             _print_results(result.query, result.variants, result.results)
+            if result.cost is not None:
+                console.print(f"[dim]{_cost(result.cost)}[/]")
 
 
 def _parse_filters(items: list[str] | None) -> dict[str, str | list[str]] | None:
@@ -123,11 +135,20 @@ def _explanation(r: ResultItem) -> str:
         text = "—" if value is None else f"{value:.3f}"
         return f"{text} (#{rank})" if rank else text
 
+    hop = f" · hop {s.hop}" + (f" ({shown(s.found_by)})" if s.found_by else "") if s.hop else ""
     return (
         f"[dim]why:[/] dense {show(s.dense, s.dense_rank)} · question {show(s.question)} · "
         f"content {show(s.content)} · lexical {show(s.lexical, s.lexical_rank)} · "
-        f"first stage {show(s.first_stage)} · rerank {show(s.rerank)}\n"
+        f"first stage {show(s.first_stage)} · rerank {show(s.rerank)}{hop}\n"
     )
+
+
+def _cost(cost: SearchCost) -> str:
+    line = (
+        f"deep search: {cost.hops} hops, {cost.searches} searches, "
+        f"{cost.llm_calls} LLM calls ({cost.llm_tokens} tokens), {cost.took_ms:.0f} ms"
+    )
+    return line + (f" (stopped: {cost.stopped})" if cost.stopped else "")
 
 
 def _passage(r: ResultItem, query: str) -> str:

@@ -124,6 +124,11 @@ class SearchRequest(_Strict):
     query: str = Field(description=QUERY_DOC)  # blank: check_query's empty_query
     top_n: int | None = Field(None, ge=1, le=100, description="Default: the config's top_n.")
     filters: RawFilters = Field(None, description=FILTERS_DOC)
+    depth: str = Field(  # checked by the knowledge base's rule: a 422 invalid_depth
+        "fast",
+        description="'fast': one search; 'deep': its first results seed follow-up "
+        "searches (each result's hop in its explanation, the cost in 'cost').",
+    )
     expand: str | None = Field(None, description=EXPAND_DOC)
     explain: bool = Field(False, description="Ask for scoring details where supported.")
     principal: Principal | None = Field(None, description=PRINCIPAL_DOC)

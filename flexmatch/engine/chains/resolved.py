@@ -20,6 +20,7 @@ from flexmatch.config import (
 from flexmatch.engine.chains.base import Chain, ChainContext
 from flexmatch.engine.chains.kinds import Formatter
 from flexmatch.engine.chains.plan import QueryChains, QueryPlan
+from flexmatch.engine.chains.query_transform.follow_ups import FollowUps
 from flexmatch.engine.chains.registry import build_chain
 from flexmatch.engine.chains.sources import SourceChainCache, SourceChains
 from flexmatch.models import ChainUse
@@ -38,6 +39,7 @@ class ResolvedChains:
         self._sources = SourceChainCache(lambda: current_config().sources, context, self.where)
         self._query_plan: QueryPlan | None = None
         self._formatters: dict[str, Formatter] = {}
+        self._follow_ups: FollowUps | None = None
 
     def source(self, name: str) -> SourceChains:
         """The ingest chains ``name`` resolves to (an unknown source is named)."""
@@ -61,6 +63,13 @@ class ResolvedChains:
             self._formatters[name] = build_chain(ChainRef(chain=name), Formatter, self.context)
         return self._formatters[name]
 
+    def follow_ups(self) -> FollowUps:
+        """The chain that writes a deep search's follow-up queries (``query.deep``)."""
+        if self._follow_ups is None:
+            ref = self._config().query.deep.follow_ups
+            self._follow_ups = build_chain(ref, FollowUps, self.context)
+        return self._follow_ups
+
     def reload(self) -> None:
         """Every chain built again from its files on next use."""
         self._sources.clear()
@@ -70,6 +79,7 @@ class ResolvedChains:
         """The query side built again on next use (the query settings changed)."""
         self._query_plan = None
         self._formatters = {}
+        self._follow_ups = None
 
     def in_use(self) -> list[ChainUse]:
         """What each source and the query path resolve to (a ``query.*`` chain once)."""

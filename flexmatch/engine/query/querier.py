@@ -13,12 +13,13 @@ from flexmatch.config import KBConfig
 from flexmatch.engine.chains import ResolvedChains
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import search_filters
+from flexmatch.engine.query.deep import deep_search
 from flexmatch.engine.query.format import format_result
 from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.run import Demotions, run_query, similar
 from flexmatch.engine.stores import VectorStore
 from flexmatch.models import ExpandMode, SearchResult
-from flexmatch.results import Answer, tool_result
+from flexmatch.results import Answer, Depth, SearchCost, check_depth, tool_result
 from flexmatch.tools import check_expand, check_query
 
 Expander = Callable[
@@ -66,27 +67,46 @@ class Querier:
         filters: dict[str, Any] | None,
         tenant: str,
         principal: Principal | None,
+        depth: Depth = "fast",
         expand: str | None = None,
     ) -> Answer:
         """The whole query path; ``principal``'s access applied inside the search. Every
         query is counted, and logged when the query log is on (the one place every
-        interface's searches pass). ``expand``: the results' context (None: the
-        config's ``query.expand``), read as ``principal`` may read it."""
+        interface's searches pass). ``depth="deep"``: its first results seed more
+        searches, each of them this same path (``deep``). ``expand``: the results'
+        context (None: the config's ``query.expand``), read as ``principal`` may read it."""
         check_query(text)
+        check_depth(depth)
         settings = self.resources.config.query
         mode = check_expand(settings.expand if expand is None else expand)
-        answer = await run_query(
-            text,
-            plan=self.chains.query_plan(),
-            embedder=self.resources.embedder,
-            store=self.resources.store,
-            tenant=tenant,
-            settings=settings,
-            top_k=top_k or settings.top_k,
-            top_n=top_n or settings.top_n,
-            filters={**search_filters(filters), **access_filter(principal)},
-            demotions=self.demotions(tenant) if self.demotions else None,
-        )
+        conditions = {**search_filters(filters), **access_filter(principal)}
+        demotions = self.demotions(tenant) if self.demotions else None
+
+        async def one(query: str, wanted: int, candidates: int | None = None) -> Answer:
+            return await run_query(
+                query,
+                plan=self.chains.query_plan(),
+                embedder=self.resources.embedder,
+                store=self.resources.store,
+                tenant=tenant,
+                settings=settings,
+                top_k=min(candidates or top_k or settings.top_k, top_k or settings.top_k),
+                top_n=wanted,
+                filters=conditions,
+                demotions=demotions,
+            )
+
+        wanted = top_n or settings.top_n
+        if depth == "deep":
+            answer = await deep_search(
+                text,
+                search=one,
+                follow_ups=self.chains.follow_ups(),
+                settings=settings.deep,
+                top_n=wanted,
+            )
+        else:
+            answer = await one(text, wanted)
         if self.log.settings().enabled:  # a write: off the event loop
             await asyncio.to_thread(
                 self.log.record_query, answer, tenant=tenant, principal=principal
@@ -130,13 +150,28 @@ class Querier:
         explain: bool,
         variants: list[str] | None,
         warnings: list[str] | None,
+        cost: SearchCost | None = None,
     ) -> str:
         """The tool result formatted by the formatter named, else by each result's
         source's (a removed source's results format as the default source's)."""
-        result = tool_result(text, results, explain=explain, variants=variants, warnings=warnings)
+        result = tool_result(
+            text, results, explain=explain, variants=variants, warnings=warnings, cost=cost
+        )
         if formatter is not None:
             return await self.chains.formatter(formatter).run(result)
         known = self.resources.config.sources
         return await format_result(
             result, lambda source: self.chains.formatter(source=source if source in known else None)
+        )
+
+    async def format_answer(self, answer: Answer, formatter: str | None, explain: bool) -> str:
+        """``format`` of a whole answer: its variants, warnings and cost included."""
+        return await self.format(
+            answer.query,
+            answer.results,
+            formatter,
+            explain,
+            answer.variants,
+            answer.warnings,
+            answer.cost,
         )

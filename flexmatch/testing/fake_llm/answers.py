@@ -129,9 +129,27 @@ def _grouped_context_answer(prompt: str) -> str:
     return json.dumps({"chunks": entries})
 
 
+_RESULT_RE = re.compile(r'<result index="\d+">(.*?)</result>', re.DOTALL)
+_NAME_RE = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+")
+
+
+def _follow_ups_answer(prompt: str) -> str:
+    """A deep search's follow-up queries: the multi-word names of the ``<results>``
+    that the ``<question>`` does not hold (a deterministic stand-in for decomposition)."""
+    asked = content_tokens(tag(prompt, "question") or "")
+    names: list[str] = []
+    for result in _RESULT_RE.findall(prompt):
+        for name in _NAME_RE.findall(result):
+            if not content_tokens(name) <= asked and name not in names:
+                names.append(name)
+    return json.dumps({"queries": names[:3]})
+
+
 def default_responder(messages: list[dict]) -> str:
     """Deterministic assistant content derived from the prompt (see the package docstring)."""
     prompt = prompt_text(messages)
+    if "<results>" in prompt and "<question>" in prompt:  # a deep search's follow-ups
+        return _follow_ups_answer(prompt)
     if "<candidates>" in prompt or "<candidate index=" in prompt:
         return _rerank_answer(prompt)
     if "<passage>" in prompt:  # a held-out question for a golden set

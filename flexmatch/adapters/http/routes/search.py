@@ -11,6 +11,7 @@ from flexmatch import (
     Principal,
     Stats,
     answer_result,
+    check_depth,
     check_expand,
     check_query,
     search_filters,
@@ -48,6 +49,7 @@ async def run_search(
     explain: bool,
     response: Response,
     reader: Principal | None = None,
+    depth: str = "fast",
     expand: str | None = None,
 ) -> SearchResponse:
     """Answer from the cache, or ask the knowledge base and remember the answer; only
@@ -60,10 +62,12 @@ async def run_search(
     if filters is not None and not isinstance(filters, dict):
         raise ApiError(422, "invalid_filter", "filters must be a JSON object of field conditions")
     search_filters(filters)  # raises FilterError: 422 invalid_filter
+    deep = check_depth(depth) == "deep"  # raises DepthError: 422 invalid_depth
     mode = None if expand is None else check_expand(expand)  # QueryError: 422 invalid_expand
     explain = explain and kind == "search"
     readers = None if reader is None else reader.key()  # None: the admin's, everything
-    key = state.cache.key(tenant, kind, text, top_n, filters, explain, readers, mode)
+    asked = "deep" if deep else kind  # a fast search's key is as it always was
+    key = state.cache.key(tenant, asked, text, top_n, filters, explain, readers, mode)
     # with the query log on, every search reaches the knowledge base, which logs it
     logged = kind == "search" and state.kb.config.query_log.enabled
     cached = None if logged else state.cache.get(key)
@@ -75,7 +79,13 @@ async def run_search(
     await state.warmed()
     if kind == "search":
         answer = await state.kb.asearch(
-            text, top_n=top_n, filters=filters, expand=mode, tenant=tenant, principal=reader
+            text,
+            top_n=top_n,
+            filters=filters,
+            depth="deep" if deep else "fast",
+            expand=mode,
+            tenant=tenant,
+            principal=reader,
         )
         formatting = time.perf_counter()
         result, took = answer_result(answer, explain=explain), answer.took_ms
@@ -112,6 +122,7 @@ async def search(
         body.explain,
         response,
         principal.read_as(body.principal),
+        body.depth,
         body.expand,
     )
 
@@ -144,7 +155,7 @@ async def search_get(
         explain,
         response,
         principal.reader,
-        expand,
+        expand=expand,
     )
 
 

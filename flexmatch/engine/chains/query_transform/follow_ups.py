@@ -1,0 +1,234 @@
+"""``decompose`` and ``seeds``: the follow-up queries of a deep search, written from the
+question and the first results it found (``engine.query.deep``).
+
+A question that needs two passages often names only the first: "Who founded the label
+that released Blue Train?" finds the album's passage, which names the label, whose own
+passage the question never names. The follow-ups name it. ``decompose`` has an LLM
+break the question into the searches still needed; ``seeds``, its fallback with no LLM,
+takes the names, titles and rare terms of the first results that the question lacks.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flexmatch.engine.chains.kinds import QueryTransform
+from flexmatch.engine.chains.output import parse_json, parse_list
+from flexmatch.models import SearchResult
+
+PASSAGE_CHARS = 1_200  # of each result, in a prompt
+
+
+class FollowUps(QueryTransform):
+    """question + its first results → the follow-up queries (without the question)."""
+
+    async def run(self, query: str) -> list[str]:
+        """As a plain query transform: the question and its follow-ups from no results."""
+        return [query, *await self.follow_ups(query, [])]
+
+    @abstractmethod
+    async def follow_ups(self, question: str, found: list[SearchResult]) -> list[str]: ...
+
+
+class DecomposeParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(3, ge=1, le=10)  # follow-up queries at most
+
+
+class Decompose(FollowUps):
+    """An LLM reads the question and the first results and writes the searches still
+    needed to answer it (the results are data in the prompt, never instructions)."""
+
+    Params = DecomposeParams
+    uses_llm = True
+    prompt_variables = frozenset({"question", "results", "params"})
+
+    async def follow_ups(self, question: str, found: list[SearchResult]) -> list[str]:
+        results = [
+            {"title": r.title, "text": r.content[:PASSAGE_CHARS]} for r in found if r.content
+        ]
+        raw = await self.complete(self.render(question=question, results=results))
+        structured = self.spec.output.format != "json" or parse_json(raw) is not None
+        queries = parse_list(raw, self.spec.output) if structured else []
+        if not queries:
+            self.warn("the LLM's follow-up queries could not be parsed; none were searched")
+        asked = question.strip().lower()
+        unique = dict.fromkeys(q for q in queries if q.strip() and q.strip().lower() != asked)
+        return list(unique)[: self.params.count]
+
+
+class SeedsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(4, ge=1, le=20)  # follow-up queries at most
+    with_question: bool = True  # each follow-up "<question> <name>", else the name alone
+
+
+# a name: capitalised words, joined by a few lower-case particles ("Duke of York")
+_NAME = re.compile(
+    r"\b[A-Z][\w'’\-.]*[\w](?:\s+(?:(?:of|the|de|da|von|van|der|la|le|du|del)\s+)*"
+    r"[A-Z0-9][\w'’\-.]*[\w])*"
+)
+_WORD = re.compile(r"[A-Za-z0-9][\w'’\-]*")
+_QUOTED = re.compile(r"[\"“]([^\"”]{3,80})[\"”]")
+# capitalised words that name nothing (a sentence's first word, pronouns, months)
+_PLAIN = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "as",
+        "at",
+        "after",
+        "before",
+        "but",
+        "by",
+        "during",
+        "for",
+        "from",
+        "he",
+        "her",
+        "his",
+        "in",
+        "it",
+        "its",
+        "of",
+        "on",
+        "one",
+        "or",
+        "she",
+        "since",
+        "that",
+        "the",
+        "their",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "two",
+        "was",
+        "we",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "with",
+        "however",
+        "although",
+        "also",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def names_in(text: str) -> list[str]:
+    """The names ``text`` holds, in order: runs of capitalised words (a leading plain word
+    dropped: "The Beatles" keeps "Beatles" only when "The" opens a sentence) and quoted
+    titles."""
+    found: list[str] = [m.group(1).strip() for m in _QUOTED.finditer(text)]
+    for match in _NAME.finditer(text):
+        words = match.group(0).split()
+        while words and words[0].lower() in _PLAIN:
+            words = words[1:]
+        while words and words[-1].lower() in _PLAIN:
+            words = words[:-1]
+        if words:
+            found.append(" ".join(words).strip(".-"))
+    return [name for name in found if len(name) > 1]
+
+
+_ASKING = frozenset(
+    [
+        "what",
+        "did",
+        "does",
+        "do",
+        "is",
+        "are",
+        "how",
+        "why",
+        "whose",
+        "whom",
+        "name",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "s",
+    ]
+)
+_DEMONYM = re.compile(r"(?:an|ian|ish|ese|ic|i)$")
+
+
+def _lead_like(name: str) -> bool:
+    """Whether a name can lead somewhere: not a number, not a lone nationality or
+    language ("American", "Norwegian"), not a sentence's opening word ("According")."""
+    words = name.split()
+    if all(w.strip(".,'’").isdigit() for w in words):
+        return False
+    return len(words) > 1 or not _DEMONYM.search(name.lower()) or name.isupper()
+
+
+class Seeds(FollowUps):
+    """No LLM: the names and titles the first results hold that the question does not.
+    A name counts more the higher the result it is in and the earlier in it (a passage
+    names its subject's closest ties first), a name of several words more than one word,
+    and more again for each result it is in; the results' own titles are left out (those
+    passages are found already). Each follow-up is the name with what the question asks
+    that its result does not say ("Who is the spouse of the director of Jump for
+    Glory?", a result naming Raoul Walsh: "Raoul Walsh spouse"), else the name alone."""
+
+    Params = SeedsParams
+
+    async def follow_ups(self, question: str, found: list[SearchResult]) -> list[str]:
+        asked = _words(question)
+        titles = {r.title.lower() for r in found if r.title}
+        weight: dict[str, float] = {}
+        shown: dict[str, str] = {}
+        source: dict[str, SearchResult] = {}
+        for rank, result in enumerate(found):
+            for at, name in enumerate(dict.fromkeys(names_in(result.content))):
+                key = name.lower()
+                if key in titles or key in _PLAIN or _words(name) <= asked:
+                    continue  # found already, or named by the question: no new lead
+                if not _lead_like(name):
+                    continue
+                size = 1.0 if len(name.split()) > 1 else 0.6
+                weight[key] = weight.get(key, 0.0) + size / ((1 + rank) * (1 + 0.25 * at))
+                shown.setdefault(key, name)
+                source.setdefault(key, result)
+        chosen = sorted(weight, key=lambda key: -weight[key])[: self.params.count]
+        if not self.params.with_question:
+            return [shown[key] for key in chosen]
+        return [_with_question(shown[key], question, source[key]) for key in chosen]
+
+
+def _with_question(name: str, question: str, result: SearchResult) -> str:
+    """``name`` and the words of the question its result does not hold (what is still
+    to find), in the question's order."""
+    said = _words(f"{result.title} {result.content}") | _PLAIN | _ASKING
+    rest = [w for w in _WORD.findall(question) if w.lower() not in said]
+    return " ".join([name, *dict.fromkeys(rest)])

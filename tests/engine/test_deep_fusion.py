@@ -1,0 +1,80 @@
+"""Deep search's parts on their own: the fusion of the hops' results, and the offline
+follow-ups' names."""
+
+from __future__ import annotations
+
+import asyncio
+
+from flexmatch.engine.chains.query_transform.follow_ups import names_in
+from flexmatch.engine.query.deep import fuse
+from flexmatch.models import SearchResult
+from flexmatch.results import Answer
+
+
+def result(chunk_id: str, title: str = "", content: str = "") -> SearchResult:
+    return SearchResult(
+        chunk_id=chunk_id,
+        document_id=chunk_id,
+        uri="",
+        source="default",
+        title=title,
+        heading_path=[],
+        content=content,
+        qualifying_text="",
+        matched_text="",
+        score=1.0,
+    )
+
+
+def answer(*chunk_ids: str) -> Answer:
+    return Answer(query="q", results=[result(c) for c in chunk_ids])
+
+
+def test_a_follow_ups_first_new_result_lands_below_the_first_results() -> None:
+    first = ("q", answer("a", "b", "c", "d", "e", "f"))
+    # the follow-up finds the question's own results again, then the bridge
+    follow = ("Blue Note", answer("a", "b", "bridge"))
+    fused = fuse([[first], [follow]], discount=0.9, shown=5)
+    order = [r.chunk_id for r in fused]
+    assert order[:3] == ["a", "b", "bridge"] and order.index("c") == 3
+    bridge = fused[2]
+    assert bridge.signals.hop == 2 and bridge.signals.found_by == "Blue Note"
+    assert fused[0].signals.hop == 1 and fused[0].signals.found_by is None
+    scores = [r.score for r in fused]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_one_hop_fuses_to_its_own_order() -> None:
+    only = ("q", answer("a", "b", "c"))
+    assert [r.chunk_id for r in fuse([[only]], discount=0.9, shown=5)] == ["a", "b", "c"]
+
+
+def test_names_are_capitalised_runs_and_quoted_titles() -> None:
+    text = (
+        'The film stars Audrey Hepburn as Eliza Doolittle. It won "Best Picture" in 1965; '
+        "the Duke of York attended."
+    )
+    names = names_in(text)
+    assert "Audrey Hepburn" in names and "Eliza Doolittle" in names
+    assert "Best Picture" in names and "Duke of York" in names
+    assert "The" not in names and "It" not in names
+
+
+def test_seeds_leave_out_what_the_question_names_and_found_titles() -> None:
+    from pathlib import Path
+
+    from flexmatch.config import ChainRef
+    from flexmatch.engine.chains.base import ChainContext
+    from flexmatch.engine.chains.query_transform.follow_ups import Seeds
+    from flexmatch.engine.chains.registry import build_chain
+
+    seeds = build_chain(ChainRef(chain="seeds"), Seeds, ChainContext(kb_dir=Path(".")))
+    found = [
+        result("1", "My Fair Lady", "My Fair Lady stars Audrey Hepburn and Rex Harrison."),
+        result("2", "Rex Harrison", "Rex Harrison was an English actor."),
+    ]
+    asked = "What did the actress in My Fair Lady win a Tony for?"
+    written = asyncio.run(seeds.follow_ups(asked, found))
+    assert written[0] == "Audrey Hepburn actress win Tony"  # the name, and what is left
+    assert not any("Rex Harrison" in q for q in written)
+    assert not any("Fair Lady" in q for q in written)
