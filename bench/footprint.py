@@ -8,6 +8,11 @@ text), peak RSS of the child (``os.wait4``'s rusage), RSS sampled every second
 size, their ratio, disk per extracted byte, and the largest files of the folder.
 
     nice -n 10 .venv/bin/python bench/footprint.py --sizes 150 300 600
+    nice -n 10 .venv/bin/python bench/footprint.py --embedder hash --code /tmp/before
+
+``--embedder hash`` stores vectors of the model's size without running it (the model's
+session, ~0.2 GB, is then not in the figures); ``--code`` runs another checkout (before
+and after a change, back to back).
 """
 
 from __future__ import annotations
@@ -28,14 +33,20 @@ CHILD = r"""
 import json, sys
 from pathlib import Path
 from flexmatch import KnowledgeBase
-kb_dir, docs = Path(sys.argv[1]), Path(sys.argv[2])
-with KnowledgeBase.open(kb_dir, env={}) as kb:
+kb_dir, docs, hashed = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "hash"
+embedder = None
+if hashed:  # the vectors' size and count of the real model, none of its time or memory
+    from flexmatch.testing.embedder import HashEmbedder
+    embedder = HashEmbedder(384)
+with KnowledgeBase.open(kb_dir, env={}, embedder=embedder) as kb:
     report = kb.ingest([docs])
     text = 0
     for record in kb.list_documents():
         copy = kb.stored_copy(record.id)
         text += len(copy.text.encode("utf-8")) if copy else 0
-print(json.dumps({"added": report.added, "failed": len(report.failed), "chunks": report.chunks,
+import flexmatch
+print(json.dumps({"flexmatch": flexmatch.__file__, "added": report.added,
+                  "failed": len(report.failed), "chunks": report.chunks,
                   "matching_texts": report.matching_texts, "text_bytes": text,
                   "seconds": report.seconds}))
 """
@@ -82,17 +93,20 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def measure(root: Path, size: int, seed: int) -> dict[str, object]:
+def measure(
+    root: Path, size: int, seed: int, embedder: str, code: Path | None
+) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="flexmatch-footprint-") as folder:
         docs, kb_dir = Path(folder) / "docs", Path(folder) / "kb"
         docs.mkdir()
         kb_dir.mkdir()
         source_bytes = sample(root, size, seed, docs)
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(kb_dir), str(docs)],
+            [sys.executable, "-c", CHILD, str(kb_dir), str(docs), embedder],
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            cwd=folder,  # not this checkout's folder: ``--code`` decides what is imported
+            env={**os.environ, "HF_HUB_OFFLINE": "1"} | ({"PYTHONPATH": str(code)} if code else {}),
         )
         samples: list[int] = []
 
@@ -116,6 +130,8 @@ def measure(root: Path, size: int, seed: int) -> dict[str, object]:
         real, apparent = du(state, False), du(state, True)
         text = int(result["text_bytes"]) or 1
         return {
+            "code": str(code or "."),
+            "embedder": embedder,
             "files": size,
             "source_mb": round(source_bytes / 1e6, 2),
             **result,
@@ -135,9 +151,16 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path("/usr/share/doc"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[150, 300, 600])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--embedder",
+        choices=["model", "hash"],
+        default="model",
+        help="model: the offline default; hash: 384-d hashed vectors (same store, no model)",
+    )
+    parser.add_argument("--code", type=Path, help="flexmatch checkout the child imports")
     args = parser.parse_args()
     for size in args.sizes:
-        row = measure(args.root, size, args.seed)
+        row = measure(args.root, size, args.seed, args.embedder, args.code)
         print(json.dumps(row), flush=True)
 
 

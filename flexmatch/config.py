@@ -375,7 +375,7 @@ class IngestConfig(_Strict):
     # characters of document text indexed (or waiting to be) at once, however many documents
     # that is (a larger one runs alone): while in flight, each matching text's vector and
     # payload cost ~100x its text, so this, not the folder's size, bounds an ingest's memory
-    text_in_flight: int = Field(2_000_000, ge=1_000, le=1_000_000_000)
+    text_in_flight: int = Field(1_000_000, ge=1_000, le=1_000_000_000)
     parse_timeout: float = Field(60.0, gt=0, le=3600)  # seconds one document may take to parse
     # address space a parser process may add to what it starts with
     parse_memory_mb: int = Field(2048, ge=256, le=65536)

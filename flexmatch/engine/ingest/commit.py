@@ -279,7 +279,7 @@ class Indexer:
                     }
                 ).model_dump(exclude=_unstored(position, access, matching.location))
                 points.append(
-                    StoredPoint(
+                    StoredPoint.model_construct(  # checked above: no copy of each vector
                         id=match_point_id(self.tenant, chunk.id, version, position),
                         vector=vector,
                         text=lexical_text(matching.text, [(m.kind, m.text) for m, _ in pairs])

@@ -102,7 +102,7 @@ class IngestRun:
         tenant: str,
         active: ActiveRuns,
         index_min_points: int = 20_000,
-        text_in_flight: int = 2_000_000,
+        text_in_flight: int = 1_000_000,
     ) -> None:
         self.report = report
         self.index = index
