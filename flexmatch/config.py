@@ -394,6 +394,10 @@ class IngestConfig(_Strict):
     # one-chunk documents, 8 LLM calls at once: 16 kept ~5 calls in flight, 5.9 s; 32
     # left slots idle between waves of group calls, 4.35 s; 64 4.11 s; 128 no better)
     document_concurrency: int = Field(64, ge=1, le=256)
+    # characters of document text indexed (or waiting to be) at once, however many documents
+    # that is (a larger one runs alone): while in flight, each matching text's vector and
+    # payload cost ~100x its text, so this, not the folder's size, bounds an ingest's memory
+    text_in_flight: int = Field(1_000_000, ge=1_000, le=1_000_000_000)
     parse_timeout: float = Field(60.0, gt=0, le=3600)  # seconds one document may take to parse
     # address space a parser process may add to what it starts with
     parse_memory_mb: int = Field(2048, ge=256, le=65536)

@@ -339,6 +339,11 @@ TESTS.update(
     )
 )
 TESTS["tests/testing/test_fake_llm.py::test_ten_calls_are_fast"] = ("serial",)
+# two ingests of ~100 and ~300 thousand characters under tracemalloc (~45 s loaded)
+TESTS["tests/engine/test_footprint.py::test_an_ingests_peak_memory_does_not_grow_with_the_run"] = (
+    "slow",
+    "serial",
+)
 TESTS[
     "tests/inputs/test_git_source.py::test_closing_the_blob_reader_does_not_wait_for_a_forked_worker"
 ] = ("serial",)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from flexmatch import KnowledgeBase
 from flexmatch.testing import FakeLLMServer, HashEmbedder
 from tests.conftest import llm_config, write_config
@@ -52,8 +54,10 @@ def test_an_edit_embeds_only_the_new_texts(tmp_path: Path) -> None:
     assert new_texts and all("tugs escort" in text for text in new_texts)
     assert second.texts_embedded == len(new_texts) == embedder.texts - embedded_before
     assert second.texts_reused == second.matching_texts - len(new_texts)
-    for text in set(after) & set(before):  # a reused vector is the stored one
-        assert after[text] == before[text]
+    # a reused vector is the stored one, written again: the store keeps float16 and
+    # normalises what it is given, so a component may move by one float16 step (~2e-4)
+    for text in set(after) & set(before):
+        assert after[text] == pytest.approx(before[text], abs=1e-3)
 
 
 def test_reuse_stays_within_the_document(tmp_path: Path) -> None:

@@ -94,18 +94,27 @@ class Indexer:
             store, self.registry, tenant, settings.near_duplicate_threshold, report
         )
         self._slots = asyncio.Semaphore(concurrency or settings.document_concurrency)
-        self._writing: dict[str, asyncio.Lock] = {}  # one writer per document id
+        # one writer per document id: its lock, and how many calls hold or await it
+        self._writing: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def index(self, document: Document, chains: SourceChains) -> None:
-        lock = self._writing.setdefault(document.id, asyncio.Lock())
-        async with self._slots, lock:
-            try:
-                await self._index(document, chains)
-            except FlexMatchError as exc:
-                self.report.record_failed(FailedDocument(uri=document.uri, error=str(exc)))
-            except Exception as exc:  # a bug or an OS error: report it, keep the run going
-                error = f"{document.uri}: {type(exc).__name__}: {exc}"
-                self.report.record_failed(FailedDocument(uri=document.uri, error=error))
+        lock, users = self._writing.get(document.id, (asyncio.Lock(), 0))
+        self._writing[document.id] = (lock, users + 1)
+        try:
+            async with self._slots, lock:
+                try:
+                    await self._index(document, chains)
+                except FlexMatchError as exc:
+                    self.report.record_failed(FailedDocument(uri=document.uri, error=str(exc)))
+                except Exception as exc:  # a bug or an OS error: report it, keep the run going
+                    error = f"{document.uri}: {type(exc).__name__}: {exc}"
+                    self.report.record_failed(FailedDocument(uri=document.uri, error=error))
+        finally:  # a lock for each document in flight, not for each one of the run
+            lock, users = self._writing[document.id]
+            if users == 1:
+                del self._writing[document.id]
+            else:
+                self._writing[document.id] = (lock, users - 1)
 
     async def _index(self, document: Document, chains: SourceChains) -> None:
         """begin → work → points → upsert → commit; a failure anywhere leaves the committed
@@ -270,7 +279,7 @@ class Indexer:
                     }
                 ).model_dump(exclude=_unstored(position, access, matching.location))
                 points.append(
-                    StoredPoint(
+                    StoredPoint.model_construct(  # checked above: no copy of each vector
                         id=match_point_id(self.tenant, chunk.id, version, position),
                         vector=vector,
                         text=lexical_text(matching.text, [(m.kind, m.text) for m, _ in pairs])

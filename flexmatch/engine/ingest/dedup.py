@@ -93,7 +93,9 @@ class Duplicates:
         self.tenant = tenant
         self.threshold = threshold
         self.report = report
-        self._hashes_in_run: dict[str, Document] = {}
+        # the id and uri of each text this run wrote, not the document: a run's memory
+        # must not grow with the text it reads (a 17 MB folder held all 17 MB to the end)
+        self._hashes_in_run: dict[str, tuple[str, str]] = {}
 
     def of_document(
         self, document: Document, content_hash: str, access: list[str] | None
@@ -109,14 +111,14 @@ class Duplicates:
             reason = f"same content as {_named(same[0].id, same[0].uri, access)}"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
         earlier = self._hashes_in_run.get(_same_text_key(content_hash, access))
-        if earlier is not None and earlier.id != document.id:
-            reason = f"same content as {_named(earlier.id, earlier.uri, access)} in this run"
+        if earlier is not None and earlier[0] != document.id:
+            reason = f"same content as {_named(*earlier, access)} in this run"
             return SkippedDocument(uri=document.uri, document_id=document.id, reason=reason)
         return None
 
     def claim(self, document: Document, content_hash: str, access: list[str] | None) -> None:
         """This run writes ``document``'s text: a later twin in the run is its duplicate."""
-        self._hashes_in_run[_same_text_key(content_hash, access)] = document
+        self._hashes_in_run[_same_text_key(content_hash, access)] = (document.id, document.uri)
 
     def near_chunk(
         self,

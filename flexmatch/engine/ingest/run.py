@@ -102,6 +102,7 @@ class IngestRun:
         tenant: str,
         active: ActiveRuns,
         index_min_points: int = 20_000,
+        text_in_flight: int = 1_000_000,
     ) -> None:
         self.report = report
         self.index = index
@@ -111,6 +112,7 @@ class IngestRun:
         self.tenant = tenant
         self.active = active
         self.index_min_points = index_min_points
+        self.text_in_flight = text_in_flight  # characters (``ingest.text_in_flight``)
 
     async def run(
         self,
@@ -151,19 +153,32 @@ class IngestRun:
             report.usage = self._usage_since(usage_before)
             self._tell(progress)
 
-        pending: set[asyncio.Task[None]] = set()
-        # READ_AHEAD documents wait beside the 2 x concurrency pending tasks, no more
+        pending: dict[asyncio.Task[None], int] = {}  # each task's text, in characters
+        held = 0
+
+        async def settle() -> int:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # Indexer.index reports per document; else a bug
+            return sum(pending.pop(task) for task in done)
+
+        # READ_AHEAD documents wait beside the pending tasks: at most 2 x concurrency of
+        # them, and at most ``text_in_flight`` characters of text between them (a larger
+        # document alone): memory follows the documents in flight, not the run (with 64
+        # documents in flight, a folder of large files took over 4 GB)
         async with aclosing(read_ahead(items, READ_AHEAD)) as read:
             async for item in read:
                 if isinstance(item, FailedDocument):
                     report.record_failed(item)
                     self._tell(progress)
                     continue
-                pending.add(asyncio.create_task(index(item)))
-                if len(pending) >= 2 * self.concurrency:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for task in done:
-                        task.result()  # Indexer.index reports per document; else a bug
+                size = sum(len(element.text) for element in item.elements)  # not joined
+                while pending and (
+                    len(pending) >= 2 * self.concurrency or held + size > self.text_in_flight
+                ):
+                    held -= await settle()
+                pending[asyncio.create_task(index(item))] = size
+                held += size
         if pending:
             await asyncio.gather(*pending)
 
@@ -221,6 +236,7 @@ async def run_ingest(
         tenant=tenant,
         active=runtime.active_runs,
         index_min_points=config.store.index_min_points,
+        text_in_flight=config.ingest.text_in_flight,
     )
     # off the event loop: creating a store takes ~0.2 s
     await asyncio.to_thread(store.prepare, embedder.name, embedder.dimension)

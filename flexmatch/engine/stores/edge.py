@@ -283,7 +283,16 @@ class EdgeStore(QueryMethods):
         )
         edge = _edge()
         config = edge.EdgeConfig(
-            vectors={DENSE: edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)},
+            vectors={
+                DENSE: edge.EdgeVectorParams(
+                    size=dimension,
+                    distance=edge.Distance.Cosine,
+                    # half the disk of float32 (a store is mostly its vectors); a unit
+                    # vector's components keep ~3 significant digits: squad-dev's
+                    # nDCG@10 is the same to 4 decimals (docs/benchmarks.md)
+                    datatype=edge.VectorStorageDatatype.Float16,
+                )
+            },
             sparse_vectors={LEXICAL: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
             optimizers=edge.EdgeOptimizersConfig(indexing_threshold=self.indexing_threshold_kb),
         )
