@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from flexmatch.access import ACCESS_FIELD
@@ -153,10 +154,15 @@ class EdgeStore(QueryMethods):
     """Points in a folder, written through Qdrant's write-ahead log."""
 
     def __init__(
-        self, path: Path, lock_timeout: float = 0.0, indexing_threshold_kb: int | None = None
+        self,
+        path: Path,
+        lock_timeout: float = 0.0,
+        indexing_threshold_kb: int | None = None,
+        on_hold: Callable[[bool], None] | None = None,
     ) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
+        self.on_hold = on_hold  # told True when this process takes the store, False at close
         self.indexing_threshold_kb = indexing_threshold_kb  # None: the engine's default
         self._shard: Any = None
         self._opening = threading.Lock()
@@ -224,6 +230,8 @@ class EdgeStore(QueryMethods):
                     self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
                     with contextlib.suppress(OSError):  # a store made before, or copied in
                         _restrict(self.path)
+                    if self.on_hold is not None:
+                        self.on_hold(True)  # others may work through this process now
                     break
                 except Exception as exc:
                     locked = "WouldBlock" in str(exc) or "lock" in str(exc).lower()
@@ -330,6 +338,8 @@ class EdgeStore(QueryMethods):
 
     def close(self) -> None:
         if self._shard is not None:
+            if self.on_hold is not None:
+                self.on_hold(False)
             self._shard.flush()
             self._shard.close()
             self._shard = None
