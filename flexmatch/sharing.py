@@ -242,13 +242,12 @@ def _read_line(stream: Any) -> bytes:
 
 
 # -- the callers -----------------------------------------------------------------------------
-class NoOwner(Exception):
-    """No other process shares the store: the call runs here."""
+HERE: Any = object()  # what ``call`` returns when no other process shares the store
 
 
-def _connect(path: Path) -> tuple[socket.socket, int]:
+def _connect(path: Path) -> tuple[socket.socket, int] | None:
     """A connection to the other process sharing the store at ``path``, and its pid;
-    ``NoOwner`` when none listens (no file, a killed owner's file, or this process)."""
+    None when none listens (no file, a killed owner's file, or this process)."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with _address(path) as address:
@@ -258,20 +257,28 @@ def _connect(path: Path) -> tuple[socket.socket, int]:
         conn.close()
         gone = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR)
         if isinstance(exc, FileNotFoundError | ConnectionRefusedError) or exc.errno in gone:
-            raise NoOwner from None
+            return None
         raise StoreError(f"cannot reach the process holding the store at {path}: {exc}") from exc
     if pid == os.getpid() or uid != os.getuid():
         conn.close()
-        raise NoOwner
+        return None
     return conn, pid
 
 
-def call(path: Path, name: str, args: dict[str, Any], progress: Callable[..., None] | None) -> Any:
-    """Run call ``name`` in the process sharing the store (``NoOwner``: none does); its
+def call(
+    path: Path,
+    name: str,
+    args: Callable[[], dict[str, Any]],
+    progress: Callable[..., None] | None,
+) -> Any:
+    """Run call ``name`` in the process sharing the store (``HERE``: none does); its
     JSON result, or its error raised here as the same ``FlexMatchError``."""
-    conn, pid = _connect(path)
+    connected = _connect(path)
+    if connected is None:
+        return HERE
+    conn, pid = connected
     with conn, conn.makefile("rb") as stream:
-        _send(conn, {"call": name, "args": args, "progress": progress is not None})
+        _send(conn, {"call": name, "args": args(), "progress": progress is not None})
         while True:
             line = stream.readline()
             if not line:
@@ -304,7 +311,9 @@ def _raised(error: dict[str, Any], pid: int) -> FlexMatchError:
     return StoreError(f"the process holding the store ({holder}) failed: {error.get('message')}")
 
 
-def _wire_args(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _wire_args(
+    method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
     """A call's arguments as JSON: paths made absolute (the owner runs elsewhere)."""
     bound = inspect.signature(method).bind(None, *args, **kwargs)
     hints = _hints(method)
@@ -312,9 +321,10 @@ def _wire_args(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[s
     for key, value in list(bound.arguments.items())[1:]:
         if key == "progress":
             continue
-        if key == "inputs":
-            value = [_absolute(item) for item in value]
-        wire[key] = _adapter(hints[key]).dump_python(value, mode="json")
+        if key == "inputs":  # files, folders, URLs
+            wire[key] = [_absolute(item) for item in value]
+        else:
+            wire[key] = _adapter(hints[key]).dump_python(value, mode="json")
     return wire
 
 
@@ -334,27 +344,24 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
     def remote(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         path = self.shared_store
         if path is None:
-            raise NoOwner
+            return HERE
         progress = kwargs.get("progress")
-        raw = call(path, name, _wire_args(method, args, kwargs), progress)
-        return _adapter(result_type).validate_python(raw)
+        wire = functools.partial(_wire_args, method, args, kwargs)
+        raw = call(path, name, wire, progress)
+        return raw if raw is HERE else _adapter(result_type).validate_python(raw)
 
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
         async def routed_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return await asyncio.to_thread(remote, self, args, kwargs)
-            except NoOwner:
-                return await method(self, *args, **kwargs)  # type: ignore[misc]
+            done = await asyncio.to_thread(remote, self, args, kwargs)
+            return await method(self, *args, **kwargs) if done is HERE else done
 
         return routed_async  # type: ignore[return-value]
 
     @functools.wraps(method)
     def routed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return remote(self, args, kwargs)
-        except NoOwner:
-            return method(self, *args, **kwargs)
+        done = remote(self, args, kwargs)
+        return method(self, *args, **kwargs) if done is HERE else done
 
     return routed

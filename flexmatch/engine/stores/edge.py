@@ -21,8 +21,8 @@ import shutil
 import threading
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from flexmatch.access import ACCESS_FIELD
