@@ -49,6 +49,8 @@ FIXTURES: dict[str, tuple[str, ...]] = {
 }
 
 MODULES: dict[str, tuple[str, ...]] = {
+    # owners of a knowledge base (serve, mcp, watch, ingest, Python) and commands beside them
+    "tests/test_sharing.py": ("slow",),
     # Chromium through Playwright
     "tests/adapters/console/test_console.py": ("browser",),
     "tests/adapters/console/test_signin_browser.py": ("browser",),
@@ -336,6 +338,9 @@ TESTS.update(
     )
 )
 TESTS["tests/testing/test_fake_llm.py::test_ten_calls_are_fast"] = ("serial",)
+TESTS["tests/test_sharing.py::test_queries_answer_within_a_second_during_a_long_ingest"] = (
+    "serial",
+)
 TESTS[
     "tests/inputs/test_git_source.py::test_closing_the_blob_reader_does_not_wait_for_a_forked_worker"
 ] = ("serial",)
