@@ -2,12 +2,14 @@
 
 Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
 and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
-survives a kill -9. One process at a time (the engine has no read-only open): a second
-one fails at once if ``flexmatch serve`` holds the store, naming the server and pointing to
-its HTTP API, and otherwise waits for the lock, then fails naming the holder
-(``holders``). The store is its owner's alone: its folder 700, its files 600
-(``_restrict``, at creation, open and close), as the engine creates them with the
-process's umask (often 644); while it runs, the 700 folder guards the files it adds.
+survives a kill -9. One process at a time (the engine has no read-only open): the holder
+shares it with other processes (``on_hold`` starts ``flexmatch.sharing``'s socket), so a
+second one meets the lock only when nobody shares it; then it fails at once if
+``flexmatch serve`` holds the store, naming the server and pointing to its HTTP API, and
+otherwise waits for the lock, then fails naming the holder (``holders``). The store is
+its owner's alone: its folder 700, its files 600 (``_restrict``, at creation, open and
+close), as the engine creates them with the process's umask (often 644); while it runs,
+the 700 folder guards the files it adds.
 """
 
 from __future__ import annotations
