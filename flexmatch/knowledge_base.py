@@ -739,7 +739,9 @@ class KnowledgeBase:
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the worker processes, close the store, the LLM cache and the query log."""
+        """Stop sharing the store (the calls other processes made end first), stop the
+        worker processes, close the store, the LLM cache and the query log."""
+        self._owner.close()
         self.runtime.close()
         self.query_log.close()
 

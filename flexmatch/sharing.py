@@ -71,7 +71,9 @@ MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request line
 _PATH_MAX = 100  # longer socket paths are reached through /proc/self/fd (sun_path: 108)
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 # the threads that answer calls: each keeps its event loop (``run_sync``) between calls
-_ANSWERING = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flexmatch-shared")
+_ANSWERING_NAME = "flexmatch-shared"
+_ANSWERING = ThreadPoolExecutor(max_workers=8, thread_name_prefix=_ANSWERING_NAME)
+STOP_WAIT = 60.0  # seconds a closing owner waits for the calls in flight (an ingest's)
 
 
 def socket_path(store: Path) -> Path:
@@ -124,6 +126,8 @@ class Owner:
         self._inode = 0
         self._writing = threading.Lock()  # writes through the socket apply one at a time
         self._state = threading.Lock()
+        self._busy = threading.Condition()  # calls in flight, waited for before the store closes
+        self._in_flight = 0
 
     @property
     def serving(self) -> bool:
@@ -173,6 +177,14 @@ class Owner:
                     os.unlink(self.path)
             listener.close()
 
+    def close(self) -> None:
+        """Stop serving and let the calls in flight end (an ingest another process asked
+        for) before the knowledge base closes the store under them."""
+        self._stop()
+        if not threading.current_thread().name.startswith(_ANSWERING_NAME):
+            with self._busy:
+                self._busy.wait_for(lambda: self._in_flight == 0, timeout=STOP_WAIT)
+
     def _accept(self, listener: socket.socket) -> None:
         while self._listener is listener:
             try:
@@ -211,8 +223,15 @@ class Owner:
             if "progress" in hints and request.get("progress"):
                 args["progress"] = functools.partial(_tell, conn)
             lock = self._writing if name in WRITES else contextlib.nullcontext()
-            with lock:
-                result = getattr(self.kb, name)(**args)
+            with self._busy:
+                self._in_flight += 1
+            try:
+                with lock:
+                    result = getattr(self.kb, name)(**args)
+            finally:
+                with self._busy:
+                    self._in_flight -= 1
+                    self._busy.notify_all()
             return {"result": _adapter(hints["return"]).dump_python(result, mode="json")}
         except Exception as exc:
             return _error(exc)
@@ -354,6 +373,8 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
 
         @functools.wraps(method)
         async def routed_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.shared_store is None:  # this process holds the store: no thread hop
+                return await method(self, *args, **kwargs)
             done = await asyncio.to_thread(remote, self, args, kwargs)
             return await method(self, *args, **kwargs) if done is HERE else done
 
