@@ -238,10 +238,10 @@ OWNERS = {
 
 
 def _through(kb: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    started = time.monotonic()
+    """A command beside the holder: a wait for the store would fail after
+    ``store.lock_timeout`` (exit 2, "in use by another FlexMatch process")."""
     done = run(*command, "--kb", str(kb))
     assert done.returncode == 0, f"{command}: {done.stderr}"
-    assert time.monotonic() - started < 25, f"{command} waited for the store"  # lock wait: 30 s
     return done
 
 
