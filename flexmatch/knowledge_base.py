@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from flexmatch import config_templates
+from flexmatch import config_templates, sharing
 from flexmatch.access import DEFAULT_TENANT, Access, Principal
 from flexmatch.async_bridge import async_twin, run_sync, sync_twin
 from flexmatch.config import KBConfig, QueryConfig, SourceConfig, choose_source, load_config
@@ -74,6 +74,7 @@ from flexmatch.models import (
     WatchEvent,
 )
 from flexmatch.results import Answer, Depth
+from flexmatch.sharing import through_owner
 from flexmatch.sync import SyncProgress, chosen_sources, sync_sources
 from flexmatch.watching import WatchPlan, follow
 
@@ -124,6 +125,9 @@ class KnowledgeBase:
         self._querier = Querier(
             self.runtime, self._chains, self.query_log, self._demotions, self._reader.expand
         )
+        # while this process holds the embedded store, others work through it (``sharing``)
+        self._owner = sharing.Owner(self, self.runtime.store_path)
+        self.runtime.on_store_held = self._owner.held
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -135,11 +139,12 @@ class KnowledgeBase:
         env: dict[str, str] | None = None,
         embedder: Embedder | None = None,
     ) -> KnowledgeBase:
-        """Open the knowledge base in ``path`` (its ``flexmatch.yaml``, or all defaults)."""
-        folder = Path(path).expanduser().resolve()
-        if folder.exists() and not folder.is_dir():
-            raise ConfigError(f"{folder}: a knowledge base is a folder, not a file")
-        return cls(folder, config or load_config(folder, env), env=env, embedder=embedder)
+        """Open the knowledge base in ``path`` (its ``flexmatch.yaml``, or all defaults).
+        With the embedded store, while another process holds it, the searches, ingests,
+        syncs and document reads go through that process (``flexmatch.sharing``)."""
+        folder, config = _folder_and_config(path, config, env)
+        kind = SharedKnowledgeBase if cls is KnowledgeBase and not config.store.url else cls
+        return kind(folder, config, env=env, embedder=embedder)
 
     # config templates: they make folders, so they need no open knowledge base
     templates = staticmethod(config_templates.templates)
@@ -746,7 +751,9 @@ class KnowledgeBase:
 
     # -- housekeeping ------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the worker processes, close the store, the LLM cache and the query log."""
+        """Stop sharing the store (the calls other processes made end first), stop the
+        worker processes, close the store, the LLM cache and the query log."""
+        self._owner.close()
         self.runtime.close()
         self.query_log.close()
 
@@ -755,6 +762,57 @@ class KnowledgeBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _folder_and_config(
+    path: str | Path, config: KBConfig | None, env: dict[str, str] | None
+) -> tuple[Path, KBConfig]:
+    folder = Path(path).expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: a knowledge base is a folder, not a file")
+    return folder, config or load_config(folder, env)
+
+
+class SharedKnowledgeBase(KnowledgeBase):
+    """A knowledge base on an embedded store that another process may hold (what
+    ``KnowledgeBase.open`` gives): while one does, each call below goes through it, run
+    by its engine with the caller's tenant and principal (``flexmatch.sharing``); while
+    none does, it runs here and this process holds the store."""
+
+    @property
+    def shared_store(self) -> Path | None:
+        """Where another holder of the store listens (None: this process holds it)."""
+        return None if self._owner.serving else sharing.socket_path(self.runtime.store_path)
+
+    asearch = through_owner(KnowledgeBase.asearch)
+    aquery = through_owner(KnowledgeBase.aquery)
+    asimilar = through_owner(KnowledgeBase.asimilar)
+    aingest = through_owner(KnowledgeBase.aingest)
+    async_sync = through_owner(KnowledgeBase.async_sync)
+    aestimate = through_owner(KnowledgeBase.aestimate)
+    areindex = through_owner(KnowledgeBase.areindex)
+    list_documents = through_owner(KnowledgeBase.list_documents)
+    get_document = through_owner(KnowledgeBase.get_document)
+    remove_document = through_owner(KnowledgeBase.remove_document)
+    stats = through_owner(KnowledgeBase.stats)
+    outline = through_owner(KnowledgeBase.outline)
+    read = through_owner(KnowledgeBase.read)
+    grep = through_owner(KnowledgeBase.grep)
+
+    search = sync_twin(asearch)
+    query = sync_twin(aquery)
+    similar = sync_twin(asimilar)
+    ingest = sync_twin(aingest)
+    sync = sync_twin(async_sync)
+    estimate = sync_twin(aestimate)
+    reindex = sync_twin(areindex)
+    alist_documents = async_twin(list_documents)
+    aget_document = async_twin(get_document)
+    aremove_document = async_twin(remove_document)
+    astats = async_twin(stats)
+    aoutline = async_twin(outline)
+    aread = async_twin(read)
+    agrep = async_twin(grep)
 
 
 async def evaluate_setups(

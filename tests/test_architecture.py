@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "facade",
         (
             "flexmatch.sync",
+            "flexmatch.sharing",
             "flexmatch.watching",
             "flexmatch.knowledge_base",
             "flexmatch.agent_tools",

@@ -49,6 +49,8 @@ FIXTURES: dict[str, tuple[str, ...]] = {
 }
 
 MODULES: dict[str, tuple[str, ...]] = {
+    # owners of a knowledge base (serve, mcp, watch, ingest, Python) and commands beside them
+    "tests/test_sharing.py": ("slow",),
     # Chromium through Playwright
     "tests/adapters/console/test_console.py": ("browser",),
     "tests/adapters/console/test_signin_browser.py": ("browser",),
@@ -342,6 +344,9 @@ TESTS["tests/testing/test_fake_llm.py::test_ten_calls_are_fast"] = ("serial",)
 # two ingests of ~100 and ~300 thousand characters under tracemalloc (~45 s loaded)
 TESTS["tests/engine/test_footprint.py::test_an_ingests_peak_memory_does_not_grow_with_the_run"] = (
     "slow",
+    "serial",
+)
+TESTS["tests/test_sharing.py::test_queries_answer_within_a_second_during_a_long_ingest"] = (
     "serial",
 )
 TESTS[

@@ -57,6 +57,8 @@ class Runtime:
         )
         self.archive = DocumentArchive(path / STATE_DIR / "archive")
         self.active_runs = ActiveRuns()
+        # told when this process takes (True) and lets go of (False) the embedded store
+        self.on_store_held: Callable[[bool], None] | None = None
 
     @property
     def config(self) -> KBConfig:
@@ -93,6 +95,7 @@ class Runtime:
                     collection=settings.collection,
                     lock_timeout=settings.lock_timeout,
                     cluster=settings.cluster_settings(),
+                    on_hold=self.on_store_held,
                 )
             return self._store
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -59,6 +60,17 @@ _MEMORY_MB: int | None = None
 def memory_cap_mb() -> int | None:
     """The megabytes a parse in this process may use, when it runs in a worker."""
     return _MEMORY_MB
+
+
+def _forget_stdin() -> None:
+    """In a forked child: no ``sys.stdin`` object. multiprocessing's child closes it first
+    thing, and that waits for its lock; a thread of the parent blocked reading stdin (an
+    MCP stdio server, a program waiting for input while it shares its knowledge base)
+    holds that lock, and in the child nobody ever releases it: the worker hung at birth."""
+    sys.stdin = None
+
+
+os.register_at_fork(after_in_child=_forget_stdin)
 
 
 def _preload() -> None:

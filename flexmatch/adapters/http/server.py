@@ -161,7 +161,9 @@ def serve(
     GuardedH11Protocol.configure(connections)
     # claimed first and released last: a server waiting for it never meets the store open
     with claim_store(kb_dir, config), KnowledgeBase.open(kb_dir, config=config) as kb:
-        app = create_app(kb, limits=limits)
+        # closed when the app stops: uvicorn re-raises SIGTERM once it has stopped, which
+        # ends the process before this block does (the store's socket must go with it)
+        app = create_app(kb, limits=limits, close_kb=True)
         quiet_collector()
         app.state.service.shared.check()  # an unreachable state database fails here, clearly
         app.state.service.probe_store()  # a store held by another process fails here, clearly

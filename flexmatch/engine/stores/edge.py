@@ -2,12 +2,14 @@
 
 Chosen over qdrant-client's local mode, which commits every point to SQLite on its own
 and searches in Python (see LIBRARY-NOTES.md): edge writes 100k points in seconds and
-survives a kill -9. One process at a time (the engine has no read-only open): a second
-one fails at once if ``flexmatch serve`` holds the store, naming the server and pointing to
-its HTTP API, and otherwise waits for the lock, then fails naming the holder
-(``holders``). The store is its owner's alone: its folder 700, its files 600
-(``_restrict``, at creation, open and close), as the engine creates them with the
-process's umask (often 644); while it runs, the 700 folder guards the files it adds.
+survives a kill -9. One process at a time (the engine has no read-only open): the holder
+shares it with other processes (``on_hold`` starts ``flexmatch.sharing``'s socket), so a
+second one meets the lock only when nobody shares it; then it fails at once if
+``flexmatch serve`` holds the store, naming the server and pointing to its HTTP API, and
+otherwise waits for the lock, then fails naming the holder (``holders``). The store is
+its owner's alone: its folder 700, its files 600 (``_restrict``, at creation, open and
+close), as the engine creates them with the process's umask (often 644); while it runs,
+the 700 folder guards the files it adds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +156,15 @@ class EdgeStore(QueryMethods):
     """Points in a folder, written through Qdrant's write-ahead log."""
 
     def __init__(
-        self, path: Path, lock_timeout: float = 0.0, indexing_threshold_kb: int | None = None
+        self,
+        path: Path,
+        lock_timeout: float = 0.0,
+        indexing_threshold_kb: int | None = None,
+        on_hold: Callable[[bool], None] | None = None,
     ) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
+        self.on_hold = on_hold  # told True when this process takes the store, False at close
         self.indexing_threshold_kb = indexing_threshold_kb  # None: the engine's default
         self._shard: Any = None
         self._opening = threading.Lock()
@@ -224,6 +232,8 @@ class EdgeStore(QueryMethods):
                     self._shard = _edge().EdgeShard.load(str(self.path / "shard"))
                     with contextlib.suppress(OSError):  # a store made before, or copied in
                         _restrict(self.path)
+                    if self.on_hold is not None:
+                        self.on_hold(True)  # others may work through this process now
                     break
                 except Exception as exc:
                     locked = "WouldBlock" in str(exc) or "lock" in str(exc).lower()
@@ -339,6 +349,8 @@ class EdgeStore(QueryMethods):
 
     def close(self) -> None:
         if self._shard is not None:
+            if self.on_hold is not None:
+                self.on_hold(False)
             self._shard.flush()
             self._shard.close()
             self._shard = None

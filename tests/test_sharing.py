@@ -1,0 +1,315 @@
+"""Many processes, one knowledge base: while one process holds the embedded store (serve,
+mcp, a watch, a long ingest, a Python program), the commands of another work through it
+over the store's socket, with the same access rules; a killed holder's socket is ignored.
+
+Real processes throughout (``tests/tiers.py`` marks the module slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from flexmatch.sharing import socket_path
+from tests.adapters.http.servers import free_port
+from tests.conftest import FLEXMATCH, run, stop, write_config
+
+FERRY = "# Harbour\n\nThe ferry to Gull Island leaves the harbour at nine every morning.\n"
+FEES = "# Fees\n\nMooring fees are paid at the harbour office before noon.\n"
+SECRET = "# Plans\n\nThe lighthouse keeper's plans for the winter festival are secret.\n"
+PYTHON_OWNER = """
+import sys
+import flexmatch as fm
+kb = fm.KnowledgeBase.open(sys.argv[1])
+kb.stats()  # takes the store
+print("ready", flush=True)
+sys.stdin.read()
+kb.close()
+"""
+TIMED_QUERIES = """
+import json, sys, time
+import flexmatch as fm
+kb = fm.KnowledgeBase.open(sys.argv[1])
+times = []
+for _ in range(6):
+    started = time.monotonic()
+    answer = kb.search("When does the ferry leave?")
+    times.append(time.monotonic() - started)
+    assert answer.results, "no results"
+print(json.dumps(times))
+"""
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A knowledge base whose source reads ``../docs``, synced once (the store made)."""
+    work = tmp_path_factory.mktemp("shared")
+    (work / "docs").mkdir()
+    (work / "docs" / "harbour.md").write_text(FERRY, encoding="utf-8")
+    (work / "docs" / "fees.md").write_text(FEES, encoding="utf-8")
+    (work / "docs" / "plans.md").write_text(SECRET, encoding="utf-8")
+    kb = work / "kb"
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\n")
+    synced = run("sync", "--kb", str(kb))
+    assert synced.returncode == 0, synced.stderr
+    plans = _doc_id(kb, "plans.md")
+    limited = run("docs", "access", plans, "--principal", "user:bob", "--kb", str(kb))
+    assert limited.returncode == 0, limited.stderr
+    return work
+
+
+@pytest.fixture
+def kb(template: Path, tmp_path: Path) -> Path:
+    """A copy of the template (each test its own store and socket)."""
+    shutil.copytree(template, tmp_path / "w", symlinks=True)
+    return tmp_path / "w" / "kb"
+
+
+def _doc_id(kb: Path, name: str) -> str:
+    listed = run("docs", "list", "--kb", str(kb), "--json")
+    assert listed.returncode == 0, listed.stderr
+    return next(r["id"] for r in json.loads(listed.stdout) if r["uri"].endswith(name))
+
+
+def _socket(kb: Path) -> Path:
+    return socket_path(kb / ".flexmatch" / "qdrant")
+
+
+def _wait_for_owner(kb: Path, process: subprocess.Popen[str], limit: float = 120) -> None:
+    """Until the owner answers on the store's socket."""
+    deadline = time.monotonic() + limit
+    while True:
+        assert process.poll() is None, f"the owner exited: {process.returncode}"
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(_socket(kb)))
+            return
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        assert time.monotonic() < deadline, "the owner never shared the store"
+        time.sleep(0.2)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+@contextmanager
+def _python_owner(kb: Path) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", PYTHON_OWNER, str(kb)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        _wait_for_owner(kb, process)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.communicate("", timeout=60)
+
+
+@contextmanager
+def _serve_owner(kb: Path) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [str(FLEXMATCH), "serve", "--kb", str(kb), "--port", str(free_port())],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_env(),
+    )
+    try:
+        _wait_for_owner(kb, process)
+        yield process
+    finally:
+        stop(process)
+
+
+def _rpc(process: subprocess.Popen[str], message: dict[str, object]) -> None:
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message) + "\n")
+    process.stdin.flush()
+
+
+@contextmanager
+def _mcp_owner(kb: Path) -> Iterator[subprocess.Popen[str]]:
+    """``flexmatch mcp`` over stdio, its session held open, after one search (which takes
+    the store)."""
+    process = subprocess.Popen(
+        [str(FLEXMATCH), "mcp", "--kb", str(kb)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_env(),
+    )
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        hello["clientInfo"] = {"name": "test", "version": "1"}
+        _rpc(process, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        _rpc(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        search = {"name": "search_knowledge", "arguments": {"query": "ferry"}}
+        _rpc(process, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search})
+        assert process.stdout is not None
+        while json.loads(process.stdout.readline()).get("id") != 2:
+            pass
+        _wait_for_owner(kb, process)
+        yield process
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()  # the client goes: the session ends
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def _big_folder(where: Path, count: int) -> Path:
+    where.mkdir()
+    for i in range(count):
+        lines = [f"# Report {i}\n"]
+        for part in range(6):
+            lines.append(f"\n## Section {part}\n\n")
+            lines.append(f"Vessel {i}-{part} docked at berth {part} with cargo {i * 7 % 13}. " * 6)
+        (where / f"report-{i}.md").write_text("".join(lines), encoding="utf-8")
+    return where
+
+
+@contextmanager
+def _ingest_owner(kb: Path, count: int = 400) -> Iterator[subprocess.Popen[str]]:
+    """A long ``flexmatch ingest`` holding the store."""
+    folder = _big_folder(kb.parent / "big", count)
+    process = subprocess.Popen(
+        [str(FLEXMATCH), "ingest", "--kb", str(kb), str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_env(),
+    )
+    try:
+        _wait_for_owner(kb, process)
+        yield process
+    finally:
+        stop(process)
+
+
+@contextmanager
+def _watch_owner(kb: Path) -> Iterator[subprocess.Popen[str]]:
+    """``flexmatch sync --watch``: it holds the store while it syncs, not in between."""
+    process = subprocess.Popen(
+        [str(FLEXMATCH), "sync", "--watch", "--json", "--kb", str(kb)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()  # the first sync is done
+        yield process
+    finally:
+        stop(process)
+
+
+OWNERS = {
+    "python": _python_owner,
+    "serve": _serve_owner,
+    "mcp": _mcp_owner,
+    "ingest": _ingest_owner,
+    "watch": _watch_owner,
+}
+
+
+def _through(kb: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """A command beside the holder: a wait for the store would fail after
+    ``store.lock_timeout`` (exit 2, "in use by another FlexMatch process")."""
+    done = run(*command, "--kb", str(kb))
+    assert done.returncode == 0, f"{command}: {done.stderr}"
+    return done
+
+
+@pytest.mark.parametrize("owner", list(OWNERS))
+def test_another_process_works_through_the_holder(kb: Path, owner: str) -> None:
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 30\n")
+    extra = kb.parent / "extra.md"
+    extra.write_text("# Tides\n\nHigh tide at the harbour is at noon today.\n", encoding="utf-8")
+    with OWNERS[owner](kb) as process:
+        found = json.loads(_through(kb, "query", "When does the ferry leave?", "--json").stdout)
+        assert any("ferry" in r["content"] for r in found["results"])
+        _through(kb, "sync")
+        ingested = _through(kb, "ingest", str(extra), "--json")
+        assert json.loads(ingested.stdout)["added"] == 1
+        listed = json.loads(_through(kb, "docs", "list", "--json").stdout)
+        assert any(r["uri"].endswith("extra.md") for r in listed)
+        assert process.poll() is None  # the holder was never disturbed
+    assert not _socket(kb).exists()  # gone with its owner
+
+
+def test_queries_answer_within_a_second_during_a_long_ingest(kb: Path) -> None:
+    with _ingest_owner(kb, count=600) as ingest:
+        timed = subprocess.run(
+            [sys.executable, "-c", TIMED_QUERIES, str(kb)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=300,
+        )
+        assert timed.returncode == 0, timed.stderr
+        still_ingesting = ingest.poll() is None
+    times = json.loads(timed.stdout)
+    assert still_ingesting, "the ingest ended before the queries: make it longer"
+    assert max(times[1:]) < 1.0, times  # the first one sets up the owner's query path
+
+
+def test_access_rules_hold_through_the_socket(kb: Path) -> None:
+    with _python_owner(kb):
+        question = ("query", "What are the lighthouse keeper's winter plans?", "--json")
+        alice = json.loads(_through(kb, *question, "--as", "user:alice").stdout)
+        bob = json.loads(_through(kb, *question, "--as", "user:bob").stdout)
+        assert not any("plans.md" in r["uri"] for r in alice["results"])
+        assert any("plans.md" in r["uri"] for r in bob["results"])
+        listed = json.loads(_through(kb, "docs", "list", "--json", "--as", "user:alice").stdout)
+        assert listed and not any(r["uri"].endswith("plans.md") for r in listed)
+
+
+def test_the_socket_is_the_owners_alone(kb: Path) -> None:
+    with _python_owner(kb):
+        mode = os.stat(_socket(kb)).st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+        assert stat.S_IMODE(os.stat(_socket(kb).parent).st_mode) == 0o700
+
+
+def test_a_killed_owners_socket_is_ignored(kb: Path) -> None:
+    with _python_owner(kb) as owner:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        assert _socket(kb).exists()  # left behind: nobody listens on it
+        listed = _through(kb, "docs", "list", "--json")
+        assert len(json.loads(listed.stdout)) == 3
+    with _python_owner(kb):  # the next holder shares it again
+        assert json.loads(_through(kb, "stats", "--json").stdout)["documents"] == 3
+
+
+def test_an_error_in_the_owner_reads_as_the_same_error(kb: Path) -> None:
+    with _python_owner(kb) as owner:
+        missing = run("docs", "show", "nothing-like-this", "--kb", str(kb))
+        assert missing.returncode != 0 and "Traceback" not in missing.stderr
+        assert "nothing-like-this" in missing.stderr
+        assert owner.poll() is None

@@ -1,0 +1,73 @@
+"""The store's socket in one process (quick): what the owner answers on it, to whom, and
+with what mode; ``tests/test_sharing.py`` runs the real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import Any
+
+from flexmatch.sharing import HERE, Owner, _address, call, socket_path
+from flexmatch.testing import memory_knowledge_base
+from tests.conftest import write_config
+
+HARBOUR = "# Harbour\n\nThe ferry to Gull Island leaves the harbour at nine.\n"
+PLANS = "# Plans\n\nThe winter festival plans are secret.\n"
+
+
+def _ask(path: Path, request: dict[str, Any]) -> list[dict[str, Any]]:
+    conn = socket.socket(socket.AF_UNIX)
+    with _address(path) as address:
+        conn.connect(address)
+    with conn, conn.makefile("rb") as stream:
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        return [json.loads(line) for line in stream]
+
+
+def test_the_owner_answers_with_the_callers_principal_and_refuses_other_calls(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "harbour.md").write_text(HARBOUR, encoding="utf-8")
+    (docs / "plans.md").write_text(PLANS, encoding="utf-8")
+    rules = "    access_rules:\n      'plans.md': {principals: ['user:bob']}\n"
+    write_config(tmp_path / "kb", "sources:\n  default:\n" + rules)
+    # a folder deep enough that the socket's path passes a socket address's 108 bytes
+    store = tmp_path / ("deep-" * 20) / "store"
+    store.parent.mkdir()
+    with memory_knowledge_base(tmp_path / "kb") as kb:
+        kb.ingest([docs])
+        owner = Owner(kb, store)
+        owner.held(True)
+        try:
+            path = socket_path(store)
+            assert len(os.fsencode(path)) > 108
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+            alice = {"user": "alice", "groups": []}
+            listed = _ask(path, {"call": "list_documents", "args": {"principal": alice}})
+            uris = [r["uri"] for r in listed[-1]["result"]]
+            assert len(uris) == 1 and uris[0].endswith("harbour.md")
+            bob = _ask(path, {"call": "list_documents", "args": {"principal": {"user": "bob"}}})
+            assert len(bob[-1]["result"]) == 2
+            refused = _ask(path, {"call": "set_access", "args": {}})
+            assert refused == [
+                {
+                    "error": {
+                        "type": "StoreError",
+                        "args": ["unknown call 'set_access' through the store's socket"],
+                        "message": "unknown call 'set_access' through the store's socket",
+                    }
+                }
+            ]
+            missing = _ask(path, {"call": "get_document", "args": {"document_id": "nope"}})
+            assert missing[-1]["error"]["type"] == "DocumentNotFoundError"
+            # this very process is no other owner: its own calls run here
+            assert call(path, "stats", dict, None) is HERE
+        finally:
+            owner.held(False)
+        assert not socket_path(store).exists()
+        assert call(socket_path(store), "stats", dict, None) is HERE  # nobody listens
