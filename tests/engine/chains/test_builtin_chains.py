@@ -101,6 +101,35 @@ def test_sentences_matching_text_prefixes_heading_and_keeps_content() -> None:
     assert [t.kind for t in asyncio.run(without.run(section, _document()))] == ["sentence"] * 2
 
 
+def test_sentence_windows_join_neighbours_and_cover_every_sentence() -> None:
+    words = ["one", "two", "three", "four", "five", "six", "seven"]
+    text = " ".join(f"The {w} fact is here." for w in words)
+    section = Section(text=text, heading_path=["Facts"])
+    chain = _chain("sentences", MatchingTextChain, window=3, include_content=False)
+    texts = [t.text for t in asyncio.run(chain.run(section, _document()))]
+    assert texts == [
+        "Fruit guide › Facts: The one fact is here. The two fact is here. The three fact is here.",
+        "Fruit guide › Facts: The four fact is here. The five fact is here. The six fact is here.",
+        # the last window ends at the last sentence
+        "Fruit guide › Facts: The five fact is here. The six fact is here. The seven fact is here.",
+    ]
+    strided = _chain("sentences", MatchingTextChain, window=3, stride=2, include_content=False)
+    assert len(asyncio.run(strided.run(section, _document()))) == 3  # starts 0, 2, 4
+    # short lines join their neighbours instead of being dropped (min_words 4)
+    listing = Section(text="-a all\n-l long\n-h human", heading_path=["Options"])
+    joined = asyncio.run(chain.run(listing, _document()))
+    assert [t.text for t in joined] == ["Fruit guide › Options: -a all -l long -h human"]
+
+
+def test_short_chunks_are_matched_by_their_own_text_alone() -> None:
+    section = Section(text="Apples grow on trees. They are picked in autumn.", heading_path=[])
+    chain = _chain("sentences", MatchingTextChain, window=3, min_chunk_words=20)
+    assert [t.kind for t in asyncio.run(chain.run(section, _document()))] == ["content"]
+    long = Section(text=" ".join(["Apples grow on tall trees."] * 6), heading_path=[])
+    kinds = [t.kind for t in asyncio.run(chain.run(long, _document()))]
+    assert kinds == ["sentence", "sentence", "content"]
+
+
 def test_content_matching_text_is_the_chunk_only() -> None:
     section = Section(text="Pears ripen off the tree.", heading_path=["Pears"])
     texts = asyncio.run(_chain("content", MatchingTextChain).run(section, _document()))

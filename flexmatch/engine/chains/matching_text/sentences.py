@@ -1,8 +1,16 @@
-"""``sentences``: no LLM; each sentence of the section, prefixed with where it sits."""
+"""``sentences``: no LLM; the section's sentences, alone or a few at a time (``window``),
+each text prefixed with where it sits.
+
+One sentence a text (``window: 1``, the ``sentences`` chain) matches a question about
+one fact most sharply but embeds ~13 texts for a 400-token chunk; ``window: 3`` (the
+``sentence-windows`` chain, the offline default) embeds a third as many for nearly the
+same ranking, and a chunk short enough for its own vector (``min_chunk_words``) is
+embedded once. Measured in docs/retrieval.md (bench/real_folder.py, squad-dev, SciFact).
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flexmatch.engine.chains.kinds import MatchingTextChain
 from flexmatch.engine.chains.variables import content_text, heading_label, module_mentions
@@ -17,18 +25,43 @@ class SentenceParams(BaseModel):
     include_content: bool = True
     min_words: int = Field(4, ge=1)
     max_items: int = Field(40, ge=1)
+    window: int = Field(1, ge=1, le=20)  # sentences a text holds
+    stride: int | None = Field(None, ge=1)  # sentences from one text to the next; None: window
+    min_chunk_words: int = Field(0, ge=0)  # a shorter chunk is matched by its own text alone
+
+    @model_validator(mode="after")
+    def _stride_within_window(self) -> SentenceParams:
+        if self.stride is not None and self.stride > self.window:
+            raise ValueError(f"stride ({self.stride}) must not exceed window ({self.window})")
+        return self
+
+
+def _windows(sentences: list[str], window: int, stride: int) -> list[str]:
+    """Runs of ``window`` consecutive sentences, ``stride`` apart; the last run ends at
+    the last sentence (so none is left out)."""
+    if window == 1:
+        return sentences
+    starts = list(range(0, max(len(sentences) - window, 0) + 1, stride))
+    if starts[-1] + window < len(sentences):
+        starts.append(len(sentences) - window)
+    return [" ".join(sentences[start : start + window]) for start in starts]
 
 
 def sentence_texts(
     section: Section, document: Document, params: SentenceParams
 ) -> list[MatchingText]:
-    """Each sentence of ``section`` long enough to match on, prefixed with where it sits,
-    then what a code file's header says of the definition it holds (``module_mentions``):
-    the ``sentences`` chain's texts, also indexed beside an LLM's questions."""
+    """The sentences of ``section`` (``window`` at a time) long enough to match on,
+    prefixed with where they sit, then what a code file's header says of the definition
+    it holds (``module_mentions``): the ``sentences`` chain's texts, also indexed beside
+    an LLM's questions."""
+    if params.min_chunk_words and len(section.text.split()) < params.min_chunk_words:
+        return []
     label = heading_label(document, section) if params.prefix_heading else ""
     texts: list[MatchingText] = []
-    sentences = [*split_sentences(section.text), *module_mentions(document, section)]
-    for sentence in sentences:
+    sentences = [s for s in split_sentences(section.text) if s.strip()]
+    if params.window > 1:  # short lines join their neighbours instead of being dropped
+        sentences = _windows(sentences, params.window, params.stride or params.window)
+    for sentence in [*sentences, *module_mentions(document, section)]:
         if len(sentence.split()) < params.min_words:
             continue
         text = f"{label}: {sentence}" if label else sentence
@@ -39,7 +72,8 @@ def sentence_texts(
 
 
 class Sentences(MatchingTextChain):
-    """No LLM: each sentence of the section, prefixed with the title and heading path."""
+    """No LLM: the sentences of the section (``window`` at a time), prefixed with the
+    title and heading path."""
 
     Params = SentenceParams
 
