@@ -121,6 +121,23 @@ def test_sentence_windows_join_neighbours_and_cover_every_sentence() -> None:
     assert [t.text for t in joined] == ["Fruit guide › Options: -a all -l long -h human"]
 
 
+def test_offline_default_embeds_sentence_windows_and_one_sentence_a_text_stays_selectable() -> None:
+    text = " ".join(f"Fact number {i} is written here." for i in range(7))
+    section = Section(text=text, heading_path=["Facts"])
+    default = _chain("questions", MatchingTextChain)  # no LLM: its offline fallback
+    assert default.spec.name == "sentence-windows"
+    texts = asyncio.run(default.run(section, _document()))
+    assert [t.kind for t in texts] == ["sentence"] * 3 + ["content"]
+    assert texts[0].text == (
+        "Fruit guide › Facts: Fact number 0 is written here. Fact number 1 is written here. "
+        "Fact number 2 is written here."
+    )
+    assert texts[2].text.endswith("Fact number 6 is written here.")
+    old = asyncio.run(_chain("sentences", MatchingTextChain).run(section, _document()))
+    assert [t.kind for t in old] == ["sentence"] * 7 + ["content"]
+    assert old[3].text == "Fruit guide › Facts: Fact number 3 is written here."
+
+
 def test_short_chunks_are_matched_by_their_own_text_alone() -> None:
     section = Section(text="Apples grow on trees. They are picked in autumn.", heading_path=[])
     chain = _chain("sentences", MatchingTextChain, window=3, min_chunk_words=20)
