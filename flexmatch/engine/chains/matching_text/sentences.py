@@ -82,3 +82,13 @@ class Sentences(MatchingTextChain):
         if self.params.include_content or not texts:
             texts.append(content_text(section, document))
         return texts
+
+
+class WindowParams(SentenceParams):
+    window: int = Field(3, ge=1, le=20)
+
+
+class SentenceWindows(Sentences):
+    """No LLM, the offline default: the sentences of the section three at a time."""
+
+    Params = WindowParams
