@@ -54,7 +54,9 @@ def _candidates() -> dict[str, list[Path]]:
         and (p.suffix in DOC_SUFFIXES or p.name.endswith((".txt.gz", ".md.gz", ".html.gz")))
     ]
     man = sorted(
-        p for p in Path("/usr/share/man").glob("man[1-8]/*.gz") if p.is_file() and not p.is_symlink()
+        p
+        for p in Path("/usr/share/man").glob("man[1-8]/*.gz")
+        if p.is_file() and not p.is_symlink()
     )
     stdlib_dir = Path(sysconfig.get_paths()["stdlib"])
     stdlib = sorted(
@@ -220,6 +222,39 @@ def bm25_baseline(corpus: Path, places: list[str]) -> dict[str, float]:
     return {key: sum(r[key] for r in rows) / len(rows) for key in ("file@1", "file@5", "answer@1")}
 
 
+# -- LlamaIndex on the same files -------------------------------------------------------------
+LLAMAINDEX_PYTHON = BENCH / ".venv-llamaindex" / "bin" / "python"
+
+
+def llamaindex(corpus: Path, places: list[str], folder: Path) -> dict | None:
+    """LlamaIndex's offline pipeline (bench/llamaindex_folder.py) over the same files'
+    text, extracted beforehand by FlexMatch's parsers; None without its venv."""
+    from flexmatch.inputs.parsing import parse_file
+
+    if not LLAMAINDEX_PYTHON.is_file():
+        print("LlamaIndex: bench/.venv-llamaindex is missing (run bench/setup-llamaindex)")
+        return None
+    rows = []
+    for place in places:
+        try:
+            parsed = parse_file(corpus / place)
+        except Exception:  # noqa: BLE001 - a file FlexMatch skips is skipped here too
+            continue
+        rows.append({"_id": place, "title": parsed.title or place, "text": parsed.text})
+    extracted = folder / "extracted.jsonl"
+    extracted.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [str(LLAMAINDEX_PYTHON), str(BENCH / "llamaindex_folder.py"), str(extracted)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        print(f"LlamaIndex: failed\n{done.stderr[-2000:]}")
+        return None
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 # -- the orchestrator --------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -230,7 +265,10 @@ def main() -> None:
     parser.add_argument("--setup", action="append", help="chain name or config YAML")
     parser.add_argument("--rounds", type=int, default=1, help="ingests per setup, alternating")
     parser.add_argument("--keep", type=Path, help="build the corpus here and keep it")
-    parser.add_argument("--child", nargs=3, metavar=("CORPUS", "KB", "SETUP"), help=argparse.SUPPRESS)
+    parser.add_argument("--llamaindex", action="store_true", help="also LlamaIndex, same files")
+    parser.add_argument(
+        "--child", nargs=3, metavar=("CORPUS", "KB", "SETUP"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         corpus, kb_dir, setup = args.child
@@ -244,7 +282,11 @@ def main() -> None:
     size = sum((corpus / p).stat().st_size for p in places) / 1e6
     print(f"{len(places)} files ({size:.1f} MB on disk) in {corpus}", flush=True)
     results: dict[str, list[dict]] = {s: [] for s in setups}
+    other: list[dict] = []
     for round_ in range(args.rounds):
+        if args.llamaindex and (found := llamaindex(corpus, places, work)) is not None:
+            other.append(found)
+            print(f"round {round_ + 1} llamaindex: {json.dumps(found)}", flush=True)
         for setup in setups:
             kb_dir = work / f"kb-{len(results[setup])}-{re.sub(r'[^A-Za-z0-9]+', '-', setup)}"
             done = subprocess.run(
@@ -260,7 +302,10 @@ def main() -> None:
             row["disk_mb"], row["apparent_mb"] = du(kb_dir)
             shutil.rmtree(kb_dir, ignore_errors=True)
             results[setup].append(row)
-            print(f"round {round_ + 1} {setup}: {json.dumps({k: v for k, v in row.items() if k != 'answers'})}", flush=True)
+            print(
+                f"round {round_ + 1} {setup}: {json.dumps({k: v for k, v in row.items() if k != 'answers'})}",
+                flush=True,
+            )
     print()
     print(
         "| setup | ingest s | docs | chunks | texts embedded | peak RSS MB | KB disk MB "
@@ -281,6 +326,13 @@ def main() -> None:
             f"{last['texts']} | {last['peak_rss_mb']:.0f} | {last['disk_mb']:.1f} / "
             f"{last['apparent_mb']:.1f} | {quality['file@1']:.2f} | {quality['file@5']:.2f} | "
             f"{quality['answer@1']:.2f} |"
+        )
+    if other:
+        seconds = sorted(r["pipeline_s"] for r in other)[len(other) // 2]
+        print(
+            f"| LlamaIndex (SentenceSplitter, same MiniLM on torch; text extracted beforehand) "
+            f"| {seconds:.1f} | {other[-1]['documents']} | {other[-1]['nodes']} | "
+            f"{other[-1]['nodes']} | {other[-1]['peak_rss_mb']:.0f} | | | | |"
         )
     base = bm25_baseline(corpus, places)
     print(
