@@ -302,10 +302,8 @@ def main() -> None:
             row["disk_mb"], row["apparent_mb"] = du(kb_dir)
             shutil.rmtree(kb_dir, ignore_errors=True)
             results[setup].append(row)
-            print(
-                f"round {round_ + 1} {setup}: {json.dumps({k: v for k, v in row.items() if k != 'answers'})}",
-                flush=True,
-            )
+            brief = {k: v for k, v in row.items() if k != "answers"}
+            print(f"round {round_ + 1} {setup}: {json.dumps(brief)}", flush=True)
     print()
     print(
         "| setup | ingest s | docs | chunks | texts embedded | peak RSS MB | KB disk MB "
