@@ -138,6 +138,20 @@ def test_offline_default_embeds_sentence_windows_and_one_sentence_a_text_stays_s
     assert old[3].text == "Fruit guide › Facts: Fact number 3 is written here."
 
 
+def test_short_sentences_are_packed_until_a_text_has_enough_words() -> None:
+    text = (
+        "-a all entries\n-l long listing\n-h human sizes\n"
+        "A prose sentence about listing directories stays alone as it is long enough."
+    )
+    section = Section(text=text, heading_path=["Options"])
+    chain = _chain("sentences", MatchingTextChain, min_text_words=8, include_content=False)
+    assert [t.text for t in asyncio.run(chain.run(section, _document()))] == [
+        "Fruit guide › Options: -a all entries -l long listing -h human sizes",
+        "Fruit guide › Options: A prose sentence about listing directories stays alone as "
+        "it is long enough.",
+    ]
+
+
 def test_short_chunks_are_matched_by_their_own_text_alone() -> None:
     section = Section(text="Apples grow on trees. They are picked in autumn.", heading_path=[])
     chain = _chain("sentences", MatchingTextChain, window=3, min_chunk_words=20)

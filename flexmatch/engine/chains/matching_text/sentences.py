@@ -28,6 +28,7 @@ class SentenceParams(BaseModel):
     window: int = Field(1, ge=1, le=20)  # sentences a text holds
     stride: int | None = Field(None, ge=1)  # sentences from one text to the next; None: window
     min_chunk_words: int = Field(0, ge=0)  # a shorter chunk is matched by its own text alone
+    min_text_words: int = Field(0, ge=0)  # short sentences join the next until a text has this
 
     @model_validator(mode="after")
     def _stride_within_window(self) -> SentenceParams:
@@ -47,6 +48,23 @@ def _windows(sentences: list[str], window: int, stride: int) -> list[str]:
     return [" ".join(sentences[start : start + window]) for start in starts]
 
 
+def _packed(sentences: list[str], min_words: int) -> list[str]:
+    """Consecutive sentences joined until each text holds ``min_words`` words: a prose
+    sentence stays alone, a run of short lines (options, list items) becomes one text."""
+    packed: list[str] = []
+    current: list[str] = []
+    words = 0
+    for sentence in sentences:
+        current.append(sentence)
+        words += len(sentence.split())
+        if words >= min_words:
+            packed.append(" ".join(current))
+            current, words = [], 0
+    if current:
+        packed.append(" ".join(current))
+    return packed
+
+
 def sentence_texts(
     section: Section, document: Document, params: SentenceParams
 ) -> list[MatchingText]:
@@ -59,6 +77,8 @@ def sentence_texts(
     label = heading_label(document, section) if params.prefix_heading else ""
     texts: list[MatchingText] = []
     sentences = [s for s in split_sentences(section.text) if s.strip()]
+    if params.min_text_words:
+        sentences = _packed(sentences, params.min_text_words)
     if params.window > 1:  # short lines join their neighbours instead of being dropped
         sentences = _windows(sentences, params.window, params.stride or params.window)
     for sentence in [*sentences, *module_mentions(document, section)]:
