@@ -35,6 +35,7 @@ BUILTIN: tuple[tuple[str, str], ...] = (
     ("questions", f"{_PACKAGE}.matching_text.questions:LLMQuestions"),
     ("sentences", f"{_PACKAGE}.matching_text.sentences:Sentences"),
     ("sentence-windows", f"{_PACKAGE}.matching_text.sentences:SentenceWindows"),
+    ("packed-sentences", f"{_PACKAGE}.matching_text.sentences:PackedSentences"),
     ("context", f"{_PACKAGE}.qualifying_text.context:LLMContext"),
     ("headings", f"{_PACKAGE}.qualifying_text.headings:Headings"),
     ("identity", f"{_PACKAGE}.query_transform.identity:Identity"),

@@ -112,3 +112,14 @@ class SentenceWindows(Sentences):
     """No LLM, the offline default: the sentences of the section three at a time."""
 
     Params = WindowParams
+
+
+class PackedParams(SentenceParams):
+    min_text_words: int = Field(12, ge=0)
+
+
+class PackedSentences(Sentences):
+    """No LLM: each sentence of the section, short ones (a man page's options, a list's
+    items, a changelog's lines) joined until a text holds ``min_text_words`` words."""
+
+    Params = PackedParams
