@@ -3,6 +3,8 @@ with no model run (the chunker and the chain only, then the tokenizer), so it is
 
 Run:  .venv/bin/python bench/matching_cost.py beir ../shared/data/squad-dev/corpus.jsonl
       .venv/bin/python bench/matching_cost.py folder path/to/folder   # e.g. real_folder --keep
+      ... [--embed 300]  also embed the texts of 300 chunks (spread evenly) per setup, the
+      setups taking turns for two rounds, and print the best seconds of each
 Embedding time grows with both: tokens (the model's work) and texts (one model run each
 with the int8 model). Quality needs an ingest: ``flexmatch eval`` with setups, or
 bench/real_folder.py.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +71,7 @@ def documents(kind: str, path: Path) -> Iterator[Document]:
 
 def main() -> None:
     kind, path = sys.argv[1], Path(sys.argv[2])
+    sample = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--embed" else 0
     context = ChainContext()
     chunker = build_chain(ChainRef(chain="structure"), Chunker, context)
     chains = {
@@ -77,9 +81,11 @@ def main() -> None:
     tokenizer = OnnxEmbedder()._load_tokenizer()
     totals = {label: [0, 0] for label in VARIANTS}
     chunks = 0
+    every: list[tuple[Document, Any]] = []
     for document in documents(kind, path):
         sections = asyncio.run(chunker.run(document))
         chunks += len(sections)
+        every.extend((document, section) for section in sections)
         for label, chain in chains.items():
             texts = [t.text for s in sections for t in asyncio.run(chain.run(s, document))]
             totals[label][0] += len(texts)
@@ -89,6 +95,30 @@ def main() -> None:
     print("|---|---|---|---|")
     for label, (texts, tokens) in totals.items():
         print(f"| {label} | {texts:,} | {texts / max(chunks, 1):.1f} | {tokens:,} |")
+    if sample:
+        embed_seconds(chains, every[:: max(len(every) // sample, 1)][:sample])
+
+
+def embed_seconds(chains: dict[str, MatchingTextChain], chosen: list[tuple[Document, Any]]) -> None:
+    """Embed each setup's texts of the ``chosen`` chunks, setups taking turns, two rounds."""
+    embedder = OnnxEmbedder()
+    embedder.embed(["warm up"] * OnnxEmbedder.BULK)
+    texts = {
+        label: [t.text for d, s in chosen for t in asyncio.run(chain.run(s, d))]
+        for label, chain in chains.items()
+    }
+    seconds: dict[str, list[float]] = {label: [] for label in chains}
+    for _ in range(2):
+        for label, batch in texts.items():
+            started = time.perf_counter()
+            embedder.embed(batch)
+            seconds[label].append(time.perf_counter() - started)
+    print(f"\nembedding the texts of {len(chosen)} chunks (best of 2 rounds, in turns):\n")
+    print("| matching texts | texts | seconds | texts/s |")
+    print("|---|---|---|---|")
+    for label, batch in texts.items():
+        best = min(seconds[label])
+        print(f"| {label} | {len(batch):,} | {best:.1f} | {len(batch) / best:.0f} |")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""``sentences``: no LLM; the section's sentences, alone or a few at a time (``window``),
-each text prefixed with where it sits.
+"""``sentences`` and its variants: no LLM; the section's sentences, each text prefixed
+with where it sits, and the chunk text.
 
-One sentence a text (``window: 1``, the ``sentences`` chain) matches a question about
-one fact most sharply but embeds ~13 texts for a 400-token chunk; ``window: 3`` (the
-``sentence-windows`` chain, the offline default) embeds a third as many for nearly the
-same ranking, and a chunk short enough for its own vector (``min_chunk_words``) is
-embedded once. Measured in docs/retrieval.md (bench/real_folder.py, squad-dev, SciFact).
+Embedding is nearly all of an offline ingest, and it grows with the texts (one model run
+each) and their tokens. ``sentences`` embeds every sentence alone; ``packed-sentences``
+joins short lines (options, list items) until a text holds ``min_text_words`` words;
+``sentence-windows`` takes ``window`` sentences a text. What each costs and keeps is
+measured in docs/retrieval.md (bench/matching_cost.py, squad-dev, bench/real_folder.py).
 """
 
 from __future__ import annotations
