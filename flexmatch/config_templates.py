@@ -52,7 +52,7 @@ def templates() -> dict[str, str]:
     (its file's first comment line): ``default``, and every built-in evaluation setup
     (``configs/setups``), which is a fragment of a ``flexmatch.yaml`` over the default."""
     found = {
-        "default": "The defaults: questions (sentence windows without an LLM), hybrid "
+        "default": "The defaults: questions (sentences without an LLM), hybrid "
         "retrieval, the offline reranker."
     }
     for path in sorted((resources.builtin_dir("configs") / "setups").glob("*.yaml")):

@@ -104,7 +104,7 @@ def test_a_dry_run_says_the_time_memory_and_disk_the_run_would_take(
         small = kb.run_sync(kb.aestimate([docs / "orchard0.md"]))
         estimate = kb.run_sync(kb.aestimate([docs]))
         report = kb.ingest([docs])
-    assert estimate.matching_texts == report.matching_texts > 6 * 30 // 3  # several a text
+    assert estimate.matching_texts == report.matching_texts > 6 * 30
     assert estimate.embedded_per_second and estimate.embedded_per_second > 0
     assert estimate.seconds is not None
     embedding = estimate.matching_texts / estimate.embedded_per_second

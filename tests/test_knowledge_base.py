@@ -55,8 +55,7 @@ def test_offline_defaults_ingest_and_answer(
         report = kb.ingest([docs_dir / "fake-html-cp1252.html", docs_dir / "stanley-cups.xlsx"])
         assert report.documents == 2 and not report.failed and report.usage.calls == 0
         assert (
-            "no LLM configured: matching_text uses 'sentence-windows' instead of 'questions'"
-            in kb.notices
+            "no LLM configured: matching_text uses 'sentences' instead of 'questions'" in kb.notices
         )
         results = kb.query("How many Stanley Cups have the Maple Leafs won?")
     assert results[0].uri.endswith("stanley-cups.xlsx")

@@ -33,6 +33,6 @@ def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path)
     result = run_installed(wheel, tmp_path, script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "['structure', 'sentence-windows', 'headings']",
+        "['structure', 'sentences', 'headings']",
         "## Facts from the knowledge base",
     ]

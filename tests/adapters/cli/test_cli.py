@@ -102,7 +102,7 @@ def test_chains_lists_types_and_resolution(
     result = run("chains", "--kb", str(kb))
     assert result.returncode == 0, result.stderr
     assert "questions" in result.stdout and "structure" in result.stdout
-    assert "sentence-windows" in result.stdout  # what 'questions' resolves to offline
+    assert "sentences" in result.stdout  # what 'questions' resolves to offline
 
 
 def test_config_error_is_one_clear_line(tmp_path: Path) -> None:

@@ -121,21 +121,25 @@ def test_sentence_windows_join_neighbours_and_cover_every_sentence() -> None:
     assert [t.text for t in joined] == ["Fruit guide › Options: -a all -l long -h human"]
 
 
-def test_offline_default_embeds_sentence_windows_and_one_sentence_a_text_stays_selectable() -> None:
+def test_offline_default_embeds_each_sentence_and_the_cheaper_chains_are_selectable() -> None:
     text = " ".join(f"Fact number {i} is written here." for i in range(7))
     section = Section(text=text, heading_path=["Facts"])
     default = _chain("questions", MatchingTextChain)  # no LLM: its offline fallback
-    assert default.spec.name == "sentence-windows"
+    assert default.spec.name == "sentences"
     texts = asyncio.run(default.run(section, _document()))
-    assert [t.kind for t in texts] == ["sentence"] * 3 + ["content"]
-    assert texts[0].text == (
+    assert [t.kind for t in texts] == ["sentence"] * 7 + ["content"]
+    assert texts[3].text == "Fruit guide › Facts: Fact number 3 is written here."
+    windows = asyncio.run(_chain("sentence-windows", MatchingTextChain).run(section, _document()))
+    assert [t.kind for t in windows] == ["sentence"] * 3 + ["content"]
+    assert windows[0].text == (
         "Fruit guide › Facts: Fact number 0 is written here. Fact number 1 is written here. "
         "Fact number 2 is written here."
     )
-    assert texts[2].text.endswith("Fact number 6 is written here.")
-    old = asyncio.run(_chain("sentences", MatchingTextChain).run(section, _document()))
-    assert [t.kind for t in old] == ["sentence"] * 7 + ["content"]
-    assert old[3].text == "Fruit guide › Facts: Fact number 3 is written here."
+    assert windows[2].text.endswith("Fact number 6 is written here.")
+    packed = asyncio.run(_chain("packed-sentences", MatchingTextChain).run(section, _document()))
+    # six-word sentences: two make a text of 12 words; the last one is left alone
+    assert [t.kind for t in packed] == ["sentence"] * 4 + ["content"]
+    assert packed[3].text == "Fruit guide › Facts: Fact number 6 is written here."
 
 
 def test_short_sentences_are_packed_until_a_text_has_enough_words() -> None:

@@ -65,9 +65,9 @@ def test_registered_types_cover_the_issue() -> None:
 def test_llm_chain_falls_back_without_llm_and_says_so() -> None:
     context = ChainContext()
     chain = build_chain(ChainRef(chain="questions"), MatchingTextChain, context)
-    assert chain.spec.name == "sentence-windows"
+    assert chain.spec.name == "sentences"
     assert context.notices == [
-        "no LLM configured: matching_text uses 'sentence-windows' instead of 'questions'"
+        "no LLM configured: matching_text uses 'sentences' instead of 'questions'"
     ]
 
 
