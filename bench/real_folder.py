@@ -13,9 +13,12 @@ answer string. A BM25 baseline over 1,000-character chunks of the same parsed te
 printed for reference (no embedding at all).
 
 Run:  nice -n 10 .venv/bin/python bench/real_folder.py [--docs 400] [--man 100]
-          [--stdlib 60] [--seed 0] [--setup sentences --setup default] [--keep DIR]
-A setup is a built-in matching-text chain name (``sentences``: every sentence, as the
-offline default was; ``default``: the config's default) or a YAML config fragment.
+          [--stdlib 60] [--seed 0] [--setup default --setup sentence-windows ...]
+          [--rounds 2] [--llamaindex] [--keep DIR]
+A setup is a matching-text chain name (``sentences``, ``packed-sentences``,
+``sentence-windows``, ``content``; ``default``: the config's default) or a YAML config
+fragment. ``--llamaindex`` also runs LlamaIndex's offline pipeline on the same files'
+text (bench/llamaindex_folder.py, in bench/.venv-llamaindex from bench/setup-llamaindex).
 Not a test: figures vary with the machine's load; compare setups of one run.
 """
 
@@ -274,7 +277,7 @@ def main() -> None:
         corpus, kb_dir, setup = args.child
         child(Path(corpus), Path(kb_dir), setup)
         return
-    setups = args.setup or ["sentences", "default"]
+    setups = args.setup or ["default", "packed-sentences", "sentence-windows"]
     work = Path(tempfile.mkdtemp(prefix="flexmatch-real-"))
     corpus = args.keep or work / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
