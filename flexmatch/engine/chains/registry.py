@@ -34,6 +34,8 @@ BUILTIN: tuple[tuple[str, str], ...] = (
     ("keywords", f"{_PACKAGE}.matching_text.keywords:LLMKeywords"),
     ("questions", f"{_PACKAGE}.matching_text.questions:LLMQuestions"),
     ("sentences", f"{_PACKAGE}.matching_text.sentences:Sentences"),
+    ("sentence-windows", f"{_PACKAGE}.matching_text.sentences:SentenceWindows"),
+    ("packed-sentences", f"{_PACKAGE}.matching_text.sentences:PackedSentences"),
     ("context", f"{_PACKAGE}.qualifying_text.context:LLMContext"),
     ("headings", f"{_PACKAGE}.qualifying_text.headings:Headings"),
     ("decompose", f"{_PACKAGE}.query_transform.follow_ups:Decompose"),

@@ -101,6 +101,70 @@ def test_sentences_matching_text_prefixes_heading_and_keeps_content() -> None:
     assert [t.kind for t in asyncio.run(without.run(section, _document()))] == ["sentence"] * 2
 
 
+def test_sentence_windows_join_neighbours_and_cover_every_sentence() -> None:
+    words = ["one", "two", "three", "four", "five", "six", "seven"]
+    text = " ".join(f"The {w} fact is here." for w in words)
+    section = Section(text=text, heading_path=["Facts"])
+    chain = _chain("sentences", MatchingTextChain, window=3, include_content=False)
+    texts = [t.text for t in asyncio.run(chain.run(section, _document()))]
+    assert texts == [
+        "Fruit guide › Facts: The one fact is here. The two fact is here. The three fact is here.",
+        "Fruit guide › Facts: The four fact is here. The five fact is here. The six fact is here.",
+        # the last window ends at the last sentence
+        "Fruit guide › Facts: The five fact is here. The six fact is here. The seven fact is here.",
+    ]
+    strided = _chain("sentences", MatchingTextChain, window=3, stride=2, include_content=False)
+    assert len(asyncio.run(strided.run(section, _document()))) == 3  # starts 0, 2, 4
+    # short lines join their neighbours instead of being dropped (min_words 4)
+    listing = Section(text="-a all\n-l long\n-h human", heading_path=["Options"])
+    joined = asyncio.run(chain.run(listing, _document()))
+    assert [t.text for t in joined] == ["Fruit guide › Options: -a all -l long -h human"]
+
+
+def test_offline_default_embeds_each_sentence_and_the_cheaper_chains_are_selectable() -> None:
+    text = " ".join(f"Fact number {i} is written here." for i in range(7))
+    section = Section(text=text, heading_path=["Facts"])
+    default = _chain("questions", MatchingTextChain)  # no LLM: its offline fallback
+    assert default.spec.name == "sentences"
+    texts = asyncio.run(default.run(section, _document()))
+    assert [t.kind for t in texts] == ["sentence"] * 7 + ["content"]
+    assert texts[3].text == "Fruit guide › Facts: Fact number 3 is written here."
+    windows = asyncio.run(_chain("sentence-windows", MatchingTextChain).run(section, _document()))
+    assert [t.kind for t in windows] == ["sentence"] * 3 + ["content"]
+    assert windows[0].text == (
+        "Fruit guide › Facts: Fact number 0 is written here. Fact number 1 is written here. "
+        "Fact number 2 is written here."
+    )
+    assert windows[2].text.endswith("Fact number 6 is written here.")
+    packed = asyncio.run(_chain("packed-sentences", MatchingTextChain).run(section, _document()))
+    # six-word sentences: two make a text of 12 words; the last one is left alone
+    assert [t.kind for t in packed] == ["sentence"] * 4 + ["content"]
+    assert packed[3].text == "Fruit guide › Facts: Fact number 6 is written here."
+
+
+def test_short_sentences_are_packed_until_a_text_has_enough_words() -> None:
+    text = (
+        "-a all entries\n-l long listing\n-h human sizes\n"
+        "A prose sentence about listing directories stays alone as it is long enough."
+    )
+    section = Section(text=text, heading_path=["Options"])
+    chain = _chain("sentences", MatchingTextChain, min_text_words=8, include_content=False)
+    assert [t.text for t in asyncio.run(chain.run(section, _document()))] == [
+        "Fruit guide › Options: -a all entries -l long listing -h human sizes",
+        "Fruit guide › Options: A prose sentence about listing directories stays alone as "
+        "it is long enough.",
+    ]
+
+
+def test_short_chunks_are_matched_by_their_own_text_alone() -> None:
+    section = Section(text="Apples grow on trees. They are picked in autumn.", heading_path=[])
+    chain = _chain("sentences", MatchingTextChain, window=3, min_chunk_words=20)
+    assert [t.kind for t in asyncio.run(chain.run(section, _document()))] == ["content"]
+    long = Section(text=" ".join(["Apples grow on tall trees."] * 6), heading_path=[])
+    kinds = [t.kind for t in asyncio.run(chain.run(long, _document()))]
+    assert kinds == ["sentence", "sentence", "content"]
+
+
 def test_content_matching_text_is_the_chunk_only() -> None:
     section = Section(text="Pears ripen off the tree.", heading_path=["Pears"])
     texts = asyncio.run(_chain("content", MatchingTextChain).run(section, _document()))
