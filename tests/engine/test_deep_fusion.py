@@ -78,3 +78,60 @@ def test_seeds_leave_out_what_the_question_names_and_found_titles() -> None:
     assert written[0] == "Audrey Hepburn actress win Tony"  # the name, and what is left
     assert not any("Rex Harrison" in q for q in written)
     assert not any("Fair Lady" in q for q in written)
+
+
+class _WrittenFollowUps:
+    """Follow-ups written as given (the chain's interface, without a model)."""
+
+    uses_llm = False
+    context = None
+
+    def __init__(self, *queries: str) -> None:
+        self.queries = list(queries)
+
+    async def follow_ups(self, text: str, seeds: list[SearchResult]) -> list[str]:
+        return self.queries
+
+
+def test_a_follow_up_the_engine_refuses_is_dropped_with_a_warning_the_others_stand() -> None:
+    from flexmatch.config import DeepConfig
+    from flexmatch.engine.query.deep import deep_search
+    from flexmatch.errors import QueryError
+
+    async def search(text: str, top_n: int, top_k: int | None) -> Answer:
+        if text == "refused":
+            raise QueryError("query_too_long", "too long")
+        return answer("a", "b") if text == "q" else answer("bridge")
+
+    found = asyncio.run(
+        deep_search(
+            "q",
+            search=search,
+            follow_ups=_WrittenFollowUps("refused", "Blue Note"),  # type: ignore[arg-type]
+            settings=DeepConfig(),
+            top_n=5,
+        )
+    )
+    assert [r.chunk_id for r in found.results] == ["a", "b", "bridge"]
+    assert any("'refused' failed" in w for w in found.warnings)
+    assert found.cost is not None and found.cost.stopped is None
+
+    async def broken(text: str, top_n: int, top_k: int | None) -> Answer:
+        if text != "q":
+            raise RuntimeError("a bug")
+        return answer("a")
+
+    try:
+        asyncio.run(
+            deep_search(
+                "q",
+                search=broken,
+                follow_ups=_WrittenFollowUps("x"),  # type: ignore[arg-type]
+                settings=DeepConfig(),
+                top_n=5,
+            )
+        )
+    except RuntimeError:
+        pass  # a bug is not hidden as a warning
+    else:
+        raise AssertionError("a bug in a follow-up search was swallowed")

@@ -22,8 +22,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from flexmatch.config import DeepConfig
-from flexmatch.engine.chains.base import collecting_warnings
+from flexmatch.engine.chains.base import SHOWN_INPUT, collecting_warnings
 from flexmatch.engine.chains.query_transform.follow_ups import FollowUps
+from flexmatch.errors import FlexMatchError
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer, SearchCost
 
@@ -67,8 +68,8 @@ async def deep_search(
             if not queries:
                 break
             asked |= {q.strip().lower() for q in queries}
-            found = await _hop(queries, search, pool, settings.follow_up_top_k, deadline)
-            if len(found) < len(queries):
+            found = await _hop(queries, search, pool, settings.follow_up_top_k, deadline, warnings)
+            if len(found) < len(queries) and time.perf_counter() >= deadline:
                 cost.stopped = "time_budget"
             cost.searches += len(queries)
             cost.follow_ups += queries
@@ -141,16 +142,33 @@ def _ids(answer: Answer, shown: int) -> list[str]:
 
 
 async def _hop(
-    queries: list[str], search: Search, pool: int, top_k: int, deadline: float
+    queries: list[str],
+    search: Search,
+    pool: int,
+    top_k: int,
+    deadline: float,
+    failed: list[str],
 ) -> list[tuple[str, Answer]]:
     """The follow-ups searched at once (each ranking ``top_k`` candidates: a follow-up
     names one thing, so fewer than the question's search); those not done by the
-    deadline are dropped."""
+    deadline are dropped, and one the engine refuses is dropped with a warning in
+    ``failed`` (a bug still raises)."""
     tasks = [asyncio.ensure_future(search(q, pool, top_k)) for q in queries]
     done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()))
     for task in pending:
         task.cancel()
-    return [(q, t.result()) for q, t in zip(queries, tasks, strict=True) if t in done]
+    found = []
+    for query, task in zip(queries, tasks, strict=True):
+        if task not in done:
+            continue
+        error = task.exception()
+        if isinstance(error, FlexMatchError):  # one follow-up refused: the others stand
+            failed.append(f"deep search: the follow-up {query[:SHOWN_INPUT]!r} failed: {error}")
+        elif error is not None:
+            raise error
+        else:
+            found.append((query, task.result()))
+    return found
 
 
 async def _within(work: Awaitable[list[str]], deadline: float) -> list[str] | None:
