@@ -70,7 +70,8 @@ class ServiceState:
         cache = SearchCache(
             limits.cache_entries, limits.cache_ttl_seconds, generations=shared.generations
         )
-        writer = TenantWriter(cache)
+        kb.on_write(cache.invalidate)  # any write, through any path, drops the tenant's answers
+        writer = TenantWriter()
         if kb.config.service.state_url:  # replicas share one query log, as they share state
             kb.query_log.share(shared.database)
         warm: list[ServiceState] = []  # the jobs wait for the state's warm-up
