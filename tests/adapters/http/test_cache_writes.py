@@ -1,10 +1,11 @@
 """The service's answer cache lets go of a tenant's answers after any write to it, not
 only one made over HTTP: here the writes go through the ``KnowledgeBase`` object itself
-(as another process's ``flexmatch docs rm`` through the server's store does)."""
+(as another process's ``flexmatch docs remove`` through the server's store does)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,64 +24,80 @@ FACTS = [
 ]
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    with running_api(tmp_path / "kb", HashEmbedder()) as running:  # type: ignore[arg-type]
-        assert not running.kb.add_records(FACTS, source="facts", tenant="acme").failed
-        running.key("admin", "acme", "admin")
+@dataclass
+class Tenant:
+    """The running server, and a tenant of one test's own holding ``FACTS``."""
+
+    api: Api
+    name: str
+    token: str
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.api.kb
+
+    def ask(self, principal: str | None = None) -> tuple[str, set[str], str]:
+        """The X-Cache header, the results' document ids and their text, as the tenant's
+        admin key reading as ``principal``."""
+        body: dict[str, Any] = {"query": QUERY, "top_n": 10}
+        if principal is not None:
+            body["principal"] = {"user": principal}
+        headers = {"Authorization": f"Bearer {self.token}"}
+        response = self.api.client.post("/v1/search", json=body, headers=headers)
+        assert response.status_code == 200, response.text
+        results = response.json()["results"]
+        return response.headers["x-cache"], {r["document_id"] for r in results}, str(results)
+
+    def cached(self, principal: str | None = None) -> set[str]:
+        """Ask twice: a miss, then the same answer from the cache."""
+        assert self.ask(principal)[0] == "miss"
+        state, found, _ = self.ask(principal)
+        assert state == "hit"
+        return found
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    folder: Path = tmp_path_factory.mktemp("cache") / "kb"
+    with running_api(folder, HashEmbedder()) as running:  # type: ignore[arg-type]
         yield running
 
 
-def ask(api: Api, principal: str | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """The X-Cache header and the results of the query, as the admin key or ``principal``."""
-    body: dict[str, Any] = {"query": QUERY, "top_n": 10}
-    if principal is not None:
-        body["principal"] = {"user": principal}
-    headers = {"Authorization": f"Bearer {api.tokens['admin']}"}
-    response = api.client.post("/v1/search", json=body, headers=headers)
-    assert response.status_code == 200, response.text
-    return response.headers["x-cache"], response.json()["results"]
+@pytest.fixture
+def acme(server: Api, request: pytest.FixtureRequest) -> Tenant:
+    name = request.node.name.removeprefix("test_")[:40]
+    assert not server.kb.add_records(FACTS, source="facts", tenant=name).failed
+    return Tenant(server, name, server.key(name, name, "admin"))
 
 
-def cached_twice(api: Api, principal: str | None = None) -> list[dict[str, Any]]:
-    assert ask(api, principal)[0] == "miss"
-    state, results = ask(api, principal)
-    assert state == "hit"
-    return results
+def test_a_document_removed_in_python_is_not_served_from_the_cache(acme: Tenant) -> None:
+    assert "lamp" in acme.cached()
+    acme.kb.remove_document("lamp", tenant=acme.name)  # not through HTTP
+    state, found, text = acme.ask()
+    assert state == "miss" and "lamp" not in found
+    assert "oil shed" not in text  # nor its text
 
 
-def test_a_document_removed_in_python_is_not_served_from_the_cache(api: Api) -> None:
-    before = cached_twice(api)
-    assert "lamp" in {r["document_id"] for r in before}
-    api.kb.remove_document("lamp", tenant="acme")  # not through HTTP
-    state, after = ask(api)
-    assert state == "miss"
-    assert "lamp" not in {r["document_id"] for r in after}
-    assert all("oil shed" not in str(r) for r in after)  # not its text either
-
-
-def test_an_ingest_in_python_is_found_at_once(api: Api) -> None:
-    before = cached_twice(api)
-    assert "shed" not in {r["document_id"] for r in before}
+def test_an_ingest_in_python_is_found_at_once(acme: Tenant) -> None:
+    assert "shed" not in acme.cached()
     better = {"fact_id": "shed", "subject": "Shed", "text": "Where the spare lamp is kept."}
-    assert not api.kb.add_records([better], source="facts", tenant="acme").failed
-    state, after = ask(api)
-    assert state == "miss" and "shed" in {r["document_id"] for r in after}
+    assert not acme.kb.add_records([better], source="facts", tenant=acme.name).failed
+    state, found, _ = acme.ask()
+    assert state == "miss" and "shed" in found
 
 
-def test_an_access_revoked_in_python_is_not_served_from_the_cache(api: Api) -> None:
-    before = cached_twice(api, "user:alice")
-    assert "lamp" in {r["document_id"] for r in before}
-    api.kb.set_access("lamp", Access(principals=["user:bob"]), tenant="acme")
-    state, after = ask(api, "user:alice")
-    assert state == "miss" and "lamp" not in {r["document_id"] for r in after}
-    assert "lamp" in {r["document_id"] for r in ask(api, "user:bob")[1]}
+def test_an_access_revoked_in_python_is_not_served_from_the_cache(acme: Tenant) -> None:
+    assert "lamp" in acme.cached("user:alice")
+    acme.kb.set_access("lamp", Access(principals=["user:bob"]), tenant=acme.name)
+    state, found, _ = acme.ask("user:alice")
+    assert state == "miss" and "lamp" not in found
+    assert "lamp" in acme.ask("user:bob")[1]
 
 
-def test_another_tenants_write_keeps_this_tenants_answers(api: Api) -> None:
-    cached_twice(api)
-    assert not api.kb.add_records(FACTS[:1], source="facts", tenant="other").failed
-    assert ask(api)[0] == "hit"
+def test_another_tenants_write_keeps_this_tenants_answers(acme: Tenant) -> None:
+    acme.cached()
+    assert not acme.kb.add_records(FACTS[:1], source="facts", tenant="elsewhere").failed
+    assert acme.ask()[0] == "hit"
 
 
 def test_every_write_path_tells_the_listeners(tmp_path: Path) -> None:
