@@ -705,11 +705,12 @@ class KnowledgeBase:
         """Call ``listener`` with each ``FeedbackEvent`` kept (e.g. a query log)."""
         self._feedback.listeners.append(listener)
 
-    def on_write(self, listener: WriteListener) -> None:
+    def on_write(self, listener: WriteListener) -> Callable[[], None]:
         """Call ``listener`` with the tenant after each write to it, whatever path made it
         (an ingest, sync or re-index run, a removal, an access or metadata change,
-        feedback), in this process or another working through it (e.g. a search cache)."""
-        self._writes.listen(listener)
+        feedback), in this process or another working through it (e.g. a search cache).
+        Returns the function that stops it."""
+        return self._writes.listen(listener)
 
     def _demotions(self, tenant: str) -> Demotions:
         return functools.partial(self._feedback.demotions, tenant)

@@ -23,9 +23,17 @@ class Writes:
         self._listeners: list[WriteListener] = []
         self._lock = threading.Lock()
 
-    def listen(self, listener: WriteListener) -> None:
+    def listen(self, listener: WriteListener) -> Callable[[], None]:
+        """Add ``listener``; the function returned removes it again."""
         with self._lock:
             self._listeners.append(listener)
+
+        def forget() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return forget
 
     def written(self, tenant: str) -> None:
         """Tell every listener; the write is kept whatever they do, but a listener that
