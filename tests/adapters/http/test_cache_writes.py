@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from flexmatch import Access, KnowledgeBase
+from flexmatch.adapters.http import create_app
 from flexmatch.testing import HashEmbedder
 from tests.adapters.http.harness import KB_CONFIG, Api, running_api
 from tests.conftest import write_config
@@ -120,3 +122,15 @@ def test_every_write_path_tells_the_listeners(tmp_path: Path) -> None:
         kb.remove_learned(learned[0], tenant="t1")
         kb.remove_document("log", tenant="t1")
         assert heard == ["t1"] * 6
+
+
+def test_a_stopped_service_hears_no_more_writes(tmp_path: Path) -> None:
+    write_config(tmp_path, KB_CONFIG)
+    with KnowledgeBase.open(tmp_path, embedder=HashEmbedder(), env={}) as kb:  # type: ignore[arg-type]
+        app = create_app(kb)
+        generations = app.state.service.cache.generations
+        with TestClient(app):
+            kb.add_records(FACTS[:1], source="facts", tenant="t1")
+            assert generations.current("t1") == 1
+        kb.add_records(FACTS[1:], source="facts", tenant="t1")
+        assert generations.current("t1") == 1  # its listener went with it
