@@ -47,6 +47,7 @@ from flexmatch.engine.reading import DocumentReader
 from flexmatch.engine.runtime import LLM_CACHE_FILE, STATE_DIR, Runtime
 from flexmatch.engine.stored_documents import StoredDocuments
 from flexmatch.engine.stores import VectorStore
+from flexmatch.engine.writes import WriteListener, Writes
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import BeirDataset, Scores, Setup, run_setups
 from flexmatch.golden import GoldenEvaluation, GoldenQuestion, generate_questions, run_golden
@@ -114,12 +115,13 @@ class KnowledgeBase:
         self.context = self.runtime.context
         self.archive = self.runtime.archive
         self._chains = ResolvedChains(lambda: self.config, self.context, path)
-        self._ingestor = Ingestor(self.runtime, self._chains.source)
-        self._documents = StoredDocuments(lambda: self.store, self.archive)
+        self._writes = Writes()  # every committed write ends by telling it the tenant
+        self._ingestor = Ingestor(self.runtime, self._chains.source, self._writes)
+        self._documents = StoredDocuments(lambda: self.store, self.archive, self._writes)
         self._reader = DocumentReader(self._documents.get, lambda: self._documents.registry)
         self.query_log = QueryLog(self.runtime.state_dir, lambda: self.config.query_log)
         self._feedback = FeedbackKeeper(
-            lambda: self.store, lambda: self.embedder, lambda: self.config.feedback
+            lambda: self.store, lambda: self.embedder, lambda: self.config.feedback, self._writes
         )
         self._feedback.listeners.append(self.query_log.heard)  # every mark is logged
         self._querier = Querier(
@@ -702,6 +704,13 @@ class KnowledgeBase:
     def on_feedback(self, listener: Listener) -> None:
         """Call ``listener`` with each ``FeedbackEvent`` kept (e.g. a query log)."""
         self._feedback.listeners.append(listener)
+
+    def on_write(self, listener: WriteListener) -> Callable[[], None]:
+        """Call ``listener`` with the tenant after each write to it, whatever path made it
+        (an ingest, sync or re-index run, a removal, an access or metadata change,
+        feedback), in this process or another working through it (e.g. a search cache).
+        Returns the function that stops it."""
+        return self._writes.listen(listener)
 
     def _demotions(self, tenant: str) -> Demotions:
         return functools.partial(self._feedback.demotions, tenant)

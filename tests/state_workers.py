@@ -57,7 +57,6 @@ def write_concurrently(kb_dir: str, url: str | None, worker: int, threads: int, 
 def run_job_until_killed(kb_dir: str, url: str | None) -> None:
     """A replica that accepts a job, finishes its first document and hangs on the second,
     beating every 0.1 s; it prints the job id and waits to be killed."""
-    from flexmatch.adapters.http.cache import SearchCache
     from flexmatch.adapters.http.jobs import JobRegistry, write_item
     from flexmatch.adapters.http.writes import TenantWriter
 
@@ -75,7 +74,7 @@ def run_job_until_killed(kb_dir: str, url: str | None) -> None:
     async def main() -> None:
         registry = JobRegistry(
             kb=cast(Any, None),  # the items write through their own function
-            writer=TenantWriter(SearchCache()),
+            writer=TenantWriter(),
             ready=ready,
             shared=open_state(kb_dir, url),
             heartbeat=0.1,

@@ -20,7 +20,6 @@ from typing import Any, cast
 import pytest
 
 from flexmatch import ConfigError, KeyRequestError, StoreError
-from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry
 from flexmatch.adapters.http.writes import TenantWriter
 from flexmatch.service import JobRecord, KeyStore, SharedState
@@ -266,7 +265,7 @@ def test_a_replica_killed_mid_job_leaves_its_job_failed_for_the_others(
         runner.wait(timeout=30)
     other = JobRegistry(
         kb=cast(Any, None),
-        writer=TenantWriter(SearchCache()),
+        writer=TenantWriter(),
         ready=cast(Any, None),
         shared=state,
         lost_after=2.0,

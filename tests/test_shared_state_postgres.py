@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy import make_url
 
 from flexmatch import DocumentOutcome, IngestReport, StoreError
-from flexmatch.adapters.http.cache import SearchCache
 from flexmatch.adapters.http.jobs import JobRegistry, write_item
 from flexmatch.adapters.http.writes import TenantWriter
 from flexmatch.service import JobRecord, SharedState
@@ -144,7 +143,7 @@ def test_a_job_runs_on_through_a_restart_and_its_record_catches_up(
 
         registry = JobRegistry(
             kb=cast(Any, None),
-            writer=TenantWriter(SearchCache()),
+            writer=TenantWriter(),
             ready=ready,
             shared=state,
             heartbeat=0.1,

@@ -51,6 +51,7 @@ FIXTURES: dict[str, tuple[str, ...]] = {
 MODULES: dict[str, tuple[str, ...]] = {
     # owners of a knowledge base (serve, mcp, watch, ingest, Python) and commands beside them
     "tests/test_sharing.py": ("slow",),
+    "tests/test_serve_cache.py": ("slow",),  # flexmatch serve and docs remove beside it
     # Chromium through Playwright
     "tests/adapters/console/test_console.py": ("browser",),
     "tests/adapters/console/test_signin_browser.py": ("browser",),

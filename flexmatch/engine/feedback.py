@@ -45,6 +45,7 @@ from flexmatch.engine.learned import (
 )
 from flexmatch.engine.points import FEEDBACK, LEARNED, MATCH, Filters
 from flexmatch.engine.stores import Hit, StoredPoint, VectorStore
+from flexmatch.engine.writes import Writes
 from flexmatch.errors import (
     ConfigError,
     DocumentNotFoundError,
@@ -117,10 +118,12 @@ class FeedbackKeeper:
         store: Callable[[], VectorStore],
         embedder: Callable[[], Embedder],
         settings: Callable[[], FeedbackConfig],
+        writes: Writes | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._settings = settings
+        self.writes = writes or Writes()  # hears the tenant after a mark or a removal
         self.rate = RateLimit()
         self.listeners: list[Listener] = []
         self._writing = threading.Lock()  # one read-modify-write of a chunk's marks at a time
@@ -150,12 +153,15 @@ class FeedbackKeeper:
         vector = _unit(self._embedder().embed([query])[0])
         at = _now()
         with self._writing:
-            if helpful:
-                self._check_unchanged(tenant, carrier)
-                receipt = self._learn(tenant, carrier, query, vector, label, at, settings)
-                self._settle(tenant, carrier, receipt)
-            else:
-                receipt = self._demote(tenant, carrier, query, vector, label, at, settings)
+            try:
+                if helpful:
+                    self._check_unchanged(tenant, carrier)
+                    receipt = self._learn(tenant, carrier, query, vector, label, at, settings)
+                    self._settle(tenant, carrier, receipt)
+                else:
+                    receipt = self._demote(tenant, carrier, query, vector, label, at, settings)
+            finally:  # the ranking changed (or may have, before a failure)
+                self.writes.written(tenant)
         self._produced(
             FeedbackEvent(
                 tenant=tenant,
@@ -345,7 +351,10 @@ class FeedbackKeeper:
                 f"no learned matching text '{str(learned_id)[:200]}' in tenant '{tenant}'"
             )
         with self._writing:
-            self._delete_one(tenant, found[0])
+            try:
+                self._delete_one(tenant, found[0])
+            finally:
+                self.writes.written(tenant)
 
     def _delete_one(self, tenant: str, hit: Hit) -> None:
         """Delete one learned point: the others of its chunk are written back (the store

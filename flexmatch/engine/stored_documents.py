@@ -10,16 +10,24 @@ from flexmatch.access import Access, Principal
 from flexmatch.engine.archive import DocumentArchive, Original
 from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.stores import VectorStore
+from flexmatch.engine.writes import Writes
 from flexmatch.errors import DocumentNotFoundError
 from flexmatch.models import Document, DocumentDetail, DocumentRecord, Stats
 
 
 class StoredDocuments:
-    """The documents of one knowledge base (``store``: its store, opened on first use)."""
+    """The documents of one knowledge base (``store``: its store, opened on first use;
+    ``writes`` hears the tenant after a removal or an access change)."""
 
-    def __init__(self, store: Callable[[], VectorStore], archive: DocumentArchive) -> None:
+    def __init__(
+        self,
+        store: Callable[[], VectorStore],
+        archive: DocumentArchive,
+        writes: Writes | None = None,
+    ) -> None:
         self._store = store
         self.archive = archive
+        self.writes = writes or Writes()
 
     @property
     def registry(self) -> DocumentRegistry:
@@ -42,9 +50,12 @@ class StoredDocuments:
         does not exist."""
         if principal is not None:
             self.get(tenant, document_id, principal)
-        if not self.registry.remove(tenant, document_id):
-            raise _not_found(tenant, document_id)
-        self.archive.remove(tenant, document_id)
+        try:
+            if not self.registry.remove(tenant, document_id):
+                raise _not_found(tenant, document_id)
+            self.archive.remove(tenant, document_id)
+        finally:  # a removal that failed midway may have deleted points already
+            self.writes.written(tenant)
 
     def stored_copy(self, tenant: str, document_id: str) -> Document | None:
         return self.archive.get(tenant, document_id)
@@ -76,8 +87,11 @@ class StoredDocuments:
         record = self.registry.get(tenant, document_id)
         if record is None:
             raise _not_found(tenant, document_id)
-        self.archive.set_access(tenant, document_id, access)
-        return self.registry.set_access(tenant, record, access.tokens() if access else None)
+        try:
+            self.archive.set_access(tenant, document_id, access)
+            return self.registry.set_access(tenant, record, access.tokens() if access else None)
+        finally:  # points narrowed before a failure are in force
+            self.writes.written(tenant)
 
     def restricted(self, tenant: str) -> bool:
         return self.registry.restricted(tenant)

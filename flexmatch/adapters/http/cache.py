@@ -111,6 +111,11 @@ class SearchCache:
             self._seen[tenant] = -1  # below any generation: nothing computed before is kept
             self._drop(tenant)
 
+    def clear(self) -> None:
+        """Forget every answer of every tenant (a service that stopped hearing writes)."""
+        with self._lock:
+            self._entries.clear()
+
     def _drop(self, tenant: str) -> None:
         for key in [k for k in self._entries if k[0] == tenant]:
             del self._entries[key]

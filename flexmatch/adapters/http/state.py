@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -64,13 +65,14 @@ class ServiceState:
         default_factory=lambda: ThreadPoolExecutor(KEY_CHECK_THREADS, "flexmatch-keys")
     )
     _warm: asyncio.Task[None] | None = None
+    _unlisten: Callable[[], None] | None = None
 
     @classmethod
     def build(cls, kb: KnowledgeBase, shared: SharedState, limits: Limits) -> ServiceState:
         cache = SearchCache(
             limits.cache_entries, limits.cache_ttl_seconds, generations=shared.generations
         )
-        writer = TenantWriter(cache)
+        writer = TenantWriter()
         if kb.config.service.state_url:  # replicas share one query log, as they share state
             kb.query_log.share(shared.database)
         warm: list[ServiceState] = []  # the jobs wait for the state's warm-up
@@ -113,9 +115,11 @@ class ServiceState:
         return state
 
     def start(self) -> None:
-        """Load the embedding model and open the store in the background; start the
-        scheduled syncs."""
+        """Load the embedding model and open the store in the background; hear every
+        write to the knowledge base; start the scheduled syncs."""
         self._warm = asyncio.get_running_loop().create_task(self._warm_up())
+        if self._unlisten is None:  # any write, whatever path made it, drops its tenant's answers
+            self._unlisten = self.kb.on_write(self.cache.invalidate)
         self.scheduler.start()
 
     async def _warm_up(self) -> None:
@@ -159,6 +163,10 @@ class ServiceState:
         await self.scheduler.stop()  # no new sync
         await self.jobs.close()  # key_checks stays usable: a lifespan may start again
         await self.scheduler.close()  # the syncs recorded interrupted, their leases released
+        if self._unlisten is not None:  # deaf from now: nothing kept may be served later
+            self._unlisten()
+            self._unlisten = None
+        self.cache.clear()
 
 
 def get_state(request: Request) -> ServiceState:

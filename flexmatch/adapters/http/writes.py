@@ -1,5 +1,5 @@
-"""A tenant's writes apply one at a time, in the order they were accepted; each one drops
-the tenant's cached answers.
+"""A tenant's writes apply one at a time, in the order they were accepted (the knowledge
+base tells the search cache of each, ``KnowledgeBase.on_write``).
 
 A write takes a ticket when its request is accepted, reads its input (parses the upload,
 fetches the page) whenever it likes, and applies when every earlier ticket of the tenant
@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-
-from flexmatch.adapters.http.cache import SearchCache
 
 
 class Ticket:
@@ -51,10 +49,9 @@ class Ticket:
 
 
 class TenantWriter:
-    """Tickets per tenant; finishing a write invalidates that tenant's search cache."""
+    """Tickets per tenant."""
 
-    def __init__(self, cache: SearchCache) -> None:
-        self.cache = cache
+    def __init__(self) -> None:
         self._last: dict[str, Ticket] = {}
 
     def ticket(self, tenant: str) -> Ticket:
@@ -70,12 +67,9 @@ class TenantWriter:
             await ticket.turn()
             yield
         finally:
-            try:  # a write to the shared state, off the event loop (it may wait for a lock)
-                await asyncio.to_thread(self.cache.invalidate, ticket.tenant)
-            finally:
-                ticket.release()
-                if self._last.get(ticket.tenant) is ticket:
-                    del self._last[ticket.tenant]
+            ticket.release()
+            if self._last.get(ticket.tenant) is ticket:
+                del self._last[ticket.tenant]
 
     @asynccontextmanager
     async def write(self, tenant: str) -> AsyncIterator[None]:

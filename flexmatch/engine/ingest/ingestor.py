@@ -20,6 +20,7 @@ from flexmatch.engine.ingest.fanout import RayFanOut, RayOptions
 from flexmatch.engine.ingest.load import Loader, check_prunable, prunable_records, prune
 from flexmatch.engine.ingest.resources import Resources
 from flexmatch.engine.ingest.run import ProgressCallback, run_ingest
+from flexmatch.engine.writes import Writes
 from flexmatch.errors import ConfigError
 from flexmatch.inputs.isolation import IsolatedPool
 from flexmatch.inputs.sources import SourceReader
@@ -28,11 +29,18 @@ from flexmatch.models import CostEstimate, FailedDocument, IngestReport, Reindex
 
 
 class Ingestor:
-    """The ingests of one open knowledge base (``source_chains``: a source's ingest chains)."""
+    """The ingests of one open knowledge base (``source_chains``: a source's ingest chains;
+    ``writes`` hears the tenant after each run and each prune, whatever they changed)."""
 
-    def __init__(self, resources: Resources, source_chains: Callable[[str], SourceChains]) -> None:
+    def __init__(
+        self,
+        resources: Resources,
+        source_chains: Callable[[str], SourceChains],
+        writes: Writes | None = None,
+    ) -> None:
         self.resources = resources
         self.source_chains = source_chains
+        self.writes = writes or Writes()
         self.loader = Loader(resources, source_chains)
 
     def reader(
@@ -108,7 +116,10 @@ class Ingestor:
         )
         report = loaded.finish(await run)
         if prune_after:
-            await asyncio.to_thread(prune, reader, report, self.resources, tenant)
+            try:
+                await asyncio.to_thread(prune, reader, report, self.resources, tenant)
+            finally:
+                await asyncio.to_thread(self.writes.written, tenant)
         return report
 
     async def run(
@@ -123,18 +134,22 @@ class Ingestor:
         writer: Principal | None = None,
     ) -> IngestReport:
         """``items`` indexed in ``tenant`` (``run.run_ingest``) as ``writer`` (None: an
-        admin): a stored document it may not read is never replaced."""
-        return await run_ingest(
-            items,
-            self.resources,
-            self.source_chains,
-            tenant,
-            progress=progress,
-            planned=planned,
-            work=work,
-            concurrency=concurrency,
-            writer=writer,
-        )
+        admin): a stored document it may not read is never replaced. However it ends,
+        ``writes`` hears of it (what it committed before a failure stays committed)."""
+        try:
+            return await run_ingest(
+                items,
+                self.resources,
+                self.source_chains,
+                tenant,
+                progress=progress,
+                planned=planned,
+                work=work,
+                concurrency=concurrency,
+                writer=writer,
+            )
+        finally:  # off the event loop: a shared cache generation is a database write
+            await asyncio.to_thread(self.writes.written, tenant)
 
     async def fetch_pages(self, urls: Iterable[str], source: str | None) -> list[Item]:
         """Web pages fetched and parsed under ``source``'s web rules, not yet stored."""

@@ -40,7 +40,7 @@ def _registry(state: SharedState, clock: list[int] | None = None, **options: Any
 
     return JobRegistry(
         kb=cast(Any, None),  # the jobs below write through their own function
-        writer=TenantWriter(SearchCache()),
+        writer=TenantWriter(),
         ready=ready,
         shared=state,
         clock=time.time_ns if clock is None else (lambda: clock[0]),

@@ -486,7 +486,6 @@ async def feedback(request: Request, user: User, state: State) -> Response:
         tenant=user.tenant,
         principal=user.principal.reader,
     )
-    state.cache.invalidate(user.tenant)
     back = text_field(form, "back").partition("&notice=")[0]
     notice = "helpful" if helpful else "unhelpful"
     return redirect(f"{PATH}/search?{back}&notice={notice}")

@@ -407,7 +407,6 @@ async def set_access(
             state.kb.set_access(document_id, body.access, tenant=principal.tenant)
         except DocumentNotFoundError:
             raise not_found("document", document_id) from None
-    state.cache.invalidate(principal.tenant)
     return _detail(state, principal.tenant, document_id)
 
 

@@ -36,7 +36,6 @@ async def add_feedback(body: FeedbackRequest, principal: Giver, state: State) ->
         tenant=principal.tenant,
         principal=principal.read_as(body.principal),
     )
-    state.cache.invalidate(principal.tenant)  # the ranking changed
     return receipt
 
 
@@ -45,5 +44,4 @@ async def remove_learned(learned_id: str, principal: Admin, state: State) -> dic
     """Remove a learned matching text (admin keys; its id: the document's
     ``matching_texts[].learned.id``)."""
     await state.kb.aremove_learned(learned_id, tenant=principal.tenant)
-    state.cache.invalidate(principal.tenant)
     return {"removed": learned_id}
