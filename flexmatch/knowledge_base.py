@@ -128,6 +128,7 @@ class KnowledgeBase:
         # while this process holds the embedded store, others work through it (``sharing``)
         self._owner = sharing.Owner(self, self.runtime.store_path)
         self.runtime.on_store_held = self._owner.held
+        self.runtime.may_close_store = self._owner.release
 
     # -- opening -----------------------------------------------------------------------
     @classmethod

@@ -177,6 +177,15 @@ class Owner:
                     os.unlink(self.path)
             listener.close()
 
+    def release(self) -> bool:
+        """Stop serving unless calls are in flight (then False: the store stays open and
+        served, as those calls hold it; the next release closes it)."""
+        with self._busy:
+            if self._in_flight:
+                return False
+            self._stop()
+            return True
+
     def close(self) -> None:
         """Stop serving and let the calls in flight end (an ingest another process asked
         for) before the knowledge base closes the store under them."""
@@ -194,9 +203,22 @@ class Owner:
             except OSError:
                 return  # closed
             conn.settimeout(None)
+            with self._busy:  # counted at once: a release between here and the answer waits
+                if self._listener is not listener:
+                    conn.close()
+                    return
+                self._in_flight += 1
             _ANSWERING.submit(self._answer, conn)
 
     def _answer(self, conn: socket.socket) -> None:
+        try:
+            self._answer_one(conn)
+        finally:
+            with self._busy:
+                self._in_flight -= 1
+                self._busy.notify_all()
+
+    def _answer_one(self, conn: socket.socket) -> None:
         with conn:
             try:
                 _, uid = _peer(conn)
@@ -223,15 +245,8 @@ class Owner:
             if "progress" in hints and request.get("progress"):
                 args["progress"] = functools.partial(_tell, conn)
             lock = self._writing if name in WRITES else contextlib.nullcontext()
-            with self._busy:
-                self._in_flight += 1
-            try:
-                with lock:
-                    result = getattr(self.kb, name)(**args)
-            finally:
-                with self._busy:
-                    self._in_flight -= 1
-                    self._busy.notify_all()
+            with lock:
+                result = getattr(self.kb, name)(**args)
             return {"result": _adapter(hints["return"]).dump_python(result, mode="json")}
         except Exception as exc:
             return _error(exc)

@@ -7,11 +7,16 @@ import json
 import os
 import socket
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.errors import StoreError
 from flexmatch.sharing import HERE, Owner, _address, call, socket_path
-from flexmatch.testing import memory_knowledge_base
+from flexmatch.testing import HashEmbedder, memory_knowledge_base
 from tests.conftest import write_config
 
 HARBOUR = "# Harbour\n\nThe ferry to Gull Island leaves the harbour at nine.\n"
@@ -71,3 +76,62 @@ def test_the_owner_answers_with_the_callers_principal_and_refuses_other_calls(
             owner.held(False)
         assert not socket_path(store).exists()
         assert call(socket_path(store), "stats", dict, None) is HERE  # nobody listens
+
+
+class _Held(HashEmbedder):
+    """Embeds once ``go`` is set (a call in flight, for as long as a test likes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.go.set()
+        self.entered = threading.Event()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.entered.set()
+        assert self.go.wait(30)
+        return super().embed(texts)
+
+
+def _edge_kb(tmp_path: Path, embedder: HashEmbedder) -> tuple[KnowledgeBase, Path]:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "harbour.md").write_text(HARBOUR, encoding="utf-8")
+    (docs / "plans.md").write_text(PLANS, encoding="utf-8")
+    write_config(tmp_path / "kb", "store:\n  lock_timeout: 1\n")
+    return KnowledgeBase.open(tmp_path / "kb", embedder=embedder), docs
+
+
+def test_closing_the_store_between_uses_leaves_the_calls_in_flight_and_the_kb_working(
+    tmp_path: Path,
+) -> None:
+    embedder = _Held()
+    kb, docs = _edge_kb(tmp_path, embedder)
+    with kb:
+        kb.ingest([docs / "harbour.md"])  # the store held: its socket served
+        path = socket_path(kb.runtime.store_path)
+        embedder.go.clear()
+        embedder.entered.clear()
+        answers: list[list[dict[str, Any]]] = []
+        request = {"call": "ingest", "args": {"inputs": [str(docs / "plans.md")]}}
+        caller = threading.Thread(target=lambda: answers.append(_ask(path, request)))
+        caller.start()
+        assert embedder.entered.wait(30)  # the ingest runs, holding the store
+        kb.runtime.close_store()  # a watch's sync ends meanwhile
+        embedder.go.set()
+        caller.join(30)
+        assert "result" in answers[0][-1], answers
+        kb.runtime.close_store()  # nothing in flight now: it closes
+        assert kb.runtime.opened_store is None and not path.exists()
+        assert kb.stats().documents == 2
+
+
+def test_a_closed_store_does_not_reopen_itself(tmp_path: Path) -> None:
+    kb, docs = _edge_kb(tmp_path, HashEmbedder())
+    with kb:
+        kb.ingest([docs])
+        old = kb.runtime.store
+        kb.runtime.close_store()
+        with pytest.raises(StoreError, match="was closed"):
+            old.count("default")
+        assert kb.stats().documents == 2

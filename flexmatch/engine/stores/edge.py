@@ -167,6 +167,7 @@ class EdgeStore(QueryMethods):
         self.on_hold = on_hold  # told True when this process takes the store, False at close
         self.indexing_threshold_kb = indexing_threshold_kb  # None: the engine's default
         self._shard: Any = None
+        self._closed = False  # closed for good: its holder opens a new one (``_open``)
         self._opening = threading.Lock()
         self._unreadable: set[str] = set()  # points whose payload cannot be decoded
         self._access_indexed = False  # see ``set_payload``
@@ -217,6 +218,10 @@ class EdgeStore(QueryMethods):
 
     def _open_unlocked(self) -> Any:
         if self._shard is None:
+            if self._closed:  # reopening here would retake the lock behind its holder's back
+                raise StoreError(
+                    f"the store at {self.path} was closed while this call used it; try again"
+                )
             if not self.exists():
                 raise StoreError(f"no store at {self.path} yet: ingest something first")
             schema = self._meta().get("schema")
@@ -348,6 +353,7 @@ class EdgeStore(QueryMethods):
                 )
 
     def close(self) -> None:
+        self._closed = True
         if self._shard is not None:
             if self.on_hold is not None:
                 self.on_hold(False)
