@@ -45,6 +45,8 @@ from flexmatch import errors
 from flexmatch.engine.stores.holders import describe
 from flexmatch.errors import FlexMatchError, StoreError
 from flexmatch.models import IngestReport
+from flexmatch.results import check_depth
+from flexmatch.tools import check_expand
 
 log = logging.getLogger("flexmatch.sharing")
 T = TypeVar("T")
@@ -103,6 +105,27 @@ def _peer(conn: socket.socket) -> tuple[int, int]:
 
 def _hints(method: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(method)
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters(method: Callable[..., Any]) -> frozenset[str]:
+    """The arguments a call takes through the socket (``progress`` is the wire's own)."""
+    return frozenset(list(inspect.signature(method).parameters)[1:]) - {"progress"}
+
+
+# arguments with the engine's own check: the same error through the socket as here
+_CHECKS: dict[str, Callable[[object], Any]] = {"depth": check_depth, "expand": check_expand}
+
+
+def _checked(key: str, value: Any) -> Any:
+    check = _CHECKS.get(key)
+    if check is not None and value is not None:
+        check(value)
+    return value
+
+
+def _valid(kind: Any, key: str, value: Any) -> Any:
+    return _adapter(kind).validate_python(_checked(key, value))
 
 
 @functools.lru_cache(maxsize=256)
@@ -237,11 +260,13 @@ class Owner:
         method = getattr(type(self.kb), ROUTED[name])
         hints = _hints(method)
         try:
-            args = {
-                key: _adapter(hints[key]).validate_python(value)
-                for key, value in dict(request.get("args") or {}).items()
-                if key in hints and key != "progress"
-            }
+            given = dict(request.get("args") or {})
+            unknown = sorted(set(given) - _parameters(method))
+            if unknown:  # refused, never dropped: a dropped principal would run as the admin
+                raise StoreError(
+                    f"{name} through the store's socket has no argument {', '.join(unknown)}"
+                )
+            args = {key: _valid(hints[key], key, value) for key, value in given.items()}
             if "progress" in hints and request.get("progress"):
                 args["progress"] = functools.partial(_tell, conn)
             lock = self._writing if name in WRITES else contextlib.nullcontext()
@@ -265,7 +290,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
     else:  # a bug or an OS error in the owner: its words, under the store's error
         kind, args = "StoreError", [f"{type(exc).__name__}: {exc}"]
     message = str(exc) if isinstance(exc, FlexMatchError) else args[0]
-    return {"error": {"type": kind, "args": args, "message": message}}
+    code = exc.code if isinstance(exc, FlexMatchError) else "internal_error"
+    return {"error": {"type": kind, "args": args, "message": message, "code": code}}
 
 
 def _read_line(stream: Any) -> bytes:
@@ -340,6 +366,8 @@ def _raised(error: dict[str, Any], pid: int) -> FlexMatchError:
     kind = getattr(errors, str(error.get("type")), None)
     if isinstance(kind, type) and issubclass(kind, FlexMatchError):
         with contextlib.suppress(Exception):
+            if kind.codes:  # its code says which of several (``QueryError``'s invalid_expand)
+                return kind.from_answer(str(error.get("code")), str(error.get("message")))
             return kind(*error.get("args", []))
     holder = describe(pid).describe()
     return StoreError(f"the process holding the store ({holder}) failed: {error.get('message')}")
@@ -358,7 +386,7 @@ def _wire_args(
         if key == "inputs":  # files, folders, URLs
             wire[key] = [_absolute(item) for item in value]
         else:
-            wire[key] = _adapter(hints[key]).dump_python(value, mode="json")
+            wire[key] = _adapter(hints[key]).dump_python(_checked(key, value), mode="json")
     return wire
 
 

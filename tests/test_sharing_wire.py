@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from flexmatch import KnowledgeBase
-from flexmatch.errors import StoreError
-from flexmatch.sharing import HERE, Owner, _address, call, socket_path
+from flexmatch.errors import DepthError, QueryError, StoreError
+from flexmatch.sharing import HERE, Owner, _address, _raised, _wire_args, call, socket_path
 from flexmatch.testing import HashEmbedder, memory_knowledge_base
 from tests.conftest import write_config
 
@@ -65,6 +65,7 @@ def test_the_owner_answers_with_the_callers_principal_and_refuses_other_calls(
                         "type": "StoreError",
                         "args": ["unknown call 'set_access' through the store's socket"],
                         "message": "unknown call 'set_access' through the store's socket",
+                        "code": "store_unavailable",
                     }
                 }
             ]
@@ -135,3 +136,38 @@ def test_a_closed_store_does_not_reopen_itself(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="was closed"):
             old.count("default")
         assert kb.stats().documents == 2
+
+
+def test_the_owner_refuses_unknown_arguments_and_checks_depth_and_expand_as_here(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "harbour.md").write_text(HARBOUR, encoding="utf-8")
+    write_config(tmp_path / "kb", "")
+    store = tmp_path / "store"
+    with memory_knowledge_base(tmp_path / "kb") as kb:
+        kb.ingest([docs])
+        owner = Owner(kb, store)
+        owner.held(True)
+        try:
+            path = socket_path(store)
+            alice = {"user": "alice", "groups": []}
+            typo = _ask(path, {"call": "list_documents", "args": {"principle": alice}})
+            assert typo[-1]["error"]["type"] == "StoreError"
+            assert "no argument principle" in typo[-1]["error"]["message"]
+            deep = _ask(path, {"call": "search", "args": {"text": "ferry", "depth": "DEEP"}})
+            assert deep[-1]["error"]["type"] == "DepthError"
+            with pytest.raises(DepthError):
+                raise _raised(deep[-1]["error"], os.getpid())
+            wide = _ask(path, {"call": "search", "args": {"text": "ferry", "expand": "all"}})
+            assert wide[-1]["error"]["type"] == "QueryError"
+            assert wide[-1]["error"]["code"] == "invalid_expand"
+            with pytest.raises(QueryError) as raised:
+                raise _raised(wide[-1]["error"], os.getpid())
+            assert raised.value.code == "invalid_expand"
+            # the caller checks before it sends, with the same error
+            with pytest.raises(DepthError):
+                _wire_args(KnowledgeBase.asearch, ("ferry",), {"depth": "DEEP"})
+        finally:
+            owner.held(False)
