@@ -67,8 +67,31 @@ ROUTED = {
     "outline": "outline",
     "read": "read",
     "grep": "grep",
+    "has_restricted_documents": "has_restricted_documents",
+    "stored_copy": "stored_copy",
+    "get_original": "get_original",
+    "reindex_plan": "areindex_plan",
+    "ingest_documents": "aingest_documents",
+    "add_records": "aadd_records",
+    "update_metadata": "aupdate_metadata",
+    "set_access": "set_access",
+    "add_feedback": "aadd_feedback",
+    "remove_learned": "remove_learned",
 }
-WRITES = frozenset({"ingest", "sync", "reindex", "remove_document"})
+WRITES = frozenset(
+    {
+        "ingest",
+        "sync",
+        "reindex",
+        "remove_document",
+        "ingest_documents",
+        "add_records",
+        "update_metadata",
+        "set_access",
+        "add_feedback",
+        "remove_learned",
+    }
+)
 MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request line
 _PATH_MAX = 100  # longer socket paths are reached through /proc/self/fd (sun_path: 108)
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid

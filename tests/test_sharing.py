@@ -313,3 +313,30 @@ def test_an_error_in_the_owner_reads_as_the_same_error(kb: Path) -> None:
         assert missing.returncode != 0 and "Traceback" not in missing.stderr
         assert "nothing-like-this" in missing.stderr
         assert owner.poll() is None
+
+
+ADMIN_CALLS = """
+import json, sys
+import flexmatch as fm
+kb = fm.KnowledgeBase.open(sys.argv[1])
+before = kb.has_restricted_documents()
+record = kb.set_access(sys.argv[2], None)
+print(json.dumps([before, record.access, kb.has_restricted_documents()]))
+"""
+
+
+def test_admin_calls_go_through_the_holder_at_once(kb: Path) -> None:
+    plans = _doc_id(kb, "plans.md")
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 60\n")
+    with _python_owner(kb):
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", ADMIN_CALLS, str(kb), plans],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [True, None, False]
+        assert time.monotonic() - started < 30  # no wait for the lock (60 s)

@@ -58,13 +58,22 @@ def test_the_owner_answers_with_the_callers_principal_and_refuses_other_calls(
             assert len(uris) == 1 and uris[0].endswith("harbour.md")
             bob = _ask(path, {"call": "list_documents", "args": {"principal": {"user": "bob"}}})
             assert len(bob[-1]["result"]) == 2
-            refused = _ask(path, {"call": "set_access", "args": {}})
+            restricted = _ask(path, {"call": "has_restricted_documents", "args": {}})
+            assert restricted == [{"result": True}]
+            plans = next(u for u in bob[-1]["result"] if u["uri"].endswith("plans.md"))
+            opened = {"document_id": plans["id"], "access": None}
+            record = _ask(path, {"call": "set_access", "args": opened})[-1]["result"]
+            assert record["id"] == plans["id"] and record["access"] is None
+            assert _ask(path, {"call": "has_restricted_documents", "args": {}}) == [
+                {"result": False}
+            ]
+            refused = _ask(path, {"call": "drop_everything", "args": {}})
             assert refused == [
                 {
                     "error": {
                         "type": "StoreError",
-                        "args": ["unknown call 'set_access' through the store's socket"],
-                        "message": "unknown call 'set_access' through the store's socket",
+                        "args": ["unknown call 'drop_everything' through the store's socket"],
+                        "message": "unknown call 'drop_everything' through the store's socket",
                         "code": "store_unavailable",
                     }
                 }
