@@ -170,7 +170,8 @@ class Owner:
         self.path = socket_path(store)
         self._listener: socket.socket | None = None
         self._inode = 0
-        self._writing = threading.Lock()  # writes through the socket apply one at a time
+        # writes through the socket apply one at a time, on a thread of their own
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_ANSWERING_NAME)
         self._state = threading.Lock()
         self._busy = threading.Condition()  # calls in flight, waited for before the store closes
         self._in_flight = 0
@@ -257,24 +258,43 @@ class Owner:
             _ANSWERING.submit(self._answer, conn)
 
     def _answer(self, conn: socket.socket) -> None:
+        """Read the call; a write goes to this owner's one writing thread (writes apply
+        one at a time, and one waiting for its turn holds no thread a query needs)."""
+        request = None
         try:
-            self._answer_one(conn)
-        finally:
-            with self._busy:
-                self._in_flight -= 1
-                self._busy.notify_all()
+            request = self._request(conn)
+        except (OSError, ValueError) as exc:
+            log.debug("a call through the socket ended early: %s", exc)
+        if request is None:
+            self._done(conn)
+        elif request.get("call") in WRITES:
+            self._writes.submit(self._reply, conn, request)
+        else:
+            self._reply(conn, request)
 
-    def _answer_one(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                _, uid = _peer(conn)
-                if uid != os.getuid():  # the file's mode says so too; the kernel's word is final
-                    _send(conn, _error(StoreError("refused: another OS user")))
-                    return
-                request = json.loads(_read_line(conn.makefile("rb")))
-                _send(conn, self._run(conn, request))
-            except (OSError, ValueError) as exc:
-                log.debug("a call through the socket ended early: %s", exc)
+    def _request(self, conn: socket.socket) -> dict[str, Any] | None:
+        _, uid = _peer(conn)
+        if uid != os.getuid():  # the file's mode says so too; the kernel's word is final
+            _send(conn, _error(StoreError("refused: another OS user")))
+            return None
+        request = json.loads(_read_line(conn.makefile("rb")))
+        if not isinstance(request, dict):
+            raise ValueError("a request is a JSON object")
+        return request
+
+    def _reply(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        try:
+            _send(conn, self._run(conn, request))
+        except OSError as exc:
+            log.debug("a caller went away before its answer: %s", exc)
+        finally:
+            self._done(conn)
+
+    def _done(self, conn: socket.socket) -> None:
+        conn.close()
+        with self._busy:
+            self._in_flight -= 1
+            self._busy.notify_all()
 
     def _run(self, conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
         name = request.get("call")
@@ -292,9 +312,7 @@ class Owner:
             args = {key: _valid(hints[key], key, value) for key, value in given.items()}
             if "progress" in hints and request.get("progress"):
                 args["progress"] = functools.partial(_tell, conn)
-            lock = self._writing if name in WRITES else contextlib.nullcontext()
-            with lock:
-                result = getattr(self.kb, name)(**args)
+            result = getattr(self.kb, name)(**args)
             return {"result": _adapter(hints["return"]).dump_python(result, mode="json")}
         except Exception as exc:
             return _error(exc)

@@ -8,6 +8,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,39 @@ def test_the_owner_refuses_unknown_arguments_and_checks_depth_and_expand_as_here
                 _wire_args(KnowledgeBase.asearch, ("ferry",), {"depth": "DEEP"})
         finally:
             owner.held(False)
+
+
+def test_queued_writes_leave_threads_for_the_queries(tmp_path: Path) -> None:
+    embedder = _Held()
+    kb, docs = _edge_kb(tmp_path, embedder)
+    with kb:
+        kb.ingest([docs / "harbour.md"])
+        path = socket_path(kb.runtime.store_path)
+        embedder.go.clear()
+        embedder.entered.clear()
+        writes = [
+            threading.Thread(
+                target=_ask,
+                args=(path, {"call": "ingest", "args": {"inputs": [str(docs / "plans.md")]}}),
+            )
+            for _ in range(10)  # more than the threads that answer
+        ]
+        writes[0].start()
+        assert embedder.entered.wait(30)  # one write runs, held; nine wait their turn
+        for write in writes[1:]:
+            write.start()
+        time.sleep(0.5)
+        try:
+            conn = socket.socket(socket.AF_UNIX)
+            conn.settimeout(10)
+            with _address(path) as address:
+                conn.connect(address)
+            with conn, conn.makefile("rb") as stream:
+                conn.sendall(json.dumps({"call": "stats", "args": {}}).encode() + b"\n")
+                answer = json.loads(stream.readline())
+            assert answer["result"]["documents"] == 1
+        finally:
+            embedder.go.set()
+            for write in writes:
+                write.join(60)
+        assert kb.stats().documents == 2
