@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter
 
 from flexmatch import errors
-from flexmatch.engine.stores.holders import describe
+from flexmatch.engine.stores.holders import IN_USE, describe
 from flexmatch.errors import FlexMatchError, StoreError
 from flexmatch.models import IngestReport
 from flexmatch.results import check_depth
@@ -382,7 +382,7 @@ def call(
         _send(conn, {"call": name, "args": args(), "progress": progress is not None})
         while True:
             line = stream.readline()
-            if not line:
+            if not line.endswith(b"\n"):  # nothing, or a line cut short: the owner died
                 holder = describe(pid).describe()
                 raise StoreError(
                     f"the process holding the store at {path.parent} ({holder}) ended "
@@ -453,6 +453,14 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
         raw = call(path, name, wire, progress)
         return raw if raw is HERE else _adapter(result_type).validate_python(raw)
 
+    def again(self: Any, exc: StoreError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call that found no owner, then the store taken meanwhile by a process that
+        shares it: sent there once; else the error stands."""
+        done = remote(self, args, kwargs) if IN_USE in str(exc) else HERE
+        if done is HERE:
+            raise exc
+        return done
+
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
@@ -460,13 +468,23 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
             if self.shared_store is None:  # this process holds the store: no thread hop
                 return await method(self, *args, **kwargs)
             done = await asyncio.to_thread(remote, self, args, kwargs)
-            return await method(self, *args, **kwargs) if done is HERE else done
+            if done is not HERE:
+                return done
+            try:
+                return await method(self, *args, **kwargs)
+            except StoreError as exc:
+                return await asyncio.to_thread(again, self, exc, args, kwargs)
 
         return routed_async  # type: ignore[return-value]
 
     @functools.wraps(method)
     def routed(self: Any, *args: Any, **kwargs: Any) -> Any:
         done = remote(self, args, kwargs)
-        return method(self, *args, **kwargs) if done is HERE else done
+        if done is not HERE:
+            return done
+        try:
+            return method(self, *args, **kwargs)
+        except StoreError as exc:
+            return again(self, exc, args, kwargs)
 
     return routed

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from flexmatch import KnowledgeBase
 from flexmatch.sharing import socket_path
 from tests.adapters.http.servers import free_port
 from tests.conftest import FLEXMATCH, run, stop, write_config
@@ -340,3 +341,37 @@ def test_admin_calls_go_through_the_holder_at_once(kb: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == [True, None, False]
         assert time.monotonic() - started < 30  # no wait for the lock (60 s)
+
+
+LATE_SHARER = """
+import sys, time
+import flexmatch as fm
+kb = fm.KnowledgeBase.open(sys.argv[1])
+share = kb.runtime.on_store_held
+kb.runtime.on_store_held = None
+kb.stats()  # takes the store, not yet shared: a caller finds no socket and waits
+print("ready", flush=True)
+time.sleep(1.5)
+share(True)  # shared now, while the caller still waits for the lock
+sys.stdin.read()
+kb.close()
+"""
+
+
+def test_a_caller_waiting_for_the_lock_goes_through_a_holder_that_shares_meanwhile(
+    kb: Path,
+) -> None:
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 4\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LATE_SHARER, str(kb)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with KnowledgeBase.open(kb) as caller:  # in this process: it asks at once
+            assert caller.stats().documents == 3
+    finally:
+        holder.communicate("", timeout=60)

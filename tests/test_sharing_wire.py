@@ -7,6 +7,8 @@ import json
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -217,3 +219,29 @@ def test_queued_writes_leave_threads_for_the_queries(tmp_path: Path) -> None:
             for write in writes:
                 write.join(60)
         assert kb.stats().documents == 2
+
+
+CUT_SHORT = """
+import socket, sys
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(sys.argv[1])
+listener.listen(1)
+print("ready", flush=True)
+conn, _ = listener.accept()
+conn.makefile("rb").readline()
+conn.sendall(b'{"result": {"docu')
+conn.close()
+"""
+
+
+def test_an_owner_that_dies_mid_answer_reads_as_ended_before_answering(tmp_path: Path) -> None:
+    path = tmp_path / "store.sock"
+    dying = subprocess.Popen(
+        [sys.executable, "-c", CUT_SHORT, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert dying.stdout is not None and dying.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreError, match="ended before answering stats"):
+            call(path, "stats", dict, None)
+    finally:
+        dying.wait(10)

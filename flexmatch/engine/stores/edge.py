@@ -46,7 +46,7 @@ from flexmatch.engine.stores.base import (
     mismatch_message,
     scoped_conditions,
 )
-from flexmatch.engine.stores.holders import lock_holder, served_by
+from flexmatch.engine.stores.holders import IN_USE, lock_holder, served_by
 from flexmatch.errors import ModelMismatchError, StoreError
 
 META_FILE = "flexmatch-store.json"
@@ -251,9 +251,8 @@ class EdgeStore(QueryMethods):
                         holder = lock_holder(self.path / "shard" / "wal")
                         by = f" ({holder.describe()})" if holder else ""
                         raise StoreError(
-                            f"the store at {self.path} is in use by another FlexMatch "
-                            f"process{by} (waited {self.lock_timeout:.0f}s); try again when "
-                            "it is done"
+                            f"the store at {self.path} {IN_USE}{by} (waited "
+                            f"{self.lock_timeout:.0f}s); try again when it is done"
                         ) from exc
                     hint = ""
                     if "failed to read WAL entry" in str(exc):
