@@ -130,6 +130,7 @@ class KnowledgeBase:
         # while this process holds the embedded store, others work through it (``sharing``)
         self._owner = sharing.Owner(self, self.runtime.store_path)
         self.runtime.on_store_held = self._owner.held
+        self.runtime.may_close_store = self._owner.release
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -807,6 +808,16 @@ class SharedKnowledgeBase(KnowledgeBase):
     outline = through_owner(KnowledgeBase.outline)
     read = through_owner(KnowledgeBase.read)
     grep = through_owner(KnowledgeBase.grep)
+    has_restricted_documents = through_owner(KnowledgeBase.has_restricted_documents)
+    stored_copy = through_owner(KnowledgeBase.stored_copy)
+    get_original = through_owner(KnowledgeBase.get_original)
+    areindex_plan = through_owner(KnowledgeBase.areindex_plan)
+    aingest_documents = through_owner(KnowledgeBase.aingest_documents)
+    aadd_records = through_owner(KnowledgeBase.aadd_records)
+    aupdate_metadata = through_owner(KnowledgeBase.aupdate_metadata)
+    set_access = through_owner(KnowledgeBase.set_access)
+    aadd_feedback = through_owner(KnowledgeBase.aadd_feedback)
+    remove_learned = through_owner(KnowledgeBase.remove_learned)
 
     search = sync_twin(asearch)
     query = sync_twin(aquery)
@@ -822,6 +833,13 @@ class SharedKnowledgeBase(KnowledgeBase):
     aoutline = async_twin(outline)
     aread = async_twin(read)
     agrep = async_twin(grep)
+    aget_original = async_twin(get_original)
+    aremove_learned = async_twin(remove_learned)
+    reindex_plan = sync_twin(areindex_plan)
+    ingest_documents = sync_twin(aingest_documents)
+    add_records = sync_twin(aadd_records)
+    update_metadata = sync_twin(aupdate_metadata)
+    add_feedback = sync_twin(aadd_feedback)
 
 
 async def evaluate_setups(

@@ -42,9 +42,11 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter
 
 from flexmatch import errors
-from flexmatch.engine.stores.holders import describe
+from flexmatch.engine.stores.holders import IN_USE, describe
 from flexmatch.errors import FlexMatchError, StoreError
 from flexmatch.models import IngestReport
+from flexmatch.results import check_depth
+from flexmatch.tools import check_expand
 
 log = logging.getLogger("flexmatch.sharing")
 T = TypeVar("T")
@@ -65,8 +67,31 @@ ROUTED = {
     "outline": "outline",
     "read": "read",
     "grep": "grep",
+    "has_restricted_documents": "has_restricted_documents",
+    "stored_copy": "stored_copy",
+    "get_original": "get_original",
+    "reindex_plan": "areindex_plan",
+    "ingest_documents": "aingest_documents",
+    "add_records": "aadd_records",
+    "update_metadata": "aupdate_metadata",
+    "set_access": "set_access",
+    "add_feedback": "aadd_feedback",
+    "remove_learned": "remove_learned",
 }
-WRITES = frozenset({"ingest", "sync", "reindex", "remove_document"})
+WRITES = frozenset(
+    {
+        "ingest",
+        "sync",
+        "reindex",
+        "remove_document",
+        "ingest_documents",
+        "add_records",
+        "update_metadata",
+        "set_access",
+        "add_feedback",
+        "remove_learned",
+    }
+)
 MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request line
 _PATH_MAX = 100  # longer socket paths are reached through /proc/self/fd (sun_path: 108)
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -105,6 +130,27 @@ def _hints(method: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(method)
 
 
+@functools.lru_cache(maxsize=64)
+def _parameters(method: Callable[..., Any]) -> frozenset[str]:
+    """The arguments a call takes through the socket (``progress`` is the wire's own)."""
+    return frozenset(list(inspect.signature(method).parameters)[1:]) - {"progress"}
+
+
+# arguments with the engine's own check: the same error through the socket as here
+_CHECKS: dict[str, Callable[[object], Any]] = {"depth": check_depth, "expand": check_expand}
+
+
+def _checked(key: str, value: Any) -> Any:
+    check = _CHECKS.get(key)
+    if check is not None and value is not None:
+        check(value)
+    return value
+
+
+def _valid(kind: Any, key: str, value: Any) -> Any:
+    return _adapter(kind).validate_python(_checked(key, value))
+
+
 @functools.lru_cache(maxsize=256)
 def _adapter(kind: Any) -> TypeAdapter[Any]:
     return TypeAdapter(kind)
@@ -124,7 +170,8 @@ class Owner:
         self.path = socket_path(store)
         self._listener: socket.socket | None = None
         self._inode = 0
-        self._writing = threading.Lock()  # writes through the socket apply one at a time
+        # writes through the socket apply one at a time, on a thread of their own
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_ANSWERING_NAME)
         self._state = threading.Lock()
         self._busy = threading.Condition()  # calls in flight, waited for before the store closes
         self._in_flight = 0
@@ -177,6 +224,15 @@ class Owner:
                     os.unlink(self.path)
             listener.close()
 
+    def release(self) -> bool:
+        """Stop serving unless calls are in flight (then False: the store stays open and
+        served, as those calls hold it; the next release closes it)."""
+        with self._busy:
+            if self._in_flight:
+                return False
+            self._stop()
+            return True
+
     def close(self) -> None:
         """Stop serving and let the calls in flight end (an ingest another process asked
         for) before the knowledge base closes the store under them."""
@@ -194,19 +250,51 @@ class Owner:
             except OSError:
                 return  # closed
             conn.settimeout(None)
+            with self._busy:  # counted at once: a release between here and the answer waits
+                if self._listener is not listener:
+                    conn.close()
+                    return
+                self._in_flight += 1
             _ANSWERING.submit(self._answer, conn)
 
     def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                _, uid = _peer(conn)
-                if uid != os.getuid():  # the file's mode says so too; the kernel's word is final
-                    _send(conn, _error(StoreError("refused: another OS user")))
-                    return
-                request = json.loads(_read_line(conn.makefile("rb")))
-                _send(conn, self._run(conn, request))
-            except (OSError, ValueError) as exc:
-                log.debug("a call through the socket ended early: %s", exc)
+        """Read the call; a write goes to this owner's one writing thread (writes apply
+        one at a time, and one waiting for its turn holds no thread a query needs)."""
+        request = None
+        try:
+            request = self._request(conn)
+        except (OSError, ValueError) as exc:
+            log.debug("a call through the socket ended early: %s", exc)
+        if request is None:
+            self._done(conn)
+        elif request.get("call") in WRITES:
+            self._writes.submit(self._reply, conn, request)
+        else:
+            self._reply(conn, request)
+
+    def _request(self, conn: socket.socket) -> dict[str, Any] | None:
+        _, uid = _peer(conn)
+        if uid != os.getuid():  # the file's mode says so too; the kernel's word is final
+            _send(conn, _error(StoreError("refused: another OS user")))
+            return None
+        request = json.loads(_read_line(conn.makefile("rb")))
+        if not isinstance(request, dict):
+            raise ValueError("a request is a JSON object")
+        return request
+
+    def _reply(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        try:
+            _send(conn, self._run(conn, request))
+        except OSError as exc:
+            log.debug("a caller went away before its answer: %s", exc)
+        finally:
+            self._done(conn)
+
+    def _done(self, conn: socket.socket) -> None:
+        conn.close()
+        with self._busy:
+            self._in_flight -= 1
+            self._busy.notify_all()
 
     def _run(self, conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
         name = request.get("call")
@@ -215,23 +303,16 @@ class Owner:
         method = getattr(type(self.kb), ROUTED[name])
         hints = _hints(method)
         try:
-            args = {
-                key: _adapter(hints[key]).validate_python(value)
-                for key, value in dict(request.get("args") or {}).items()
-                if key in hints and key != "progress"
-            }
+            given = dict(request.get("args") or {})
+            unknown = sorted(set(given) - _parameters(method))
+            if unknown:  # refused, never dropped: a dropped principal would run as the admin
+                raise StoreError(
+                    f"{name} through the store's socket has no argument {', '.join(unknown)}"
+                )
+            args = {key: _valid(hints[key], key, value) for key, value in given.items()}
             if "progress" in hints and request.get("progress"):
                 args["progress"] = functools.partial(_tell, conn)
-            lock = self._writing if name in WRITES else contextlib.nullcontext()
-            with self._busy:
-                self._in_flight += 1
-            try:
-                with lock:
-                    result = getattr(self.kb, name)(**args)
-            finally:
-                with self._busy:
-                    self._in_flight -= 1
-                    self._busy.notify_all()
+            result = getattr(self.kb, name)(**args)
             return {"result": _adapter(hints["return"]).dump_python(result, mode="json")}
         except Exception as exc:
             return _error(exc)
@@ -250,7 +331,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
     else:  # a bug or an OS error in the owner: its words, under the store's error
         kind, args = "StoreError", [f"{type(exc).__name__}: {exc}"]
     message = str(exc) if isinstance(exc, FlexMatchError) else args[0]
-    return {"error": {"type": kind, "args": args, "message": message}}
+    code = exc.code if isinstance(exc, FlexMatchError) else "internal_error"
+    return {"error": {"type": kind, "args": args, "message": message, "code": code}}
 
 
 def _read_line(stream: Any) -> bytes:
@@ -300,7 +382,7 @@ def call(
         _send(conn, {"call": name, "args": args(), "progress": progress is not None})
         while True:
             line = stream.readline()
-            if not line:
+            if not line.endswith(b"\n"):  # nothing, or a line cut short: the owner died
                 holder = describe(pid).describe()
                 raise StoreError(
                     f"the process holding the store at {path.parent} ({holder}) ended "
@@ -325,6 +407,8 @@ def _raised(error: dict[str, Any], pid: int) -> FlexMatchError:
     kind = getattr(errors, str(error.get("type")), None)
     if isinstance(kind, type) and issubclass(kind, FlexMatchError):
         with contextlib.suppress(Exception):
+            if kind.codes:  # its code says which of several (``QueryError``'s invalid_expand)
+                return kind.from_answer(str(error.get("code")), str(error.get("message")))
             return kind(*error.get("args", []))
     holder = describe(pid).describe()
     return StoreError(f"the process holding the store ({holder}) failed: {error.get('message')}")
@@ -343,7 +427,7 @@ def _wire_args(
         if key == "inputs":  # files, folders, URLs
             wire[key] = [_absolute(item) for item in value]
         else:
-            wire[key] = _adapter(hints[key]).dump_python(value, mode="json")
+            wire[key] = _adapter(hints[key]).dump_python(_checked(key, value), mode="json")
     return wire
 
 
@@ -369,6 +453,14 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
         raw = call(path, name, wire, progress)
         return raw if raw is HERE else _adapter(result_type).validate_python(raw)
 
+    def again(self: Any, exc: StoreError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call that found no owner, then the store taken meanwhile by a process that
+        shares it: sent there once; else the error stands."""
+        done = remote(self, args, kwargs) if IN_USE in str(exc) else HERE
+        if done is HERE:
+            raise exc
+        return done
+
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
@@ -376,13 +468,23 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
             if self.shared_store is None:  # this process holds the store: no thread hop
                 return await method(self, *args, **kwargs)
             done = await asyncio.to_thread(remote, self, args, kwargs)
-            return await method(self, *args, **kwargs) if done is HERE else done
+            if done is not HERE:
+                return done
+            try:
+                return await method(self, *args, **kwargs)
+            except StoreError as exc:
+                return await asyncio.to_thread(again, self, exc, args, kwargs)
 
         return routed_async  # type: ignore[return-value]
 
     @functools.wraps(method)
     def routed(self: Any, *args: Any, **kwargs: Any) -> Any:
         done = remote(self, args, kwargs)
-        return method(self, *args, **kwargs) if done is HERE else done
+        if done is not HERE:
+            return done
+        try:
+            return method(self, *args, **kwargs)
+        except StoreError as exc:
+            return again(self, exc, args, kwargs)
 
     return routed

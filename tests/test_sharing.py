@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from flexmatch import KnowledgeBase
 from flexmatch.sharing import socket_path
 from tests.adapters.http.servers import free_port
 from tests.conftest import FLEXMATCH, run, stop, write_config
@@ -313,3 +314,64 @@ def test_an_error_in_the_owner_reads_as_the_same_error(kb: Path) -> None:
         assert missing.returncode != 0 and "Traceback" not in missing.stderr
         assert "nothing-like-this" in missing.stderr
         assert owner.poll() is None
+
+
+ADMIN_CALLS = """
+import json, sys
+import flexmatch as fm
+kb = fm.KnowledgeBase.open(sys.argv[1])
+before = kb.has_restricted_documents()
+record = kb.set_access(sys.argv[2], None)
+print(json.dumps([before, record.access, kb.has_restricted_documents()]))
+"""
+
+
+def test_admin_calls_go_through_the_holder_at_once(kb: Path) -> None:
+    plans = _doc_id(kb, "plans.md")
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 60\n")
+    with _python_owner(kb):
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", ADMIN_CALLS, str(kb), plans],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [True, None, False]
+        assert time.monotonic() - started < 30  # no wait for the lock (60 s)
+
+
+LATE_SHARER = """
+import sys, time
+import flexmatch as fm
+kb = fm.KnowledgeBase.open(sys.argv[1])
+share = kb.runtime.on_store_held
+kb.runtime.on_store_held = None
+kb.stats()  # takes the store, not yet shared: a caller finds no socket and waits
+print("ready", flush=True)
+time.sleep(1.5)
+share(True)  # shared now, while the caller still waits for the lock
+sys.stdin.read()
+kb.close()
+"""
+
+
+def test_a_caller_waiting_for_the_lock_goes_through_a_holder_that_shares_meanwhile(
+    kb: Path,
+) -> None:
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 4\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LATE_SHARER, str(kb)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with KnowledgeBase.open(kb) as caller:  # in this process: it asks at once
+            assert caller.stats().documents == 3
+    finally:
+        holder.communicate("", timeout=60)

@@ -7,11 +7,19 @@ import json
 import os
 import socket
 import stat
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from flexmatch.sharing import HERE, Owner, _address, call, socket_path
-from flexmatch.testing import memory_knowledge_base
+import pytest
+
+from flexmatch import KnowledgeBase
+from flexmatch.errors import DepthError, QueryError, StoreError
+from flexmatch.sharing import HERE, Owner, _address, _raised, _wire_args, call, socket_path
+from flexmatch.testing import HashEmbedder, memory_knowledge_base
 from tests.conftest import write_config
 
 HARBOUR = "# Harbour\n\nThe ferry to Gull Island leaves the harbour at nine.\n"
@@ -53,13 +61,23 @@ def test_the_owner_answers_with_the_callers_principal_and_refuses_other_calls(
             assert len(uris) == 1 and uris[0].endswith("harbour.md")
             bob = _ask(path, {"call": "list_documents", "args": {"principal": {"user": "bob"}}})
             assert len(bob[-1]["result"]) == 2
-            refused = _ask(path, {"call": "set_access", "args": {}})
+            restricted = _ask(path, {"call": "has_restricted_documents", "args": {}})
+            assert restricted == [{"result": True}]
+            plans = next(u for u in bob[-1]["result"] if u["uri"].endswith("plans.md"))
+            opened = {"document_id": plans["id"], "access": None}
+            record = _ask(path, {"call": "set_access", "args": opened})[-1]["result"]
+            assert record["id"] == plans["id"] and record["access"] is None
+            assert _ask(path, {"call": "has_restricted_documents", "args": {}}) == [
+                {"result": False}
+            ]
+            refused = _ask(path, {"call": "drop_everything", "args": {}})
             assert refused == [
                 {
                     "error": {
                         "type": "StoreError",
-                        "args": ["unknown call 'set_access' through the store's socket"],
-                        "message": "unknown call 'set_access' through the store's socket",
+                        "args": ["unknown call 'drop_everything' through the store's socket"],
+                        "message": "unknown call 'drop_everything' through the store's socket",
+                        "code": "store_unavailable",
                     }
                 }
             ]
@@ -71,3 +89,159 @@ def test_the_owner_answers_with_the_callers_principal_and_refuses_other_calls(
             owner.held(False)
         assert not socket_path(store).exists()
         assert call(socket_path(store), "stats", dict, None) is HERE  # nobody listens
+
+
+class _Held(HashEmbedder):
+    """Embeds once ``go`` is set (a call in flight, for as long as a test likes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.go.set()
+        self.entered = threading.Event()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.entered.set()
+        assert self.go.wait(30)
+        return super().embed(texts)
+
+
+def _edge_kb(tmp_path: Path, embedder: HashEmbedder) -> tuple[KnowledgeBase, Path]:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "harbour.md").write_text(HARBOUR, encoding="utf-8")
+    (docs / "plans.md").write_text(PLANS, encoding="utf-8")
+    write_config(tmp_path / "kb", "store:\n  lock_timeout: 1\n")
+    return KnowledgeBase.open(tmp_path / "kb", embedder=embedder), docs
+
+
+def test_closing_the_store_between_uses_leaves_the_calls_in_flight_and_the_kb_working(
+    tmp_path: Path,
+) -> None:
+    embedder = _Held()
+    kb, docs = _edge_kb(tmp_path, embedder)
+    with kb:
+        kb.ingest([docs / "harbour.md"])  # the store held: its socket served
+        path = socket_path(kb.runtime.store_path)
+        embedder.go.clear()
+        embedder.entered.clear()
+        answers: list[list[dict[str, Any]]] = []
+        request = {"call": "ingest", "args": {"inputs": [str(docs / "plans.md")]}}
+        caller = threading.Thread(target=lambda: answers.append(_ask(path, request)))
+        caller.start()
+        assert embedder.entered.wait(30)  # the ingest runs, holding the store
+        kb.runtime.close_store()  # a watch's sync ends meanwhile
+        embedder.go.set()
+        caller.join(30)
+        assert "result" in answers[0][-1], answers
+        kb.runtime.close_store()  # nothing in flight now: it closes
+        assert kb.runtime.opened_store is None and not path.exists()
+        assert kb.stats().documents == 2
+
+
+def test_a_closed_store_does_not_reopen_itself(tmp_path: Path) -> None:
+    kb, docs = _edge_kb(tmp_path, HashEmbedder())
+    with kb:
+        kb.ingest([docs])
+        old = kb.runtime.store
+        kb.runtime.close_store()
+        with pytest.raises(StoreError, match="was closed"):
+            old.count("default")
+        assert kb.stats().documents == 2
+
+
+def test_the_owner_refuses_unknown_arguments_and_checks_depth_and_expand_as_here(
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "harbour.md").write_text(HARBOUR, encoding="utf-8")
+    write_config(tmp_path / "kb", "")
+    store = tmp_path / "store"
+    with memory_knowledge_base(tmp_path / "kb") as kb:
+        kb.ingest([docs])
+        owner = Owner(kb, store)
+        owner.held(True)
+        try:
+            path = socket_path(store)
+            alice = {"user": "alice", "groups": []}
+            typo = _ask(path, {"call": "list_documents", "args": {"principle": alice}})
+            assert typo[-1]["error"]["type"] == "StoreError"
+            assert "no argument principle" in typo[-1]["error"]["message"]
+            deep = _ask(path, {"call": "search", "args": {"text": "ferry", "depth": "DEEP"}})
+            assert deep[-1]["error"]["type"] == "DepthError"
+            with pytest.raises(DepthError):
+                raise _raised(deep[-1]["error"], os.getpid())
+            wide = _ask(path, {"call": "search", "args": {"text": "ferry", "expand": "all"}})
+            assert wide[-1]["error"]["type"] == "QueryError"
+            assert wide[-1]["error"]["code"] == "invalid_expand"
+            with pytest.raises(QueryError) as raised:
+                raise _raised(wide[-1]["error"], os.getpid())
+            assert raised.value.code == "invalid_expand"
+            # the caller checks before it sends, with the same error
+            with pytest.raises(DepthError):
+                _wire_args(KnowledgeBase.asearch, ("ferry",), {"depth": "DEEP"})
+        finally:
+            owner.held(False)
+
+
+def test_queued_writes_leave_threads_for_the_queries(tmp_path: Path) -> None:
+    embedder = _Held()
+    kb, docs = _edge_kb(tmp_path, embedder)
+    with kb:
+        kb.ingest([docs / "harbour.md"])
+        path = socket_path(kb.runtime.store_path)
+        embedder.go.clear()
+        embedder.entered.clear()
+        writes = [
+            threading.Thread(
+                target=_ask,
+                args=(path, {"call": "ingest", "args": {"inputs": [str(docs / "plans.md")]}}),
+            )
+            for _ in range(10)  # more than the threads that answer
+        ]
+        writes[0].start()
+        assert embedder.entered.wait(30)  # one write runs, held; nine wait their turn
+        for write in writes[1:]:
+            write.start()
+        time.sleep(0.5)
+        try:
+            conn = socket.socket(socket.AF_UNIX)
+            conn.settimeout(10)
+            with _address(path) as address:
+                conn.connect(address)
+            with conn, conn.makefile("rb") as stream:
+                conn.sendall(json.dumps({"call": "stats", "args": {}}).encode() + b"\n")
+                answer = json.loads(stream.readline())
+            assert answer["result"]["documents"] == 1
+        finally:
+            embedder.go.set()
+            for write in writes:
+                write.join(60)
+        assert kb.stats().documents == 2
+
+
+CUT_SHORT = """
+import socket, sys
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(sys.argv[1])
+listener.listen(1)
+print("ready", flush=True)
+conn, _ = listener.accept()
+conn.makefile("rb").readline()
+conn.sendall(b'{"result": {"docu')
+conn.close()
+"""
+
+
+def test_an_owner_that_dies_mid_answer_reads_as_ended_before_answering(tmp_path: Path) -> None:
+    path = tmp_path / "store.sock"
+    dying = subprocess.Popen(
+        [sys.executable, "-c", CUT_SHORT, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert dying.stdout is not None and dying.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreError, match="ended before answering stats"):
+            call(path, "stats", dict, None)
+    finally:
+        dying.wait(10)

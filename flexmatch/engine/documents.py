@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import builtins
 import json
+import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from flexmatch.access import ACCESS_FIELD, Principal, access_filter, readable
@@ -262,12 +264,18 @@ class ActiveRuns:
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
+        # runs start on several threads (the store's socket, a server's, a watch's)
+        self._lock = threading.Lock()
 
-    def busy(self, tenant: str) -> bool:
-        return self._counts.get(tenant, 0) > 0
-
-    def enter(self, tenant: str) -> None:
-        self._counts[tenant] = self._counts.get(tenant, 0) + 1
+    def enter(self, tenant: str, repair: Callable[[], int]) -> int:
+        """Count a run in; the first of a tenant's runs first repairs what killed runs
+        left pending (``repair``, its count returned), at once with its entry: a run
+        that starts meanwhile waits, so none repairs another's pending documents."""
+        with self._lock:
+            repaired = 0 if self._counts.get(tenant, 0) else repair()
+            self._counts[tenant] = self._counts.get(tenant, 0) + 1
+            return repaired
 
     def leave(self, tenant: str) -> None:
-        self._counts[tenant] -= 1
+        with self._lock:
+            self._counts[tenant] -= 1

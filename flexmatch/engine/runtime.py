@@ -59,6 +59,8 @@ class Runtime:
         self.active_runs = ActiveRuns()
         # told when this process takes (True) and lets go of (False) the embedded store
         self.on_store_held: Callable[[bool], None] | None = None
+        # asked before the store closes between uses: False while others' calls run on it
+        self.may_close_store: Callable[[], bool] | None = None
 
     @property
     def config(self) -> KBConfig:
@@ -113,7 +115,13 @@ class Runtime:
                 self.close_store()
 
     def close_store(self) -> None:
-        """Close the store until the next use opens it again (its lock freed)."""
+        """Close the store until the next use opens it again (its lock freed); kept open
+        while calls other processes made through its socket run (``may_close_store``):
+        they hold it, and closing it under them would fail them."""
+        if self.may_close_store is None or self.may_close_store():
+            self._close_store()
+
+    def _close_store(self) -> None:
         with self._store_lock:
             if self._store is not None:
                 self._store.close()
@@ -152,6 +160,6 @@ class Runtime:
     def close(self) -> None:
         self.parse_workers.close()
         self.fetch_workers.close()
-        self.close_store()
+        self._close_store()
         if self.llm is not None:
             self.llm.cache.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flexmatch import IngestReport, KnowledgeBase
+from flexmatch.engine.documents import ActiveRuns
 from flexmatch.engine.embedders import OnnxEmbedder
 from flexmatch.engine.ingest import read_ahead
 from tests.conftest import write_config
@@ -92,3 +93,32 @@ def test_read_ahead_reads_at_most_its_size_ahead_and_stops_when_left() -> None:
         reader.join(timeout=10)
         assert not reader.is_alive()
     assert len(produced) <= 2 + 3 + 1  # taken, waiting, and the one being handed over
+
+
+def test_runs_starting_on_two_threads_repair_once_and_never_each_others_pending() -> None:
+    active = ActiveRuns()
+    repairing = threading.Event()
+    let_go = threading.Event()
+    repairs: list[str] = []
+
+    def slow_repair() -> int:
+        repairs.append(threading.current_thread().name)
+        repairing.set()
+        assert let_go.wait(10)
+        return 3
+
+    found: dict[str, int] = {}
+    first = threading.Thread(target=lambda: found.update(a=active.enter("t", slow_repair)))
+    first.start()
+    assert repairing.wait(10)  # the first run repairs; a second starts meanwhile
+    second = threading.Thread(target=lambda: found.update(b=active.enter("t", slow_repair)))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # it waits for the first run's repair and entry
+    let_go.set()
+    first.join(10)
+    second.join(10)
+    assert found == {"a": 3, "b": 0} and len(repairs) == 1
+    active.leave("t")
+    active.leave("t")
+    assert active.enter("t", lambda: 5) == 5  # none running: a new run repairs again

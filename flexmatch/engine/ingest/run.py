@@ -124,9 +124,8 @@ class IngestRun:
         started = time.perf_counter()
         usage_before = self._usage()
         self._tell(progress)  # the plan's size, before the first document is done
-        if not self.active.busy(self.tenant):  # another run's pending documents are not stale
-            report.repaired = self.registry.repair(self.tenant)
-        self.active.enter(self.tenant)
+        # another run's pending documents are not stale: the first run alone repairs
+        report.repaired = self.active.enter(self.tenant, lambda: self.registry.repair(self.tenant))
         try:
             await self._index_all(items, progress, usage_before)
         finally:

@@ -46,7 +46,7 @@ from flexmatch.engine.stores.base import (
     mismatch_message,
     scoped_conditions,
 )
-from flexmatch.engine.stores.holders import lock_holder, served_by
+from flexmatch.engine.stores.holders import IN_USE, lock_holder, served_by
 from flexmatch.errors import ModelMismatchError, StoreError
 
 META_FILE = "flexmatch-store.json"
@@ -167,6 +167,7 @@ class EdgeStore(QueryMethods):
         self.on_hold = on_hold  # told True when this process takes the store, False at close
         self.indexing_threshold_kb = indexing_threshold_kb  # None: the engine's default
         self._shard: Any = None
+        self._closed = False  # closed for good: its holder opens a new one (``_open``)
         self._opening = threading.Lock()
         self._unreadable: set[str] = set()  # points whose payload cannot be decoded
         self._access_indexed = False  # see ``set_payload``
@@ -217,6 +218,10 @@ class EdgeStore(QueryMethods):
 
     def _open_unlocked(self) -> Any:
         if self._shard is None:
+            if self._closed:  # reopening here would retake the lock behind its holder's back
+                raise StoreError(
+                    f"the store at {self.path} was closed while this call used it; try again"
+                )
             if not self.exists():
                 raise StoreError(f"no store at {self.path} yet: ingest something first")
             schema = self._meta().get("schema")
@@ -246,9 +251,8 @@ class EdgeStore(QueryMethods):
                         holder = lock_holder(self.path / "shard" / "wal")
                         by = f" ({holder.describe()})" if holder else ""
                         raise StoreError(
-                            f"the store at {self.path} is in use by another FlexMatch "
-                            f"process{by} (waited {self.lock_timeout:.0f}s); try again when "
-                            "it is done"
+                            f"the store at {self.path} {IN_USE}{by} (waited "
+                            f"{self.lock_timeout:.0f}s); try again when it is done"
                         ) from exc
                     hint = ""
                     if "failed to read WAL entry" in str(exc):
@@ -348,6 +352,7 @@ class EdgeStore(QueryMethods):
                 )
 
     def close(self) -> None:
+        self._closed = True
         if self._shard is not None:
             if self.on_hold is not None:
                 self.on_hold(False)

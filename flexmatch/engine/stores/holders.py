@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SERVE_LOCK_SUFFIX = ".serve-lock"  # the file ``flexmatch serve`` flocks (claim_store)
+IN_USE = "is in use by another FlexMatch process"  # how a store held elsewhere is refused
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
 
 

@@ -139,6 +139,7 @@ def _check_points(
         if backup and report.backup is None:
             store.close()  # a quiet store to copy
             report.backup = _backup(store_path)
+            store = EdgeStore(store_path)  # a closed store does not reopen itself
             shard = store.engine()
         _remove(shard, list(why))
         report.removed_points = len(why)
