@@ -640,7 +640,7 @@ def test_mcp_service_key_acts_for_two_users_apart(tmp_path: Path, embedder: Onnx
                     call(service, "search_knowledge", {"query": QUERY, **arguments}, carol)
                 )
                 assert error and "does not take the argument" in text, text
-                assert "(it takes: query, top_n, source, filters, depth)" in text
+                assert "(it takes: query, top_n, source, filters, depth, expand)" in text
             client = create_mcp_http_client(
                 headers={**_as(service), "X-FlexMatch-Principal": "carol"}
             )

@@ -58,9 +58,10 @@ def test_a_refused_key_fails_the_run_at_once_and_is_said_once(tmp_path: Path) ->
         took = time.perf_counter() - started
         refusals = server.stats()["statuses"].get("401", 0)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    # the questions and context chains may each have a call in flight; nothing is retried
-    # (4 retries with 1 s backoff would take 15 s a call and ask 5 times each)
-    assert 1 <= refusals <= 2 and server.stats()["calls"] == refusals
+    # the questions and context chains may each have a call in flight, one a document
+    # when a loaded machine lets the batch window close between them (3 documents: at most
+    # 6); nothing is retried (4 retries with 1 s backoff would ask 5 times each: 10 or more)
+    assert 1 <= refusals <= 6 and server.stats()["calls"] == refusals
     said = " ".join(done.stderr.split())
     assert said.count("refused the credentials") == 1, said
     assert "failed (3 documents: " in said and "401: Incorrect API key provided" in said
