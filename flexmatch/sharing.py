@@ -284,14 +284,21 @@ class Owner:
 
     def _reply(self, conn: socket.socket, request: dict[str, Any]) -> None:
         try:
-            _send(conn, self._run(conn, request))
+            try:
+                answer = self._run(conn, request)
+            finally:  # the store is no longer used: a caller told "done" finds it released
+                self._finished()
+            _send(conn, answer)
         except OSError as exc:
             log.debug("a caller went away before its answer: %s", exc)
         finally:
-            self._done(conn)
+            conn.close()
 
     def _done(self, conn: socket.socket) -> None:
         conn.close()
+        self._finished()
+
+    def _finished(self) -> None:
         with self._busy:
             self._in_flight -= 1
             self._busy.notify_all()
