@@ -3,12 +3,14 @@ writer per document id."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.engine.embedders import OnnxEmbedder
+from flexmatch.engine.ingest.dedup import TwinOrder
 from flexmatch.errors import ConfigError
 from flexmatch.testing import FakeLLMServer
 from tests.conftest import llm_config, write_config
@@ -25,6 +27,45 @@ def test_exact_duplicates_are_skipped_with_a_reason(tmp_path: Path, embedder: On
     assert report.added == 1 and len(report.duplicates) == 1
     assert "same content as document" in report.duplicates[0].reason
     assert again.added == 0 and len(again.duplicates) == 1
+
+
+def test_of_twins_in_one_run_the_first_given_is_kept(
+    tmp_path: Path, embedder: OnnxEmbedder
+) -> None:
+    """Documents are checked side by side, so a later twin's check can end first; the one
+    kept is still the first named, run after run."""
+    first = write(tmp_path / "a", "harbour.md", HARBOUR)
+    copies = [write(tmp_path / f"copy{i}", "harbour.md", HARBOUR) for i in range(7)]
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest([first, *copies])
+        (kept,) = kb.list_documents()
+    assert kept.uri.endswith("/a/harbour.md"), kept.uri
+    assert report.added == 1 and len(report.duplicates) == 7
+    assert all("/copy" in d.uri for d in report.duplicates)
+
+
+def test_a_later_twin_decides_only_after_every_earlier_one() -> None:
+    """The order, not the timing: the second ticket's check waits for the first's."""
+
+    async def run() -> list[str]:
+        order = TwinOrder()
+        first, second = order.take(), order.take()
+        said: list[str] = []
+
+        async def later() -> None:
+            await order.turn(second)
+            said.append("second")
+            order.decided(second)
+
+        waiting = asyncio.create_task(later())
+        await asyncio.sleep(0.01)  # the second is ready first, and waits
+        said.append("first")
+        order.decided(first)
+        await waiting
+        await asyncio.wait_for(order.turn(order.take()), 5)  # none earlier open: no wait
+        return said
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == ["first", "second"]
 
 
 def test_near_duplicate_chunks_are_stored_once(tmp_path: Path, embedder: OnnxEmbedder) -> None:

@@ -175,8 +175,13 @@ def test_slow_servers_fail_at_the_deadline_and_fast_pages_are_not_held_up(
         took = time.monotonic() - started
         records = [r.uri for r in kb.list_documents(source="web")]
         hits = kb.query("When does the first ferry leave?")
-    # three slow pages one after the other would take at least 3 * timeout
-    assert took < 2 * timeout + 1, f"took {took:.1f}s"
+    # the fetches ran side by side: one after the other, each slow page would be asked
+    # for only after the one before it met its deadline, and the fast one after all three
+    # (timed at the server, not end to end: a loaded machine's embedding and commit are
+    # not what this bounds)
+    asked = [site.arrived_at[url.removeprefix(site.url)] for url in slow]
+    assert max(asked) - min(asked) < timeout, f"asked at {asked}"
+    assert site.arrived_at["/fast.html"] - min(asked) < timeout
     assert took >= timeout - 0.2  # the slow ones really were waited for, up to the deadline
     assert report.added == 1 and len(report.failed) == 3
     for url in slow:

@@ -15,7 +15,7 @@ from flexmatch.config import IngestConfig
 from flexmatch.engine.archive import DocumentArchive
 from flexmatch.engine.chains.sources import SourceChains
 from flexmatch.engine.documents import DocumentRegistry
-from flexmatch.engine.ingest.dedup import Duplicates, VectorSet
+from flexmatch.engine.ingest.dedup import Duplicates, TwinOrder, VectorSet
 from flexmatch.engine.ingest.embed import Work
 from flexmatch.engine.ingest.threads import in_ingest_thread
 from flexmatch.engine.ingest.versions import (
@@ -93,30 +93,33 @@ class Indexer:
         self.duplicates = Duplicates(
             store, self.registry, tenant, settings.near_duplicate_threshold, report
         )
+        self._twins = TwinOrder()  # of identical texts in the run, the first given is kept
         self._slots = asyncio.Semaphore(concurrency or settings.document_concurrency)
         # one writer per document id: its lock, and how many calls hold or await it
         self._writing: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def index(self, document: Document, chains: SourceChains) -> None:
+        ticket = self._twins.take()  # before any wait: in the order documents are given
         lock, users = self._writing.get(document.id, (asyncio.Lock(), 0))
         self._writing[document.id] = (lock, users + 1)
         try:
             async with self._slots, lock:
                 try:
-                    await self._index(document, chains)
+                    await self._index(document, chains, ticket)
                 except FlexMatchError as exc:
                     self.report.record_failed(FailedDocument(uri=document.uri, error=str(exc)))
                 except Exception as exc:  # a bug or an OS error: report it, keep the run going
                     error = f"{document.uri}: {type(exc).__name__}: {exc}"
                     self.report.record_failed(FailedDocument(uri=document.uri, error=error))
         finally:  # a lock for each document in flight, not for each one of the run
+            self._twins.decided(ticket)
             lock, users = self._writing[document.id]
             if users == 1:
                 del self._writing[document.id]
             else:
                 self._writing[document.id] = (lock, users - 1)
 
-    async def _index(self, document: Document, chains: SourceChains) -> None:
+    async def _index(self, document: Document, chains: SourceChains, ticket: int) -> None:
         """begin → work → points → upsert → commit; a failure anywhere leaves the committed
         version as it was."""
         # off the loop: a big document's text, hash and payload check take a while
@@ -145,11 +148,13 @@ class Indexer:
         if await self._unchanged(document, record, version, content_hash, access, chains):
             return
         # a changed one keeps its old version
+        await self._twins.turn(ticket)
         duplicate = self.duplicates.of_document(document, content_hash, access)
         if duplicate is not None:
             self.report.record_duplicate(duplicate)
             return
         self.duplicates.claim(document, content_hash, access)
+        self._twins.decided(ticket)
         begun = pending_record(document, record, content_hash)
         if begun.version is None:  # nothing committed yet: it is readable as it will be
             begun = begun.model_copy(update={"access": access})

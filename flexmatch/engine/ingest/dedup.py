@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -72,6 +73,33 @@ def _named(document_id: str, uri: str, access: list[str] | None) -> str:
 
 def _same_text_key(content_hash: str, access: list[str] | None) -> str:
     return json.dumps([content_hash, access])
+
+
+class TwinOrder:
+    """Which of a run's identical texts is written: the one given first. Documents are
+    checked concurrently (a small one's hash is ready before a big one's), so each takes
+    a ticket as it enters the run and decides whether it is a duplicate only once every
+    earlier ticket has decided (or ended)."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._undecided: dict[int, asyncio.Event] = {}  # the tickets in flight
+
+    def take(self) -> int:
+        ticket = self._next
+        self._next += 1
+        self._undecided[ticket] = asyncio.Event()
+        return ticket
+
+    async def turn(self, ticket: int) -> None:
+        for earlier, event in list(self._undecided.items()):
+            if earlier < ticket:
+                await event.wait()
+
+    def decided(self, ticket: int) -> None:
+        event = self._undecided.pop(ticket, None)
+        if event is not None:
+            event.set()
 
 
 class Duplicates:
