@@ -57,6 +57,7 @@ ROUTED = {
     "query": "aquery",
     "similar": "asimilar",
     "ingest": "aingest",
+    "ingest_urls": "aingest_urls",
     "sync": "async_sync",
     "estimate": "aestimate",
     "reindex": "areindex",
@@ -81,6 +82,7 @@ ROUTED = {
 WRITES = frozenset(
     {
         "ingest",
+        "ingest_urls",
         "sync",
         "reindex",
         "remove_document",

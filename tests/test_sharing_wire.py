@@ -245,3 +245,51 @@ def test_an_owner_that_dies_mid_answer_reads_as_ended_before_answering(tmp_path:
             call(path, "stats", dict, None)
     finally:
         dying.wait(10)
+
+
+def test_web_pages_are_imported_through_the_holder(tmp_path: Path) -> None:
+    """``ingest_urls`` (what services import pages with) goes through the socket: the
+    holder fetches the page and writes it, with the caller's tenant."""
+    import http.server
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = b"<html><body><h1>Tides</h1><p>High tide is at noon today.</p></body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/tides.html"
+    web = "  web:\n    type: web\n    allow_hosts: ['127.0.0.1']\n"
+    write_config(tmp_path / "kb", "sources:\n  default: {}\n" + web)
+    store = tmp_path / "store"
+    try:
+        with memory_knowledge_base(tmp_path / "kb") as kb:
+            owner = Owner(kb, store)
+            owner.held(True)
+            try:
+                asked = {"urls": [url], "source": "web", "tenant": "harbour"}
+                conn = socket.socket(socket.AF_UNIX)
+                with _address(socket_path(store)) as address:
+                    conn.connect(address)
+                with conn, conn.makefile("rb") as stream:  # the answer's line, as ``call``
+                    # reads it (the fetch's worker, forked meanwhile, holds the socket too)
+                    conn.sendall(json.dumps({"call": "ingest_urls", "args": asked}).encode())
+                    conn.sendall(b"\n")
+                    report = json.loads(stream.readline())
+                assert report["result"]["added"] == 1, report
+                listed = kb.list_documents(tenant="harbour")
+                assert [r.uri for r in listed] == [url]
+                assert kb.list_documents() == []  # the caller's tenant, not the default
+            finally:
+                owner.held(False)
+    finally:
+        server.shutdown()
+        server.server_close()
