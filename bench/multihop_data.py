@@ -25,7 +25,6 @@ MUSIQUE_DEV = (
 )
 MUSIQUE_TRAIN = "HEAD:kag/open_benchmark/musique/data/qa_train.json"
 TWOWIKI = "HEAD:kag/open_benchmark/2wiki/data/qa_sub.json"
-HOTPOTQA = "HEAD:kag/open_benchmark/hotpotqa/data/qa_train.json"  # --set hotpotqa
 
 
 def read(kag: Path, ref: str) -> list[dict[str, Any]]:
@@ -75,24 +74,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kag", type=Path, required=True, help="a git clone of OpenSPG/KAG")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument(
-        "--set",
-        choices=["musique", "hotpotqa"],
-        default="musique",
-        help="musique: the 202 questions above; hotpotqa: 100 HotpotQA train questions "
-        "(a second check of settings, apart from the MuSiQue parts)",
-    )
     args = parser.parse_args()
     questions: dict[str, dict[str, Any]] = {}
-    if args.set == "hotpotqa":
-        for q in read(args.kag, HOTPOTQA):
-            questions.setdefault(q["_id"], twowiki(q))  # the same layout as 2WikiMultiHopQA
-    else:
-        for ref in (MUSIQUE_DEV, MUSIQUE_TRAIN):
-            for q in read(args.kag, ref):
-                questions.setdefault(q["id"], musique(q))
-        for q in read(args.kag, TWOWIKI):
-            questions.setdefault(q["_id"], twowiki(q))
+    for ref in (MUSIQUE_DEV, MUSIQUE_TRAIN):
+        for q in read(args.kag, ref):
+            questions.setdefault(q["id"], musique(q))
+    for q in read(args.kag, TWOWIKI):
+        questions.setdefault(q["_id"], twowiki(q))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as out:
         for q in questions.values():

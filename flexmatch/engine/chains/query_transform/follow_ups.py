@@ -79,7 +79,7 @@ class SeedsParams(BaseModel):
 
     count: int = Field(4, ge=1, le=20)  # follow-up queries at most
     with_question: bool = True  # each follow-up "<question> <name>", else the name alone
-    rarity: float = Field(0.5, ge=0, le=4)  # how much a lead's weight follows its rarity
+    rarity: float = Field(1.0, ge=0, le=4)  # how much a lead's weight follows its rarity
     rare_terms: int = Field(0, ge=0, le=10)  # lone rare words of the results, as leads
 
 
