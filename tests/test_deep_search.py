@@ -206,3 +206,21 @@ def test_the_llm_writes_the_follow_ups_and_they_are_counted(
         cost = answer.cost
         assert cost is not None and cost.llm_calls == 1 and cost.llm_tokens > 0
         assert "Blue Note Records" in cost.follow_ups and BRIDGE in ids(answer.results)
+
+
+def test_rarity_is_counted_in_the_knowledge_base_as_the_caller_may_read_it(
+    kb: KnowledgeBase,
+) -> None:
+    from flexmatch.engine.query.deep import store_rarity
+
+    rarity = store_rarity(kb.store, "default", {})
+    rare = asyncio.run(rarity(["label", "coltrane", "zyzzyva", "the"]))
+    assert rare["zyzzyva"] == 1.0 and rare["the"] == 0.0  # in no passage; a stopword
+    assert rare["coltrane"] > rare["label"] > 0.0  # in one passage; in nine
+    # a passage the caller may not read is not counted: Coltrane is in none she may read
+    kb.set_access("blue-train", Access(principals=["user:bob"]))
+    from flexmatch.access import access_filter
+
+    hers = store_rarity(kb.store, "default", access_filter(ALICE))
+    assert asyncio.run(hers(["coltrane"]))["coltrane"] == 1.0
+    assert asyncio.run(rarity(["coltrane"]))["coltrane"] == rare["coltrane"]

@@ -30,13 +30,12 @@ def answer(*chunk_ids: str) -> Answer:
     return Answer(query="q", results=[result(c) for c in chunk_ids])
 
 
-def test_a_follow_ups_first_new_result_lands_below_the_first_results() -> None:
+def test_a_follow_ups_first_result_lands_below_the_first_results() -> None:
     first = ("q", answer("a", "b", "c", "d", "e", "f"))
-    # the follow-up finds the question's own results again, then the bridge
-    follow = ("Blue Note", answer("a", "b", "bridge"))
-    fused = fuse([[first], [follow]], discount=0.9, shown=5)
+    follow = ("Blue Note", answer("bridge", "a", "b"))  # its name's passage first
+    fused = fuse([[first], [follow]], discount=0.9)
     order = [r.chunk_id for r in fused]
-    assert order[:3] == ["a", "b", "bridge"] and order.index("c") == 3
+    assert order[:4] == ["a", "b", "bridge", "c"]
     bridge = fused[2]
     assert bridge.signals.hop == 2 and bridge.signals.found_by == "Blue Note"
     assert fused[0].signals.hop == 1 and fused[0].signals.found_by is None
@@ -44,9 +43,22 @@ def test_a_follow_ups_first_new_result_lands_below_the_first_results() -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_follow_up_that_finds_the_questions_passages_first_leads_nowhere() -> None:
+    # its first new result keeps its own place (third), below the question's first five
+    first = ("q", answer("a", "b", "c", "d", "e", "f"))
+    follow = ("Sun Records", answer("a", "b", "generic"))
+    order = [r.chunk_id for r in fuse([[first], [follow]], discount=0.9)]
+    assert order.index("generic") == 4 and order[:4] == ["a", "b", "c", "d"]
+    # two follow-ups that find the same passage first: it takes one place, not two
+    other = ("Blue Note Records", answer("bridge"))
+    again = ("Blue Note label", answer("bridge", "x"))
+    order = [r.chunk_id for r in fuse([[first], [other, again]], discount=0.9)]
+    assert order[:4] == ["a", "b", "bridge", "c"] and order.count("bridge") == 1
+
+
 def test_one_hop_fuses_to_its_own_order() -> None:
     only = ("q", answer("a", "b", "c"))
-    assert [r.chunk_id for r in fuse([[only]], discount=0.9, shown=5)] == ["a", "b", "c"]
+    assert [r.chunk_id for r in fuse([[only]], discount=0.9)] == ["a", "b", "c"]
 
 
 def test_names_are_capitalised_runs_and_quoted_titles() -> None:
@@ -135,3 +147,60 @@ def test_a_follow_up_the_engine_refuses_is_dropped_with_a_warning_the_others_sta
         pass  # a bug is not hidden as a warning
     else:
         raise AssertionError("a bug in a follow-up search was swallowed")
+
+
+def _seeds(**params: object) -> object:
+    from pathlib import Path
+
+    from flexmatch.config import ChainRef
+    from flexmatch.engine.chains.base import ChainContext
+    from flexmatch.engine.chains.query_transform.follow_ups import Seeds
+    from flexmatch.engine.chains.registry import build_chain
+
+    ref = ChainRef(chain="seeds", params=params)
+    return build_chain(ref, Seeds, ChainContext(kb_dir=Path(".")))
+
+
+BLUE_TRAIN = result(
+    "1",
+    "Blue Train",
+    "Blue Train was released in the United States by a saxophonist on Blue Note Records.",
+)
+
+
+async def _rarity(words: list[str]) -> dict[str, float]:
+    """As the knowledge base would say: "united" and "states" are everywhere."""
+    common = {"united": 0.05, "states": 0.05, "blue": 0.5, "records": 0.2, "released": 0.1}
+    return {w: common.get(w, 1.0) for w in words}
+
+
+def test_seeds_lead_with_the_rarer_name() -> None:
+    asked = "Who founded the label that released Blue Train?"
+    plain = asyncio.run(_seeds(rarity=0, rare_terms=0).follow_ups(asked, [BLUE_TRAIN]))  # type: ignore[attr-defined]
+    assert plain[0].startswith("United States")  # named first in its passage
+    rare = asyncio.run(_seeds().follow_ups(asked, [BLUE_TRAIN], _rarity))  # type: ignore[attr-defined]
+    assert rare[0] == "Blue Note Records founded label"
+    assert rare.index("Blue Note Records founded label") < next(
+        i for i, q in enumerate(rare) if q.startswith("United States")
+    )
+
+
+def test_seeds_take_a_rare_lower_case_word_as_a_lead() -> None:
+    asked = "Who founded the label that released Blue Train?"
+    found = [BLUE_TRAIN]
+    written = asyncio.run(_seeds(rare_terms=1).follow_ups(asked, found, _rarity))  # type: ignore[attr-defined]
+    assert "saxophonist founded label" in written
+    none = asyncio.run(_seeds(rare_terms=0).follow_ups(asked, found, _rarity))  # type: ignore[attr-defined]
+    assert not any(q.startswith("saxophonist") for q in none)
+
+
+def test_without_a_knowledge_base_rarity_is_counted_among_the_results() -> None:
+    asked = "Who founded the label that released Blue Train?"
+    found = [
+        BLUE_TRAIN,
+        result("2", "Sun Records", "Sun Records of the United States was founded by Sam Phillips."),
+        result("3", "Stax", "Stax is a label of the United States, founded by Jim Stewart."),
+    ]
+    written = asyncio.run(_seeds().follow_ups(asked, found))  # type: ignore[attr-defined]
+    # "United States" is in every result: the album's label leads
+    assert written[0] == "Blue Note Records founded label"

@@ -18,12 +18,17 @@ searches and a time budget; what it cost is the answer's ``cost``.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 
 from flexmatch.config import DeepConfig
 from flexmatch.engine.chains.base import SHOWN_INPUT, collecting_warnings
-from flexmatch.engine.chains.query_transform.follow_ups import FollowUps
+from flexmatch.engine.chains.query_transform.follow_ups import FollowUps, Rarity
+from flexmatch.engine.points import CONTENT, Filters
+from flexmatch.engine.stores import Search as StoreSearch
+from flexmatch.engine.stores import VectorStore
+from flexmatch.engine.stores.base import lexical_query
 from flexmatch.errors import FlexMatchError
 from flexmatch.models import SearchResult
 from flexmatch.results import Answer, SearchCost
@@ -32,14 +37,22 @@ Search = Callable[[str, int, int | None], Awaitable[Answer]]
 """One search of the query path: (text, results wanted, candidates ranked or None for
 ``query.top_k``) → its answer."""
 RRF_K = 10  # the fusion's rank constant: a hop's first results count most
-LEADS = 1  # a follow-up's new results ranked among the earlier hops' (the rest below)
+RARITY_CAP = 64  # passages counted for a word's rarity: a word in more is common
 
 
 async def deep_search(
-    text: str, *, search: Search, follow_ups: FollowUps, settings: DeepConfig, top_n: int
+    text: str,
+    *,
+    search: Search,
+    follow_ups: FollowUps,
+    settings: DeepConfig,
+    top_n: int,
+    rarity: Rarity | None = None,
 ) -> Answer:
     """The answer to ``text`` from the question's own search and the follow-ups its
-    results seed, hop after hop, within ``settings``' bounds, fused (``fuse``)."""
+    results seed, hop after hop, within ``settings``' bounds, fused (``fuse``).
+    ``rarity``: how rare words are among what the caller may search (``store_rarity``),
+    for a follow-up chain that weighs them."""
     started = time.perf_counter()
     deadline = started + settings.time_budget
     llm = follow_ups.context.llm if follow_ups.uses_llm else None
@@ -56,7 +69,12 @@ async def deep_search(
             if stop:
                 cost.stopped = stop
                 break
-            written = await _within(follow_ups.follow_ups(text, seeds), deadline)
+            writing = (
+                follow_ups.follow_ups(text, seeds, rarity)  # type: ignore[call-arg]
+                if rarity is not None and getattr(follow_ups, "reads_rarity", False)
+                else follow_ups.follow_ups(text, seeds)
+            )
+            written = await _within(writing, deadline)
             if written is None:
                 cost.stopped = "time_budget"
                 break
@@ -88,7 +106,7 @@ async def deep_search(
     return Answer(
         query=text,
         variants=first.variants,
-        results=fuse(hops, settings.hop_discount, top_n)[:top_n],
+        results=fuse(hops, settings.hop_discount)[:top_n],
         warnings=[
             *first.warnings,
             *(w for hop in hops[1:] for _, a in hop for w in a.warnings),
@@ -100,32 +118,25 @@ async def deep_search(
     )
 
 
-def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> list[SearchResult]:
+def fuse(hops: list[list[tuple[str, Answer]]], discount: float) -> list[SearchResult]:
     """One ranked list of every hop's results. A result's score is its best reciprocal
     rank over the searches that found it, ``discount`` the less per hop after the first
-    (of two equal, the earlier hop's, the better rank's, the earlier search's first). A
-    later hop's search is ranked by what it found *new* (not among the first ``shown``
-    results of an earlier hop), and only its first ``LEADS`` new results among the
-    earlier hops' (a follow-up names one thing: its best new passage is the lead; the
-    rest would push the question's own results out): it lands just below the question's
-    own first results, where it is seen. Each result keeps the signals of the search
-    that placed it (its best rank), with that search's hop and (after the first hop) its
-    query."""
+    (of two equal, the earlier hop's, the better rank's, the earlier search's first).
+    Each follow-up counts by its own ranks: its first result (what the name it searched
+    found) lands just below the question's own first results, and one whose first
+    results are the question's own passages again found nothing new, so what it found
+    next stays low (promoting a follow-up's first *new* result instead put more wrong
+    passages in the top 5: docs/benchmarks.md). Each result keeps the signals of the
+    search that placed it (its best rank), with that search's hop and (after the first
+    hop) its query."""
     placed: dict[str, tuple[float, tuple[int, int, int], SearchResult, str]] = {}
     for number, searches in enumerate(hops, start=1):
         weight = discount ** (number - 1)
-        known = {c for h in hops[: number - 1] for _, a in h for c in _ids(a, shown)}
         for index, (query, answer) in enumerate(searches):
-            new = 0
             for rank, result in enumerate(answer.results, start=1):
-                if result.chunk_id not in known:
-                    new += 1
-                if result.chunk_id in known or (number > 1 and new > LEADS):
-                    gain = 0.1 * weight / (RRF_K + rank)  # below every earlier result
-                else:
-                    gain = weight / (RRF_K + new)
+                gain = weight / (RRF_K + rank)
                 if result.chunk_id not in placed or placed[result.chunk_id][0] < gain:
-                    order = (number, new or rank, index)  # of equal scores: hop, rank, search
+                    order = (number, rank, index)  # of equal scores: hop, rank, search
                     placed[result.chunk_id] = (gain, order, result, query)
     fused = []
     for chunk_id in sorted(placed, key=lambda c: (-placed[c][0], placed[c][1])):
@@ -137,8 +148,25 @@ def fuse(hops: list[list[tuple[str, Answer]]], discount: float, shown: int) -> l
     return fused
 
 
-def _ids(answer: Answer, shown: int) -> list[str]:
-    return [r.chunk_id for r in answer.results[:shown]]
+def store_rarity(store: VectorStore, tenant: str, filters: Filters) -> Rarity:
+    """Rarity from the knowledge base's own BM25 index: the passages holding a word
+    counted (up to ``RARITY_CAP``) by a search for the word alone, among the passages the
+    caller may search (its tenant, access and filters: a word's rarity tells nothing
+    about what it may not read), all words in one batch. A stopword is common."""
+    scope: Filters = {**filters, "match_kind": CONTENT}
+    top = math.log(RARITY_CAP + 1)
+
+    def counted(words: list[str]) -> dict[str, float]:
+        asked = [w for w in dict.fromkeys(words) if lexical_query(w) is not None]
+        searches = [StoreSearch(RARITY_CAP, text=w, filters=scope, fields=()) for w in asked]
+        found = store.search_batch(tenant, searches) if searches else []
+        held = {w: len({h.id for h in hits}) for w, hits in zip(asked, found, strict=True)}
+        return {w: math.log((RARITY_CAP + 1) / (held.get(w, RARITY_CAP) + 1)) / top for w in words}
+
+    async def rarity(words: list[str]) -> dict[str, float]:
+        return await asyncio.to_thread(counted, words)
+
+    return rarity
 
 
 async def _hop(

@@ -13,7 +13,7 @@ from flexmatch.config import KBConfig
 from flexmatch.engine.chains import ResolvedChains
 from flexmatch.engine.embedders import Embedder
 from flexmatch.engine.points import search_filters
-from flexmatch.engine.query.deep import deep_search
+from flexmatch.engine.query.deep import deep_search, store_rarity
 from flexmatch.engine.query.format import format_result
 from flexmatch.engine.query.log import QueryLog
 from flexmatch.engine.query.run import Demotions, run_query, similar
@@ -104,6 +104,7 @@ class Querier:
                 follow_ups=self.chains.follow_ups(),
                 settings=settings.deep,
                 top_n=wanted,
+                rarity=store_rarity(self.resources.store, tenant, conditions),
             )
         else:
             answer = await one(text, wanted)

@@ -10,8 +10,12 @@ takes the names, titles and rare terms of the first results that the question la
 
 from __future__ import annotations
 
+import math
 import re
 from abc import abstractmethod
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,9 +25,18 @@ from flexmatch.models import SearchResult
 
 PASSAGE_CHARS = 1_200  # of each result, in a prompt
 
+Rarity = Callable[[list[str]], Awaitable[dict[str, float]]]
+"""words → how rare each is among the passages the caller may search: 1 in none or one
+of them, towards 0 in most (``engine.query.deep.store_rarity``); a word left out
+counts as common."""
+
 
 class FollowUps(QueryTransform):
-    """question + its first results → the follow-up queries (without the question)."""
+    """question + its first results → the follow-up queries (without the question).
+    A chain that weighs words by their rarity says so (``reads_rarity``): deep search
+    then hands it a ``rarity``."""
+
+    reads_rarity: ClassVar[bool] = False
 
     async def run(self, query: str) -> list[str]:
         """As a plain query transform: the question and its follow-ups from no results."""
@@ -66,6 +79,8 @@ class SeedsParams(BaseModel):
 
     count: int = Field(4, ge=1, le=20)  # follow-up queries at most
     with_question: bool = True  # each follow-up "<question> <name>", else the name alone
+    rarity: float = Field(1.0, ge=0, le=4)  # how much a lead's weight follows its rarity
+    rare_terms: int = Field(0, ge=0, le=10)  # lone rare words of the results, as leads
 
 
 # a name: capitalised words, joined by a few lower-case particles ("Duke of York")
@@ -193,37 +208,83 @@ def _lead_like(name: str) -> bool:
 
 
 class Seeds(FollowUps):
-    """No LLM: the names and titles the first results hold that the question does not.
-    A name counts more the higher the result it is in and the earlier in it (a passage
-    names its subject's closest ties first), a name of several words more than one word,
-    and more again for each result it is in; the results' own titles are left out (those
-    passages are found already). Each follow-up is the name with what the question asks
-    that its result does not say ("Who is the spouse of the director of Jump for
-    Glory?", a result naming Raoul Walsh: "Raoul Walsh spouse"), else the name alone."""
+    """No LLM: the names and titles the first results hold that the question does not,
+    and their rare words. A name counts more the higher the result it is in and the
+    earlier in it (a passage names its subject's closest ties first), a name of several
+    words more than one word, more again for each result it is in, and more the rarer
+    its rarest word in the knowledge base (``rarity``: "Blue Note Records" leads
+    somewhere, "United States" is in every other passage); the results' own titles are
+    left out (those passages are found already). The ``rare_terms`` rarest lower-case
+    words of the results (in no other passage, say "saxophonist") are leads too, weighed
+    like a one-word name. Each follow-up is the lead with what the question asks that
+    its result does not say ("Who is the spouse of the director of Jump for Glory?", a
+    result naming Raoul Walsh: "Raoul Walsh spouse"), else the lead alone."""
 
     Params = SeedsParams
+    reads_rarity = True
 
-    async def follow_ups(self, question: str, found: list[SearchResult]) -> list[str]:
+    async def follow_ups(
+        self, question: str, found: list[SearchResult], rarity: Rarity | None = None
+    ) -> list[str]:
         asked = _words(question)
         titles = {r.title.lower() for r in found if r.title}
         weight: dict[str, float] = {}
         shown: dict[str, str] = {}
         source: dict[str, SearchResult] = {}
+        terms: dict[str, int] = {}  # a lone lower-case word → the rank of its result
         for rank, result in enumerate(found):
+            named: set[str] = set()
             for at, name in enumerate(dict.fromkeys(names_in(result.content))):
                 key = name.lower()
+                named |= _words(name)
                 if key in titles or key in _PLAIN or _words(name) <= asked:
                     continue  # found already, or named by the question: no new lead
                 if not _lead_like(name):
                     continue
-                size = 1.0 if len(name.split()) > 1 else 0.6
+                size = 1.0 if len(name.split()) > 1 else ONE_WORD
                 weight[key] = weight.get(key, 0.0) + size / ((1 + rank) * (1 + 0.25 * at))
                 shown.setdefault(key, name)
                 source.setdefault(key, result)
+            if self.params.rare_terms:
+                for term in dict.fromkeys(_TERM.findall(result.content)):
+                    if term not in asked and term not in named and term not in _COMMON:
+                        terms.setdefault(term, rank)
+                        source.setdefault(term, result)
+        if self.params.rarity or self.params.rare_terms:
+            looked_up = {w for key in weight for w in _words(key)} - _COMMON
+            rare = await (rarity or _rarity_among(found))(sorted(looked_up | set(terms)))
+            for key in weight:
+                weight[key] *= _rarest(key, rare) ** self.params.rarity
+            lone = sorted(terms, key=lambda t: (-rare.get(t, 0.0), terms[t]))
+            for term in lone[: self.params.rare_terms]:
+                if term not in weight:  # already weighed as a one-word name
+                    weight[term] = ONE_WORD * rare.get(term, 0.0) / (1 + terms[term])
+                    shown[term] = term
         chosen = sorted(weight, key=lambda key: -weight[key])[: self.params.count]
         if not self.params.with_question:
             return [shown[key] for key in chosen]
         return [_with_question(shown[key], question, source[key]) for key in chosen]
+
+
+ONE_WORD = 0.6  # a one-word lead's weight against a name of several words
+_TERM = re.compile(r"(?<![\w'’\-])[a-z][a-z'’\-]{4,}[a-z]\b")  # a lower-case word, 6+ letters
+_COMMON = _PLAIN | _ASKING
+
+
+def _rarest(name: str, rare: dict[str, float]) -> float:
+    """A name's rarity: its rarest word's (a name is as telling as that word)."""
+    return max((rare.get(w, 0.0) for w in _words(name) - _COMMON), default=0.0)
+
+
+def _rarity_among(found: list[SearchResult]) -> Rarity:
+    """With no knowledge base to ask: a word's rarity among the results themselves."""
+    df = Counter(w for r in found for w in _words(f"{r.title} {r.content}"))
+    top = math.log(len(found) + 1)
+
+    async def rarity(words: list[str]) -> dict[str, float]:
+        return {w: math.log((len(found) + 1) / max(df[w], 1)) / top for w in words}
+
+    return rarity
 
 
 def _with_question(name: str, question: str, result: SearchResult) -> str:
