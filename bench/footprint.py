@@ -83,14 +83,18 @@ def largest(path: Path, count: int = 8) -> list[tuple[str, int, int]]:
     return sorted(rows, key=lambda row: -row[1])[:count]
 
 
-def rss_kb(pid: int) -> int:
+def rss_kb(pid: int) -> dict[str, int]:
+    """VmRSS and its parts (RssAnon: heap and anonymous maps; RssFile: mapped file pages,
+    which the kernel can drop and reread) in kB; empty once the process is gone."""
+    found: dict[str, int] = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+            key = line.split(":", 1)[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                found[key] = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return found
 
 
 def measure(
@@ -108,11 +112,11 @@ def measure(
             cwd=folder,  # not this checkout's folder: ``--code`` decides what is imported
             env={**os.environ, "HF_HUB_OFFLINE": "1"} | ({"PYTHONPATH": str(code)} if code else {}),
         )
-        samples: list[int] = []
+        samples: list[dict[str, int]] = []
 
         def watch() -> None:
-            while Path(f"/proc/{child.pid}").exists() and rss_kb(child.pid):
-                samples.append(rss_kb(child.pid))
+            while (now := rss_kb(child.pid)).get("VmRSS"):
+                samples.append(now)
                 time.sleep(1.0)
 
         watcher = threading.Thread(target=watch, daemon=True)
@@ -129,6 +133,7 @@ def measure(
         state = kb_dir / ".flexmatch"
         real, apparent = du(state, False), du(state, True)
         text = int(result["text_bytes"]) or 1
+        every = samples[:: max(1, len(samples) // 20)]
         return {
             "code": str(code or "."),
             "embedder": embedder,
@@ -136,8 +141,13 @@ def measure(
             "source_mb": round(source_bytes / 1e6, 2),
             **result,
             "peak_rss_mb": round(peak_kb / 1024),
-            "rss_max_sampled_mb": round(max(samples, default=0) / 1024),
-            "rss_timeline_mb": [round(s / 1024) for s in samples[:: max(1, len(samples) // 20)]],
+            "rss_max_sampled_mb": round(max((s["VmRSS"] for s in samples), default=0) / 1024),
+            "anon_max_sampled_mb": round(
+                max((s.get("RssAnon", 0) for s in samples), default=0) / 1024
+            ),
+            "rss_timeline_mb": [round(s["VmRSS"] / 1024) for s in every],
+            "anon_timeline_mb": [round(s.get("RssAnon", 0) / 1024) for s in every],
+            "file_timeline_mb": [round(s.get("RssFile", 0) / 1024) for s in every],
             "disk_real_mb": round(real / 1e6, 2),
             "disk_apparent_mb": round(apparent / 1e6, 2),
             "apparent_over_real": round(apparent / real, 2),
