@@ -375,3 +375,20 @@ def test_a_caller_waiting_for_the_lock_goes_through_a_holder_that_shares_meanwhi
             assert caller.stats().documents == 3
     finally:
         holder.communicate("", timeout=60)
+
+
+def test_gaps_and_golden_work_beside_the_holder(kb: Path) -> None:
+    """The query log is a file of its own; who may read what is asked of the holder."""
+    write_config(
+        kb,
+        "sources:\n  default:\n    paths: [../docs]\nquery_log:\n  enabled: true\n"
+        "store:\n  lock_timeout: 60\n",
+    )
+    _through(kb, "query", "When does the ferry leave?")
+    golden = kb.parent / "golden.yaml"
+    with _python_owner(kb):
+        started = time.monotonic()
+        found = json.loads(_through(kb, "gaps", "--json", "--as", "user:alice").stdout)
+        _through(kb, "gaps", "--golden", str(golden))
+        assert time.monotonic() - started < 40  # no wait for the lock (60 s each)
+    assert isinstance(found, list) and golden.exists()
