@@ -72,11 +72,16 @@ def test_a_documents_text_is_joined_once_for_all_its_chunks() -> None:
 def test_the_lead_is_read_from_the_start_of_a_text_only() -> None:
     prose = "Boats moor at the pier when the tide is high."
     assert lead_sentence(f"Harbour\n{prose} More follows here.") == prose
-    # a text without prose (a minified script) is read to LEAD_SCAN_CHARS, not to its end
-    script = "x=1;" * 5_000_000
-    started = time.perf_counter()
-    assert lead_sentence(script + " " + prose) == ""
-    assert time.perf_counter() - started < 1.0
+    # a text without prose (a minified script) is read to LEAD_SCAN_CHARS, not to its end:
+    # a fraction of a millisecond, where reading its 20 MB takes over half a second (the
+    # fastest of three runs, so a loaded machine's pause in one of them does not count)
+    script = "x=1;" * 5_000_000 + " " + prose
+    fastest = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        assert lead_sentence(script) == ""
+        fastest = min(fastest, time.perf_counter() - started)
+    assert fastest < 0.05, fastest
     assert lead_sentence("a" * (LEAD_SCAN_CHARS + 10) + "\n" + prose) == ""
 
 
