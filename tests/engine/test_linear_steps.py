@@ -118,7 +118,8 @@ def test_the_near_duplicate_set_compares_few_vectors() -> None:
         assert seen.max_similarity(vector) < 0.5  # random vectors: nothing near
         seen.add(vector)
     took = time.perf_counter() - started
-    assert took < 20, f"10,000 vectors took {took:.1f}s (each against all earlier: ~90 s)"
+    # ~1.6 s on a quiet machine; each against all earlier: ~90 s
+    assert took < 45, f"10,000 vectors took {took:.1f}s"
     assert all(seen.max_similarity(v) > 0.9999 for v in vectors[:500])  # equal: always found
     missed = 0
     for base in vectors[:1_000]:  # at cosine 0.995, found (almost) always
