@@ -68,11 +68,12 @@ from flexmatch.lifecycle import die_with_parent
 
 def child(parent):
     die_with_parent(parent)
+    os.write(1, b"armed\\n")  # one write each: the two lines never interleave
     time.sleep(60)
 
 worker = multiprocessing.get_context("fork").Process(target=child, args=(os.getpid(),))
 worker.start()
-print(worker.pid, flush=True)
+os.write(1, f"{worker.pid}\\n".encode())
 time.sleep(60)
 """
 
@@ -81,12 +82,14 @@ def test_a_worker_dies_with_its_killed_parent() -> None:
     parent = subprocess.Popen([sys.executable, "-c", TIED], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
-        worker = int(parent.stdout.readline())
-        time.sleep(0.5)  # the worker has armed its signal
+        # the worker's pid and its word that it has armed its signal, in either order
+        lines = {parent.stdout.readline().strip() for _ in range(2)}
+        assert "armed" in lines, lines
+        (worker,) = (int(line) for line in lines - {"armed"})
         assert _alive(worker)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # sent at once, ended when a loaded machine gets to it
         while _alive(worker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(worker), "the worker outlived its parent"

@@ -294,4 +294,5 @@ def test_a_server_that_never_answers_fails_within_the_connect_timeout(tmp_path: 
         with pytest.raises(StoreError, match=r"the service state database .*127\.0\.0\.1"):
             state.ping()
         took = time.monotonic() - started
-    assert CONNECT_TIMEOUT - 1 <= took < CONNECT_TIMEOUT + 5, took
+    # never before the timeout; after it, a loaded machine's moment, never a hang
+    assert CONNECT_TIMEOUT - 1 <= took < CONNECT_TIMEOUT + 15, took

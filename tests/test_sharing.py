@@ -263,20 +263,29 @@ def test_another_process_works_through_the_holder(kb: Path, owner: str) -> None:
     assert not _socket(kb).exists()  # gone with its owner
 
 
+def _timed_queries(kb: Path) -> list[float]:
+    """Six searches through the store's owner: the seconds each took."""
+    timed = subprocess.run(
+        [sys.executable, "-c", TIMED_QUERIES, str(kb)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
+    assert timed.returncode == 0, timed.stderr
+    return list(json.loads(timed.stdout))
+
+
 def test_queries_answer_within_a_second_during_a_long_ingest(kb: Path) -> None:
+    # the same searches through an idle owner first: what this machine takes now
+    with _python_owner(kb):
+        idle = _timed_queries(kb)
     with _ingest_owner(kb, count=600) as ingest:
-        timed = subprocess.run(
-            [sys.executable, "-c", TIMED_QUERIES, str(kb)],
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=300,
-        )
-        assert timed.returncode == 0, timed.stderr
+        times = _timed_queries(kb)
         still_ingesting = ingest.poll() is None
-    times = json.loads(timed.stdout)
     assert still_ingesting, "the ingest ended before the queries: make it longer"
-    assert max(times[1:]) < 1.0, times  # the first one sets up the owner's query path
+    # within a second of the idle owner's worst (the first one sets up the query path)
+    assert max(times[1:]) < 1.0 + max(idle[1:]), (times, idle)
 
 
 def test_access_rules_hold_through_the_socket(kb: Path) -> None:
@@ -317,12 +326,14 @@ def test_an_error_in_the_owner_reads_as_the_same_error(kb: Path) -> None:
 
 
 ADMIN_CALLS = """
-import json, sys
+import json, sys, time
 import flexmatch as fm
+started = time.monotonic()  # after the import, which a loaded machine makes slow
 kb = fm.KnowledgeBase.open(sys.argv[1])
 before = kb.has_restricted_documents()
 record = kb.set_access(sys.argv[2], None)
-print(json.dumps([before, record.access, kb.has_restricted_documents()]))
+took = time.monotonic() - started
+print(json.dumps([before, record.access, kb.has_restricted_documents(), took]))
 """
 
 
@@ -330,17 +341,17 @@ def test_admin_calls_go_through_the_holder_at_once(kb: Path) -> None:
     plans = _doc_id(kb, "plans.md")
     write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 60\n")
     with _python_owner(kb):
-        started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-c", ADMIN_CALLS, str(kb), plans],
             capture_output=True,
             text=True,
             env=_env(),
-            timeout=120,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout) == [True, None, False]
-        assert time.monotonic() - started < 30  # no wait for the lock (60 s)
+        *answers, took = json.loads(done.stdout)
+        assert answers == [True, None, False]
+        assert took < 30, took  # no wait for the lock (60 s)
 
 
 LATE_SHARER = """

@@ -72,11 +72,16 @@ def test_a_documents_text_is_joined_once_for_all_its_chunks() -> None:
 def test_the_lead_is_read_from_the_start_of_a_text_only() -> None:
     prose = "Boats moor at the pier when the tide is high."
     assert lead_sentence(f"Harbour\n{prose} More follows here.") == prose
-    # a text without prose (a minified script) is read to LEAD_SCAN_CHARS, not to its end
-    script = "x=1;" * 5_000_000
-    started = time.perf_counter()
-    assert lead_sentence(script + " " + prose) == ""
-    assert time.perf_counter() - started < 1.0
+    # a text without prose (a minified script) is read to LEAD_SCAN_CHARS, not to its end:
+    # a fraction of a millisecond, where reading its 20 MB takes over half a second (the
+    # fastest of three runs, so a loaded machine's pause in one of them does not count)
+    script = "x=1;" * 5_000_000 + " " + prose
+    fastest = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        assert lead_sentence(script) == ""
+        fastest = min(fastest, time.perf_counter() - started)
+    assert fastest < 0.05, fastest
     assert lead_sentence("a" * (LEAD_SCAN_CHARS + 10) + "\n" + prose) == ""
 
 
@@ -113,7 +118,8 @@ def test_the_near_duplicate_set_compares_few_vectors() -> None:
         assert seen.max_similarity(vector) < 0.5  # random vectors: nothing near
         seen.add(vector)
     took = time.perf_counter() - started
-    assert took < 20, f"10,000 vectors took {took:.1f}s (each against all earlier: ~90 s)"
+    # ~1.6 s on a quiet machine; each against all earlier: ~90 s
+    assert took < 45, f"10,000 vectors took {took:.1f}s"
     assert all(seen.max_similarity(v) > 0.9999 for v in vectors[:500])  # equal: always found
     missed = 0
     for base in vectors[:1_000]:  # at cosine 0.995, found (almost) always

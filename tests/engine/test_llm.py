@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -53,16 +54,39 @@ def test_cache_survives_a_restart(llm_server: FakeLLMServer, tmp_path: Path) -> 
     assert llm_server.calls() == 2
 
 
+class InFlight:
+    """A responder that counts the chat calls the server answers at once: each call waits
+    (up to 30 s) until ``together`` have been in at once, then stays ``linger`` seconds
+    more, time for any call beyond the limit to show. Counted at the server, so a loaded
+    machine's slow client changes no count."""
+
+    def __init__(self, together: int, linger: float = 0.0) -> None:
+        self.together, self.linger = together, linger
+        self.now = self.peak = 0
+        self.changed = threading.Condition()
+
+    def __call__(self, messages: list[dict]) -> str:
+        with self.changed:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.peak >= self.together, timeout=30)
+        time.sleep(self.linger)
+        with self.changed:
+            self.now -= 1
+        return "OK"
+
+
 def test_concurrency_limit_is_honoured(llm_server: FakeLLMServer) -> None:
-    llm_server.latency = 0.2
-
-    async def run(llm: LLM) -> float:
-        started = time.perf_counter()
+    async def run(llm: LLM) -> None:
         await asyncio.gather(*(llm.complete(f"prompt {i}") for i in range(6)))
-        return time.perf_counter() - started
 
-    assert asyncio.run(run(_llm(llm_server, concurrency=2))) >= 0.6
-    assert asyncio.run(run(_llm(llm_server, concurrency=6))) < 0.55
+    llm_server.responder = two = InFlight(together=2, linger=0.2)
+    asyncio.run(run(_llm(llm_server, concurrency=2)))
+    assert two.peak == 2  # two at once, never a third
+    llm_server.responder = six = InFlight(together=6)
+    asyncio.run(run(_llm(llm_server, concurrency=6)))
+    assert six.peak == 6  # all six at the server at once
 
 
 def test_cache_keeps_servers_apart(tmp_path: Path) -> None:

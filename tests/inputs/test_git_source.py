@@ -366,7 +366,7 @@ def test_closing_the_blob_reader_does_not_wait_for_a_forked_worker(tmp_path: Pat
         assert pool.run(len, "abc", label="a fork") == 3  # forked while cat-file runs
         started = time.monotonic()
         reader.close()
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 5.0  # room for a loaded machine, short of 10 s
         assert reader.process.returncode is not None
     finally:
         pool.close()

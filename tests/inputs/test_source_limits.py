@@ -108,7 +108,7 @@ def test_a_hung_or_endless_fetch_fails_its_item_alone(
         "slow:biglist": f"slow:biglist: {what} gave more than 5 documents for this item; the "
         "first 5 were kept, the rest not read (ingest.plugin_max_documents)",
     }
-    assert took < 20  # two deadlines of 1.5 s, not an hour
+    assert took < 60  # two deadlines of 1.5 s and a loaded machine's ingest, not an hour
     assert len(made) <= 8  # the endless item was stopped, one or two ahead of the cap
     # the first run stored what it reached; the second listed no "first", but was
     # incomplete: nothing pruned

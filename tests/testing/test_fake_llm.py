@@ -286,11 +286,16 @@ def test_streaming(server: FakeLLMServer) -> None:
 
 
 def test_ten_calls_are_fast(server: FakeLLMServer) -> None:
+    """No delay of the fake's own (~10 ms a call through litellm): a delay every call has
+    shows in the fastest of ten, which a loaded machine's pauses in some calls do not move."""
     chat(server, "warm up")
-    start = time.perf_counter()
+    took = []
     for _ in range(10):
+        start = time.perf_counter()
         chat(server, "ping")
-    assert time.perf_counter() - start < 1.0
+        took.append(time.perf_counter() - start)
+    took.sort()
+    assert took[0] < 0.1 and took[5] < 0.5, took
 
 
 def test_stop_releases_port() -> None:

@@ -66,7 +66,9 @@ def test_a_refused_key_fails_the_run_at_once_and_is_said_once(tmp_path: Path) ->
     assert said.count("refused the credentials") == 1, said
     assert "failed (3 documents: " in said and "401: Incorrect API key provided" in said
     assert "check FLEXMATCH_LLM_API_KEY" in said
-    assert took < 60
+    # no retry is counted above; this rules out a hang (a quiet machine: ~10 s, the command's
+    # start and the model's load included)
+    assert took < 120, took
 
 
 def test_dry_run_warns_of_a_missing_key(tmp_path: Path) -> None:

@@ -77,7 +77,8 @@ def test_a_folder_that_is_not_a_knowledge_base_is_refused_in_one_line(tmp_path: 
 def test_a_served_knowledge_base_answers_the_commands_through_the_server(tmp_path: Path) -> None:
     """``serve`` holds the store; each command goes through it (its socket), at once."""
     folder = tmp_path / "kb"
-    write_config(folder, "store:\n  lock_timeout: 30\n")
+    # a lock wait far longer than a loaded machine's command run, so the two are told apart
+    write_config(folder, "store:\n  lock_timeout: 200\n")
     (tmp_path / "harbour.md").write_text(HARBOUR, encoding="utf-8")
     assert run("ingest", "--kb", str(folder), str(tmp_path / "harbour.md")).returncode == 0
     document_id = json.loads(run("docs", "list", "--kb", str(folder), "--json").stdout)[0]["id"]
@@ -96,7 +97,7 @@ def test_a_served_knowledge_base_answers_the_commands_through_the_server(tmp_pat
             started = time.monotonic()
             done = run(*command, "--kb", str(folder))
             elapsed = time.monotonic() - started
-            assert elapsed < 20, f"{command} waited {elapsed:.1f}s"  # never the 30 s lock wait
+            assert elapsed < 120, f"{command} waited {elapsed:.1f}s"  # never the lock wait
             assert done.returncode == 0, done.stderr
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200
         listed = run("docs", "list", "--kb", str(folder), "--json")

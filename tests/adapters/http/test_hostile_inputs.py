@@ -32,7 +32,9 @@ from tests.conftest import write_config
 
 PARSE_TIMEOUT = 1.5
 TIMED_OUT = f"parsing took longer than {PARSE_TIMEOUT:g}s"
-LATENCY_BUDGET = 0.200  # seconds: /health and a search while a parse runs over
+# seconds a /health and a search may take while a parse runs over, past the worst the
+# same requests took from the idle server just before (the loaded machine's own share)
+LATENCY_BUDGET = 0.200
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -136,53 +138,63 @@ def test_pathological_parse_costs_a_worker_not_the_server(api: Api) -> None:
     assert warm.status_code == 200, warm.text
     assert warm.json()["results"][0]["document_id"] == own["document_id"]
 
-    slow = pathological_html()
-    job_id = upload(
-        api,
-        alpha,
-        ("slow-1.html", slow),
-        ("slow-2.html", slow),  # two in a row: the parser is busy for about 3 s
-        ("deep-divs.html", nested_divs()),
-    )
-    health_times, search_times = [], []
     # A connection per request, as a load balancer's probe: on a kept-alive connection to
     # the test server every response waits ~40 ms for a delayed ACK (its listening socket
     # is made without IPPROTO_TCP, so asyncio leaves Nagle on), which is not the server's.
-    with httpx.Client(
-        base_url=api.client.base_url, timeout=10, headers={"Connection": "close"}
-    ) as probe:
-        for i in range(10):
-            started = time.perf_counter()
-            live = probe.get("/health")
-            health_times.append(time.perf_counter() - started)
-            assert live.status_code == 200 and live.json()["status"] == "ok"
+    probe = httpx.Client(base_url=api.client.base_url, timeout=30, headers={"Connection": "close"})
 
-            started = time.perf_counter()
-            found = probe.post(
-                "/v1/search",
-                json={"query": f"Which fruit does the orchard grow, question {i}?"},
-                headers=auth(beta),
-            )
-            search_times.append(time.perf_counter() - started)
-            assert found.status_code == 200 and found.headers["x-cache"] == "miss", found.text
-            assert [r["document_id"] for r in found.json()["results"]] == [own["document_id"]]
-    during = api.client.get(f"/v1/jobs/{job_id}", headers=auth(alpha)).json()
+    def timed(question: int) -> tuple[float, float]:
+        """A /health and a search (a new question: no cache), the seconds each took."""
+        started = time.perf_counter()
+        live = probe.get("/health")
+        health = time.perf_counter() - started
+        assert live.status_code == 200 and live.json()["status"] == "ok"
+        started = time.perf_counter()
+        found = probe.post(
+            "/v1/search",
+            json={"query": f"Which fruit does the orchard grow, question {question}?"},
+            headers=auth(beta),
+        )
+        searched = time.perf_counter() - started
+        assert found.status_code == 200 and found.headers["x-cache"] == "miss", found.text
+        assert [r["document_id"] for r in found.json()["results"]] == [own["document_id"]]
+        return health, searched
+
+    with probe:
+        # the same requests from the idle server first: what this machine takes now
+        idle_health, idle_search = zip(*(timed(100 + i) for i in range(5)), strict=True)
+        slow = pathological_html()
+        slow_files = [(f"slow-{n}.html", slow) for n in (1, 2, 3)]
+        # three in a row: the parser is busy for about 4.5 s (one worker)
+        job_id = upload(api, alpha, *slow_files, ("deep-divs.html", nested_divs()))
+        health_times, search_times = [], []
+        for i in range(10):
+            health, searched = timed(i)
+            during = api.client.get(f"/v1/jobs/{job_id}", headers=auth(alpha)).json()
+            if during["processed"] >= len(slow_files):
+                break  # the parses are over: from here on nothing is measured beside one
+            health_times.append(health)
+            search_times.append(searched)
     print(
         "\nwhile parsing: /health ms",
         [round(t * 1000, 1) for t in health_times],
+        "idle",
+        [round(t * 1000, 1) for t in idle_health],
         "\nwhile parsing: search ms",
         [round(t * 1000, 1) for t in search_times],
+        "idle",
+        [round(t * 1000, 1) for t in idle_search],
     )
-    # every measurement above was taken while a pathological file was parsing: the two
-    # parse back to back (one worker), and the second one had not ended yet
-    assert during["status"] in ("queued", "running") and during["processed"] < 2, during
-    assert max(health_times) < LATENCY_BUDGET, health_times
-    assert max(search_times) < LATENCY_BUDGET, search_times
+    # every measurement kept was taken while a pathological file was parsing (the job had
+    # not got past them), each within the budget of the idle server's worst
+    assert len(health_times) >= 3, "the parses ended before the requests: make them longer"
+    assert max(health_times) < LATENCY_BUDGET + max(idle_health), health_times
+    assert max(search_times) < LATENCY_BUDGET + max(idle_search), search_times
 
     job = wait_for_job(api.client, job_id, alpha)
-    assert job["status"] == "done" and job["total"] == 3 and job["processed"] == 3
-    slow_1, slow_2, divs = job["documents"]
-    for outcome, name in ((slow_1, "slow-1.html"), (slow_2, "slow-2.html")):
+    assert job["status"] == "done" and job["total"] == 4 and job["processed"] == 4
+    *slow_outcomes, divs = job["documents"]
+    for outcome, (name, _) in zip(slow_outcomes, slow_files, strict=True):
         assert outcome["input"] == name and outcome["outcome"] == "failed", outcome
         assert f"{name}: {TIMED_OUT}" in outcome["error"], outcome["error"]
         assert "ingest.parse_timeout" in outcome["error"] and "/tmp" not in outcome["error"]
@@ -484,16 +496,15 @@ def test_put_after_an_upload_job_is_applied_after_it(tmp_path: Path, embedder: E
         assert first["outcome"] == "added" and doc_id
 
         job_id = upload(api, token, ("slow.html", pathological_html()), ("a.md", v2))
-        started = time.perf_counter()
         put = api.client.put(
             f"/v1/documents/{doc_id}", files={"file": ("a.md", v3)}, headers=auth(token)
         )
-        waited = time.perf_counter() - started
         assert put.status_code == 200, put.text
         assert put.json()["outcome"]["outcome"] == "changed"
         # the PUT waited for the job's writes, accepted before it (the slow parse included;
-        # its own parse took a few milliseconds)
-        assert waited > PARSE_TIMEOUT - 0.5, waited
+        # its own parse took a few milliseconds): the job is done once the PUT is answered
+        # (an order of events, where a time from the client's side would count how soon a
+        # loaded machine sent the PUT after the parse began)
         job = api.client.get(f"/v1/jobs/{job_id}", headers=auth(token)).json()
         assert job["status"] == "done", job
         slow, again = job["documents"]

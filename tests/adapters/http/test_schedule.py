@@ -247,11 +247,13 @@ def two_replicas_sync_one_source_once(tmp_path: Path, embedder: OnnxEmbedder, ur
         assert rerun["job_id"] == again.json()["job_id"] and rerun["outcome"] == "done", rerun
         assert rerun["added"] == 1  # into the other replica's own vector store
 
-        # a replica that died holding the lease: refused until its lease expires
+        # a replica that died holding the lease: refused until its lease expires (a term
+        # long enough that a loaded machine's slow request still comes inside it)
         now = time.time_ns()
-        assert a.shared.syncs.take("notes", "default", "dead-replica", now + 2 * 10**9, now)
+        term = 6 * 10**9
+        assert a.shared.syncs.take("notes", "default", "dead-replica", now + term, now)
         assert_error(b.sync("notes"), 409, "sync_running")
-        time.sleep(max(0.0, (now + 2 * 10**9 - time.time_ns()) / 1e9) + 0.1)
+        time.sleep(max(0.0, (now + term - time.time_ns()) / 1e9) + 0.1)
         assert b.sync("notes").status_code == 202
         taken = a.shared.syncs.leases("default", time.time_ns()).get("notes")
         assert taken is None or taken.holder != "dead-replica"
@@ -270,12 +272,13 @@ def test_a_long_sync_keeps_renewing_its_lease(tmp_path: Path, embedder: OnnxEmbe
         page = stack.enter_context(PageServer(PAGE, gate=gate))
         stack.callback(gate.set)
         config = replica_config(url, page.url)
-        a = stack.enter_context(replica(tmp_path / "a", embedder, config, lease_seconds=1.5))
+        # renewed every second: a loaded machine may be late with one renewal, not two
+        a = stack.enter_context(replica(tmp_path / "a", embedder, config, lease_seconds=3.0))
         b = stack.enter_context(replica(tmp_path / "b", embedder, config, admin=a.admin))
         job_id = a.sync("tides").json()["job_id"]
         first = a.shared.syncs.leases("default", time.time_ns())["tides"]
         wait_for("fetching", lambda: page.requests > 0)
-        time.sleep(4.5)  # three terms of the lease
+        time.sleep(6.5)  # over two terms of the lease
         renewed = a.shared.syncs.leases("default", time.time_ns())["tides"]
         assert renewed.holder == a.holder and renewed.job_id == job_id
         assert renewed.expires_ns > first.expires_ns

@@ -58,7 +58,7 @@ def test_edge_store_refuses_a_served_store_at_once(serve_lock: tuple[Path, int])
     with pytest.raises(StoreError, match=f"held by `flexmatch serve` \\(pid {pid}"):
         EdgeStore(store, lock_timeout=30).prepare("local/test", 4)  # would create it
     assert not store.exists()
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # a loaded machine's moment, never the 30 s wait
 
 
 def test_listening_addresses_of_a_process() -> None:

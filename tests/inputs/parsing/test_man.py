@@ -160,9 +160,9 @@ def test_a_page_that_loops_is_ended_with_every_process_it_started(
     began = time.monotonic()
     with pytest.raises(ParseError, match="longer than 1s"):
         parse_file(page)
-    assert time.monotonic() - began < 10
+    assert time.monotonic() - began < 30  # the 1 s timeout on a loaded machine, not forever
     [group] = started
-    deadline = time.monotonic() + 5  # a killed process takes a moment to die
+    deadline = time.monotonic() + 30  # a killed process takes a moment to die
     while running_in(group) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert running_in(group) == []  # none of its processes is left running
