@@ -445,6 +445,18 @@ def _absolute(item: Any) -> str:
     return text if "://" in text else str(Path(text).expanduser().absolute())
 
 
+def _replayable(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Iterators (a generator of paths or URLs) as lists: a call tried here and then sent
+    to a holder that took the store meanwhile must send them whole, not used up."""
+
+    def whole(value: Any) -> Any:
+        return list(value) if isinstance(value, Iterator) else value
+
+    return tuple(whole(a) for a in args), {k: whole(v) for k, v in kwargs.items()}
+
+
 def through_owner(method: Callable[..., T]) -> Callable[..., T]:
     """``method`` of the facade, sent to the process sharing the store when another one
     does (``self.shared_store``: where it listens, or None: here), else run here. The
@@ -474,6 +486,7 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
 
         @functools.wraps(method)
         async def routed_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            args, kwargs = _replayable(args, kwargs)
             if self.shared_store is None:  # this process holds the store: no thread hop
                 return await method(self, *args, **kwargs)
             done = await asyncio.to_thread(remote, self, args, kwargs)
@@ -488,6 +501,7 @@ def through_owner(method: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(method)
     def routed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _replayable(args, kwargs)
         done = remote(self, args, kwargs)
         if done is not HERE:
             return done

@@ -293,3 +293,26 @@ def test_web_pages_are_imported_through_the_holder(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_every_call_on_the_socket_is_sent_there_by_the_shared_knowledge_base() -> None:
+    """A call the owner answers but no caller sends (or the reverse) would wait out the
+    store's lock beside a holder: the list and the facade must agree."""
+    from flexmatch.knowledge_base import SharedKnowledgeBase
+    from flexmatch.sharing import ROUTED, WRITES
+
+    assert set(ROUTED) >= WRITES
+    for name, method in ROUTED.items():
+        routed = SharedKnowledgeBase.__dict__.get(method)
+        assert routed is not None, f"{method} ({name}) is not routed"
+        assert getattr(routed, "__wrapped__", None) is getattr(KnowledgeBase, method), method
+        twin = name if method != name else None  # its sync (or async) twin, routed too
+        if twin is not None:
+            assert twin in SharedKnowledgeBase.__dict__, f"{twin}'s twin is not routed"
+
+
+def test_a_generator_of_inputs_is_sent_whole_after_a_try_here() -> None:
+    from flexmatch.sharing import _replayable
+
+    args, kwargs = _replayable((iter(["a.md"]), "b"), {"urls": (u for u in ["http://x"])})
+    assert args == (["a.md"], "b") and kwargs == {"urls": ["http://x"]}

@@ -93,7 +93,9 @@ class Indexer:
         self.duplicates = Duplicates(
             store, self.registry, tenant, settings.near_duplicate_threshold, report
         )
-        self._twins = TwinOrder()  # of identical texts in the run, the first given is kept
+        # of identical texts in the run, the first given is kept; the slots and the locks
+        # hand out in arrival order, so the earliest undecided ticket always gets on
+        self._twins = TwinOrder()
         self._slots = asyncio.Semaphore(concurrency or settings.document_concurrency)
         # one writer per document id: its lock, and how many calls hold or await it
         self._writing: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -103,14 +105,20 @@ class Indexer:
         lock, users = self._writing.get(document.id, (asyncio.Lock(), 0))
         self._writing[document.id] = (lock, users + 1)
         try:
-            async with self._slots, lock:
-                try:
-                    await self._index(document, chains, ticket)
-                except FlexMatchError as exc:
-                    self.report.record_failed(FailedDocument(uri=document.uri, error=str(exc)))
-                except Exception as exc:  # a bug or an OS error: report it, keep the run going
-                    error = f"{document.uri}: {type(exc).__name__}: {exc}"
-                    self.report.record_failed(FailedDocument(uri=document.uri, error=error))
+            async with self._slots:
+                if users:  # an earlier copy of this id is written first: waiting for it
+                    # must not hold up the run's other documents, so this one gives up
+                    # its place among twins (and is checked once it has the lock)
+                    self._twins.decided(ticket)
+                async with lock:
+                    try:
+                        await self._index(document, chains, ticket)
+                    except FlexMatchError as exc:
+                        failed = FailedDocument(uri=document.uri, error=str(exc))
+                        self.report.record_failed(failed)
+                    except Exception as exc:  # a bug or an OS error: report it, go on
+                        error = f"{document.uri}: {type(exc).__name__}: {exc}"
+                        self.report.record_failed(FailedDocument(uri=document.uri, error=error))
         finally:  # a lock for each document in flight, not for each one of the run
             self._twins.decided(ticket)
             lock, users = self._writing[document.id]

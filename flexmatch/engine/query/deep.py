@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from flexmatch.config import DeepConfig
 from flexmatch.engine.chains.base import SHOWN_INPUT, collecting_warnings
 from flexmatch.engine.chains.query_transform.follow_ups import FollowUps, Rarity
+from flexmatch.engine.documents import DocumentRegistry
 from flexmatch.engine.points import CONTENT, Filters
 from flexmatch.engine.stores import Search as StoreSearch
 from flexmatch.engine.stores import VectorStore
@@ -156,11 +157,18 @@ def store_rarity(store: VectorStore, tenant: str, filters: Filters) -> Rarity:
     scope: Filters = {**filters, "match_kind": CONTENT}
     top = math.log(RARITY_CAP + 1)
 
+    fields = ("document_id", "version")
+
     def counted(words: list[str]) -> dict[str, float]:
         asked = [w for w in dict.fromkeys(words) if lexical_query(w) is not None]
-        searches = [StoreSearch(RARITY_CAP, text=w, filters=scope, fields=()) for w in asked]
+        searches = [StoreSearch(RARITY_CAP, text=w, filters=scope, fields=fields) for w in asked]
         found = store.search_batch(tenant, searches) if searches else []
-        held = {w: len({h.id for h in hits}) for w, hits in zip(asked, found, strict=True)}
+        # committed versions only: a version being written may carry another access
+        seen = DocumentRegistry(store).visibility(tenant) if found else None
+        held = {
+            w: len({h.id for h in hits if seen is not None and seen(h)})
+            for w, hits in zip(asked, found, strict=True)
+        }
         return {w: math.log((RARITY_CAP + 1) / (held.get(w, RARITY_CAP) + 1)) / top for w in words}
 
     async def rarity(words: list[str]) -> dict[str, float]:

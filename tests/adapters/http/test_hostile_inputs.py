@@ -168,13 +168,18 @@ def test_pathological_parse_costs_a_worker_not_the_server(api: Api) -> None:
         # three in a row: the parser is busy for about 4.5 s (one worker)
         job_id = upload(api, alpha, *slow_files, ("deep-divs.html", nested_divs()))
         health_times, search_times = [], []
-        for i in range(10):
+        for i in range(40):
+            before = api.client.get(f"/v1/jobs/{job_id}", headers=auth(alpha)).json()
             health, searched = timed(i)
             during = api.client.get(f"/v1/jobs/{job_id}", headers=auth(alpha)).json()
             if during["processed"] >= len(slow_files):
                 break  # the parses are over: from here on nothing is measured beside one
+            if before["status"] != "running":
+                continue  # still queued: nothing is parsing yet, so this proves nothing
             health_times.append(health)
             search_times.append(searched)
+            if len(health_times) >= 10:
+                break
     print(
         "\nwhile parsing: /health ms",
         [round(t * 1000, 1) for t in health_times],

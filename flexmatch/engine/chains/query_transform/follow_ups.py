@@ -251,10 +251,15 @@ class Seeds(FollowUps):
                         terms.setdefault(term, rank)
                         source.setdefault(term, result)
         if self.params.rarity or self.params.rare_terms:
-            looked_up = {w for key in weight for w in _words(key)} - _COMMON
-            rare = await (rarity or _rarity_among(found))(sorted(looked_up | set(terms)))
-            for key in weight:
-                weight[key] *= _rarest(key, rare) ** self.params.rarity
+            # the words of the likeliest leads, at most ``LOOKED_UP`` (one batched look-up)
+            looked_up: dict[str, None] = {}
+            for key in sorted(weight, key=lambda key: -weight[key]):
+                looked_up |= dict.fromkeys(sorted(_words(key) - _COMMON))
+            lone = sorted(terms, key=lambda t: (terms[t], t))[:LOOKED_UP]
+            words = sorted(set(list(looked_up)[:LOOKED_UP]) | set(lone))
+            rare = await (rarity or _rarity_among(found))(words)
+            for key in weight:  # a floor: a name of common words keeps its order among them
+                weight[key] *= max(_rarest(key, rare), RARITY_FLOOR) ** self.params.rarity
             lone = sorted(terms, key=lambda t: (-rare.get(t, 0.0), terms[t]))
             for term in lone[: self.params.rare_terms]:
                 if term not in weight:  # already weighed as a one-word name
@@ -267,6 +272,8 @@ class Seeds(FollowUps):
 
 
 ONE_WORD = 0.6  # a one-word lead's weight against a name of several words
+LOOKED_UP = 64  # words whose rarity one hop looks up, at most (of names, of lone words)
+RARITY_FLOOR = 0.05  # of a name whose every word is common
 _TERM = re.compile(r"(?<![\w'’\-])[a-z][a-z'’\-]{4,}[a-z]\b")  # a lower-case word, 6+ letters
 _COMMON = _PLAIN | _ASKING
 
