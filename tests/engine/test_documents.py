@@ -279,9 +279,9 @@ def test_a_write_race_fails_the_document_as_a_write_conflict(
 
     real_index = commit.Indexer._index
 
-    async def spying(self, document, chains):  # type: ignore[no-untyped-def]
+    async def spying(self, document, chains, *rest):  # type: ignore[no-untyped-def]
         try:
-            return await real_index(self, document, chains)
+            return await real_index(self, document, chains, *rest)
         except Exception as exc:
             raised.append(exc)
             raise
