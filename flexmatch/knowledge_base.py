@@ -51,6 +51,7 @@ from flexmatch.engine.writes import WriteListener, Writes
 from flexmatch.errors import ConfigError
 from flexmatch.evaluation import BeirDataset, Scores, Setup, run_setups
 from flexmatch.golden import GoldenEvaluation, GoldenQuestion, generate_questions, run_golden
+from flexmatch.inputs import named_inputs
 from flexmatch.inputs.sources.items import Item
 from flexmatch.models import (
     ChainUse,
@@ -266,7 +267,7 @@ class KnowledgeBase:
         (docs/security.md, "Writes"). Every write method takes it alike."""
         options = RayOptions.chosen(ray, workers, retries)
         return await self._ingestor.ingest(
-            list(inputs),
+            named_inputs(inputs),
             source,
             tenant,
             progress,
@@ -321,7 +322,7 @@ class KnowledgeBase:
     async def afetch_pages(self, urls: Iterable[str], *, source: str | None = None) -> list[Item]:
         """Fetch and parse web pages (the source's safety rules and deadline apply), without
         storing them: a service fetches outside its write locks, then ``aingest_documents``."""
-        return await self._ingestor.fetch_pages(urls, source)
+        return await self._ingestor.fetch_pages(named_inputs(urls), source)
 
     async def aingest_documents(
         self,
@@ -348,7 +349,7 @@ class KnowledgeBase:
         cache; nothing is stored and no LLM is called (web pages are fetched). What the
         real run would fail on is listed with its reason, and what it would skip counted;
         with ``prune``, the same checks as the real run, and what it would remove."""
-        return await self._ingestor.estimate(list(inputs), source, prune, tenant)
+        return await self._ingestor.estimate(named_inputs(inputs), source, prune, tenant)
 
     async def aadd_records(
         self,

@@ -44,6 +44,7 @@ from pydantic import TypeAdapter
 from flexmatch import errors
 from flexmatch.engine.stores.holders import IN_USE, describe
 from flexmatch.errors import FlexMatchError, StoreError
+from flexmatch.inputs import named_inputs
 from flexmatch.models import IngestReport
 from flexmatch.results import check_depth
 from flexmatch.tools import check_expand
@@ -434,7 +435,9 @@ def _wire_args(
         if key == "progress":
             continue
         if key == "inputs":  # files, folders, URLs
-            wire[key] = [_absolute(item) for item in value]
+            wire[key] = [_absolute(item) for item in named_inputs(value)]
+        elif key == "urls":
+            wire[key] = named_inputs(value)
         else:
             wire[key] = _adapter(hints[key]).dump_python(_checked(key, value), mode="json")
     return wire

@@ -316,3 +316,10 @@ def test_a_generator_of_inputs_is_sent_whole_after_a_try_here() -> None:
 
     args, kwargs = _replayable((iter(["a.md"]), "b"), {"urls": (u for u in ["http://x"])})
     assert args == (["a.md"], "b") and kwargs == {"urls": ["http://x"]}
+
+
+def test_one_input_alone_goes_over_the_wire_as_one(tmp_path: Path) -> None:
+    wire = _wire_args(KnowledgeBase.aingest, ("notes.md",), {})
+    assert wire["inputs"] == [str(Path("notes.md").absolute())]
+    pages = _wire_args(KnowledgeBase.aingest_urls, ("http://127.0.0.1/a",), {})
+    assert pages["urls"] == ["http://127.0.0.1/a"]

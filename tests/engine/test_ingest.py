@@ -164,3 +164,13 @@ def test_one_id_twice_in_a_batch_is_written_in_turn(tmp_path: Path, embedder: On
     assert record.status == "complete" and record.chunks == 1
     assert {p["content"] for p in points if "content" in p} == {"Second text about orchards."}
     assert {p["version"] for p in points} == {record.version}
+
+
+def test_one_path_given_alone_is_one_input(tmp_path: Path, embedder: OnnxEmbedder) -> None:
+    """``ingest("notes.md")`` reads that file, not one input a character."""
+    doc = write(tmp_path / "d", "harbour.md", HARBOUR)
+    with KnowledgeBase.open(tmp_path / "kb", embedder=embedder) as kb:
+        report = kb.ingest(str(doc))  # type: ignore[arg-type]
+        again = kb.ingest(doc)  # type: ignore[arg-type]
+    assert report.added == 1 and not report.failed
+    assert again.unchanged == 1 and not again.failed
