@@ -26,12 +26,16 @@ HARBOUR = "# Harbour\n\nThe ferry to Gull Island leaves the harbour at nine.\n"
 PLANS = "# Plans\n\nThe winter festival plans are secret.\n"
 
 
-def _ask(path: Path, request: dict[str, Any]) -> list[dict[str, Any]]:
+def _ask(path: Path, request: dict[str, Any], *, lines: int | None = None) -> list[dict[str, Any]]:
+    """The owner's answer lines: all of them up to the end, else the first ``lines`` (as
+    ``call`` reads: a worker forked during the call may hold the socket open after it)."""
     conn = socket.socket(socket.AF_UNIX)
     with _address(path) as address:
         conn.connect(address)
     with conn, conn.makefile("rb") as stream:
         conn.sendall(json.dumps(request).encode() + b"\n")
+        if lines is not None:
+            return [json.loads(stream.readline()) for _ in range(lines)]
         return [json.loads(line) for line in stream]
 
 
@@ -276,14 +280,8 @@ def test_web_pages_are_imported_through_the_holder(tmp_path: Path) -> None:
             owner.held(True)
             try:
                 asked = {"urls": [url], "source": "web", "tenant": "harbour"}
-                conn = socket.socket(socket.AF_UNIX)
-                with _address(socket_path(store)) as address:
-                    conn.connect(address)
-                with conn, conn.makefile("rb") as stream:  # the answer's line, as ``call``
-                    # reads it (the fetch's worker, forked meanwhile, holds the socket too)
-                    conn.sendall(json.dumps({"call": "ingest_urls", "args": asked}).encode())
-                    conn.sendall(b"\n")
-                    report = json.loads(stream.readline())
+                call = {"call": "ingest_urls", "args": asked}
+                (report,) = _ask(socket_path(store), call, lines=1)
                 assert report["result"]["added"] == 1, report
                 listed = kb.list_documents(tenant="harbour")
                 assert [r.uri for r in listed] == [url]
