@@ -109,9 +109,13 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def _python_owner(kb: Path) -> Iterator[subprocess.Popen[str]]:
+def _python_owner(
+    kb: Path, script: str = PYTHON_OWNER, *, shared: bool = True
+) -> Iterator[subprocess.Popen[str]]:
+    """A Python program holding the store until its stdin closes; ``shared``: wait until
+    its socket answers too (a script that shares late says "ready" before)."""
     process = subprocess.Popen(
-        [sys.executable, "-c", PYTHON_OWNER, str(kb)],
+        [sys.executable, "-c", script, str(kb)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -119,7 +123,8 @@ def _python_owner(kb: Path) -> Iterator[subprocess.Popen[str]]:
     )
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-        _wait_for_owner(kb, process)
+        if shared:
+            _wait_for_owner(kb, process)
         yield process
     finally:
         if process.poll() is None:
@@ -373,19 +378,9 @@ def test_a_caller_waiting_for_the_lock_goes_through_a_holder_that_shares_meanwhi
     kb: Path,
 ) -> None:
     write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 4\n")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", LATE_SHARER, str(kb)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
-        with KnowledgeBase.open(kb) as caller:  # in this process: it asks at once
-            assert caller.stats().documents == 3
-    finally:
-        holder.communicate("", timeout=60)
+    # the caller is in this process: it asks at once
+    with _python_owner(kb, LATE_SHARER, shared=False), KnowledgeBase.open(kb) as caller:
+        assert caller.stats().documents == 3
 
 
 def test_gaps_and_golden_work_beside_the_holder(kb: Path) -> None:
