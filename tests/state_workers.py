@@ -93,11 +93,25 @@ if __name__ == "__main__":
     run_job_until_killed(kb, state_url or None)
 
 
-def create_tables_at(kb_dir: str, url: str | None, at: float) -> None:
-    """Reach the database and create its tables at wall-clock time ``at`` (replicas
-    starting together race to create them)."""
+def create_tables_at(kb_dir: str, url: str | None, at: float, threads: int = 1) -> None:
+    """Reach the database and create its tables at wall-clock time ``at`` from ``threads``
+    threads (replicas starting together race to create them), each then making a key."""
     state = open_state(kb_dir, url)
-    time.sleep(max(0.0, at - time.time()))
-    state.check()
-    state.keys.create("acme", "read")
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            time.sleep(max(0.0, at - time.time()))
+            state.check()
+            state.keys.create("acme", "read")
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [threading.Thread(target=start) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
     state.close()
+    if errors:
+        raise errors[0]

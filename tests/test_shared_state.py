@@ -30,7 +30,7 @@ from flexmatch.service.state_db import (
     open_database,
 )
 from tests.conftest import REPO, write_config
-from tests.state_workers import SHARED_JOB, write_concurrently
+from tests.state_workers import SHARED_JOB, create_tables_at, write_concurrently
 
 Open = Callable[[], SharedState]
 
@@ -161,6 +161,28 @@ def test_concurrent_writers_from_several_processes_lose_nothing(
         for thread in range(threads):
             own = other.jobs.get("acme", f"w{worker}t{thread}")
             assert own is not None and own.body == {"n": each}
+
+
+def test_a_new_file_opened_by_many_processes_and_threads_at_once(tmp_path: Path) -> None:
+    """Replicas starting together on a KB with no state file yet: 4 processes of 8 threads
+    each open it at the same instant, one of them turns it to WAL mode and makes the
+    tables, and every thread writes (SQLite refuses the journal-mode switch at once, with
+    no busy wait, while another connection is making it). Three fresh files."""
+    processes, threads = 4, 8
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=spawn) as pool:
+        list(pool.map(abs, range(processes)))  # the processes are up before the race
+        for round_ in range(3):
+            kb = tmp_path / f"kb{round_}"
+            at = time.time() + 0.5
+            starts = [
+                pool.submit(create_tables_at, str(kb), None, at, threads) for _ in range(processes)
+            ]
+            for start in starts:
+                start.result(timeout=120)
+            state = SharedState(open_database(kb))
+            assert len(state.keys.list("acme")) == processes * threads
+            state.close()
 
 
 def test_the_default_file_is_the_old_keys_file_and_old_keys_still_work(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +154,27 @@ class _SqliteTransaction:
         return True
 
 
+def _prepare(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (readers never wait for a writer; the -wal and -shm files
+    take the file's mode) and create the tables. Switching the journal mode takes the
+    file's exclusive lock, and SQLite answers "locked" at once, without its busy handler,
+    while another process is switching or opening it: that is retried within the busy
+    budget. WAL mode stays with the file, so each process does this once."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+            with connection:
+                for statement in _SQLITE_SCHEMA:
+                    connection.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class SqliteDatabase:
     """A SQLite file, created owner-only on the first write. Each thread keeps its own
     connection (a reader never waits for another thread's write: the file is in WAL
@@ -166,6 +188,7 @@ class SqliteDatabase:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._prepared: int | None = None  # the inode of the file set up in WAL mode
 
     def _connect(self, create: bool) -> sqlite3.Connection | None:
         path = self.path
@@ -184,11 +207,10 @@ class SqliteDatabase:
             return held[1]
         connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT, check_same_thread=False)
         try:
-            # readers never wait for a writer; the -wal and -shm files take the file's mode
-            connection.execute("PRAGMA journal_mode=WAL")
-            with connection:
-                for statement in _SQLITE_SCHEMA:
-                    connection.execute(statement)
+            with self._lock:  # one thread of this process sets the file up at a time
+                if self._prepared != inode:
+                    _prepare(connection)
+                    self._prepared = inode
         except sqlite3.Error:
             connection.close()
             raise
