@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flexmatch.engine.folders import private_folder
+from flexmatch.engine.sqlite_wal import BUSY_TIMEOUT, prepare
 
 
 def cache_key(
@@ -49,8 +50,10 @@ class LLMCache:
         if path is not None:
             private_folder(path.parent)
             _owner_only(path)
-        self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(
+            str(path) if path else ":memory:", timeout=BUSY_TIMEOUT, check_same_thread=False
+        )
+        prepare(self._db)
         # no fsync per answer (each one cost the event loop a disk flush): WAL with
         # synchronous=NORMAL survives a crash of the process; a power cut may lose the
         # last answers, which only means asking for them again

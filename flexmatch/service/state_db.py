@@ -25,18 +25,17 @@ import contextlib
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from flexmatch.engine.folders import private_folder
+from flexmatch.engine.sqlite_wal import BUSY_TIMEOUT, prepare
 from flexmatch.errors import ConfigError, StoreError
 from flexmatch.extras import require
 
 STATE_FILE = Path(".flexmatch") / "keys.sqlite"  # its old name: it held only the keys once
-BUSY_TIMEOUT = 10.0  # seconds a write waits for another process's write to finish
 CONNECT_TIMEOUT = 5  # seconds to reach a database server (libpq takes whole seconds)
 POOL_TIMEOUT = 10.0  # seconds a thread waits for a free pooled connection
 _SCHEMA_LOCK = 0x666C65786D61  # PostgreSQL advisory lock held while creating the tables
@@ -154,27 +153,6 @@ class _SqliteTransaction:
         return True
 
 
-def _prepare(connection: sqlite3.Connection) -> None:
-    """Put the file in WAL mode (readers never wait for a writer; the -wal and -shm files
-    take the file's mode) and create the tables. Switching the journal mode takes the
-    file's exclusive lock, and SQLite answers "locked" at once, without its busy handler,
-    while another process is switching or opening it: that is retried within the busy
-    budget. WAL mode stays with the file, so each process does this once."""
-    deadline = time.monotonic() + BUSY_TIMEOUT
-    while True:
-        try:
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
-            with connection:
-                for statement in _SQLITE_SCHEMA:
-                    connection.execute(statement)
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
 class SqliteDatabase:
     """A SQLite file, created owner-only on the first write. Each thread keeps its own
     connection (a reader never waits for another thread's write: the file is in WAL
@@ -209,7 +187,7 @@ class SqliteDatabase:
         try:
             with self._lock:  # one thread of this process sets the file up at a time
                 if self._prepared != inode:
-                    _prepare(connection)
+                    prepare(connection, _SQLITE_SCHEMA)
                     self._prepared = inode
         except sqlite3.Error:
             connection.close()
@@ -452,7 +430,7 @@ class SqlAlchemyDatabase:
 
 
 def _sqlite_wal(connection: Any, _: Any) -> None:
-    connection.execute("PRAGMA journal_mode=WAL")
+    prepare(connection)
 
 
 def state_file_for(kb_dir: str | Path) -> Path:

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from flexmatch.access import Principal, principal_name
 from flexmatch.config import QueryLogConfig
 from flexmatch.engine.folders import private_folder
+from flexmatch.engine.sqlite_wal import BUSY_TIMEOUT, prepare
 from flexmatch.models.querylog import FeedbackEvent, LogEntry, LoggedResult
 from flexmatch.results import Answer
 
@@ -112,11 +113,12 @@ class SqliteLog:
                     return None
                 private_folder(self.path.parent)
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            connection = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
-            connection.execute("PRAGMA journal_mode=WAL")
-            with connection:
-                for statement in SCHEMA:
-                    connection.execute(statement)
+            connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, check_same_thread=False)
+            try:
+                prepare(connection, SCHEMA)
+            except sqlite3.Error:
+                connection.close()
+                raise
             self._connection = connection
         return self._connection
 
