@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import Base64Bytes, TypeAdapter
 
 from flexmatch import errors
 from flexmatch.engine.stores.holders import IN_USE, describe
@@ -59,6 +59,7 @@ ROUTED = {
     "similar": "asimilar",
     "ingest": "aingest",
     "ingest_urls": "aingest_urls",
+    "ingest_upload": "aingest_upload",
     "sync": "async_sync",
     "estimate": "aestimate",
     "reindex": "areindex",
@@ -84,6 +85,7 @@ WRITES = frozenset(
     {
         "ingest",
         "ingest_urls",
+        "ingest_upload",
         "sync",
         "reindex",
         "remove_document",
@@ -95,7 +97,9 @@ WRITES = frozenset(
         "remove_learned",
     }
 )
-MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request line
+# bytes of one request line: an upload's bytes travel as base64 (4/3 of them), so one
+# of the largest documents any config admits (HARD_MAX_DOCUMENT_BYTES) fits, with room
+MAX_REQUEST = 32 * 1024 * 1024
 _PATH_MAX = 100  # longer socket paths are reached through /proc/self/fd (sun_path: 108)
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 # the threads that answer calls: each keeps its event loop (``run_sync``) between calls
@@ -156,7 +160,8 @@ def _valid(kind: Any, key: str, value: Any) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _adapter(kind: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(kind)
+    """The wire's (de)coder of ``kind``: bytes (an upload's) travel as base64 text."""
+    return TypeAdapter(Base64Bytes if kind is bytes else kind)
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -266,7 +271,10 @@ class Owner:
         request = None
         try:
             request = self._request(conn)
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:  # said to the caller, who is still there to read it
+            with contextlib.suppress(OSError):
+                _send(conn, _error(StoreError(f"a call through the store's socket: {exc}")))
+        except OSError as exc:
             log.debug("a call through the socket ended early: %s", exc)
         if request is None:
             self._done(conn)
@@ -347,6 +355,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 def _read_line(stream: Any) -> bytes:
     line = stream.readline(MAX_REQUEST + 1)
+    if len(line) > MAX_REQUEST:
+        raise ValueError(f"the request is over {MAX_REQUEST:,} bytes")
     if not line.endswith(b"\n"):
         raise ValueError("no whole line")
     return bytes(line)
@@ -389,7 +399,14 @@ def call(
         return HERE
     conn, pid = connected
     with conn, conn.makefile("rb") as stream:
-        _send(conn, {"call": name, "args": args(), "progress": progress is not None})
+        request = json.dumps({"call": name, "args": args(), "progress": progress is not None})
+        if len(request) >= MAX_REQUEST:  # refused here, before a byte is sent
+            raise StoreError(
+                f"{name} through the process holding the store at {path.parent}: the request "
+                f"is {len(request):,} bytes, over the socket's {MAX_REQUEST:,}; give the file "
+                "by path (ingest) instead of as bytes"
+            )
+        conn.sendall(request.encode("utf-8") + b"\n")
         while True:
             line = stream.readline()
             if not line.endswith(b"\n"):  # nothing, or a line cut short: the owner died

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from flexmatch import KnowledgeBase
-from flexmatch.sharing import socket_path
+from flexmatch import KnowledgeBase, StoreError
+from flexmatch.sharing import MAX_REQUEST, socket_path
 from tests.adapters.http.servers import free_port
-from tests.conftest import FLEXMATCH, run, stop, write_config
+from tests.conftest import FLEXMATCH, REPO, run, stop, write_config
 
 FERRY = "# Harbour\n\nThe ferry to Gull Island leaves the harbour at nine every morning.\n"
 FEES = "# Fees\n\nMooring fees are paid at the harbour office before noon.\n"
@@ -398,3 +398,22 @@ def test_gaps_and_golden_work_beside_the_holder(kb: Path) -> None:
         _through(kb, "gaps", "--golden", str(golden))
         assert time.monotonic() - started < 40  # no wait for the lock (60 s each)
     assert isinstance(found, list) and golden.exists()
+
+
+def test_an_upload_goes_through_the_holder_as_its_bytes(kb: Path) -> None:
+    """``ingest_upload`` from another process: the file's bytes (binary, here a DOCX)
+    reach the holder whole, the document is stored there and its original reads back the
+    same; bytes too many for the socket are refused here, before any is sent."""
+    data = (REPO / "tests" / "data" / "docs" / "fake.docx").read_bytes()
+    write_config(kb, "sources:\n  default:\n    paths: [../docs]\nstore:\n  lock_timeout: 60\n")
+    with _python_owner(kb), KnowledgeBase.open(kb) as caller:
+        started = time.monotonic()
+        report = caller.ingest_upload("fake.docx", data, metadata={"tags": "upload"})
+        (outcome,) = report.outcomes
+        assert outcome.outcome == "added" and outcome.document_id, outcome
+        assert caller.get_original(outcome.document_id).data == data
+        assert caller.get_document(outcome.document_id).document.metadata["tags"] == "upload"
+        with pytest.raises(StoreError, match="give the file by path"):
+            caller.ingest_upload("huge.txt", b"x" * MAX_REQUEST)
+        assert caller.stats().documents == 4  # nothing stored by the refused one
+        assert time.monotonic() - started < 40  # no wait for the lock (60 s)

@@ -3,6 +3,7 @@ with what mode; ``tests/test_sharing.py`` runs the real processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -18,7 +19,16 @@ import pytest
 
 from flexmatch import KnowledgeBase
 from flexmatch.errors import DepthError, QueryError, StoreError
-from flexmatch.sharing import HERE, Owner, _address, _raised, _wire_args, call, socket_path
+from flexmatch.sharing import (
+    HERE,
+    MAX_REQUEST,
+    Owner,
+    _address,
+    _raised,
+    _wire_args,
+    call,
+    socket_path,
+)
 from flexmatch.testing import HashEmbedder, memory_knowledge_base
 from tests.conftest import write_config
 
@@ -321,3 +331,27 @@ def test_one_input_alone_goes_over_the_wire_as_one(tmp_path: Path) -> None:
     assert wire["inputs"] == [str(Path("notes.md").absolute())]
     pages = _wire_args(KnowledgeBase.aingest_urls, ("http://127.0.0.1/a",), {})
     assert pages["urls"] == ["http://127.0.0.1/a"]
+
+
+def test_a_malformed_or_oversized_request_is_answered_with_an_error(tmp_path: Path) -> None:
+    """The caller is told why, instead of reading a closed connection as a dead owner."""
+    kb, docs = _edge_kb(tmp_path, HashEmbedder())
+    with kb:
+        kb.ingest([docs / "harbour.md"])  # the store held: its socket served
+        path = socket_path(kb.runtime.store_path)
+        conn = socket.socket(socket.AF_UNIX)
+        with _address(path) as address:
+            conn.connect(address)
+        with conn, conn.makefile("rb") as stream:
+            conn.sendall(b"[1, 2]\n")
+            (answer,) = [json.loads(line) for line in stream]
+        assert "a request is a JSON object" in answer["error"]["message"]
+        conn = socket.socket(socket.AF_UNIX)
+        with _address(path) as address:
+            conn.connect(address)
+        with conn, conn.makefile("rb") as stream:
+            with contextlib.suppress(OSError):  # the owner stops reading past the limit
+                conn.sendall(b'{"call": "stats", "args": {"x": "' + b"y" * MAX_REQUEST)
+            answer = json.loads(stream.readline())
+        assert f"over {MAX_REQUEST:,} bytes" in answer["error"]["message"]
+        assert kb.stats().documents == 1  # the owner serves on
