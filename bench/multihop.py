@@ -32,7 +32,7 @@ from typing import Any
 
 from flexmatch import Document, Element, KnowledgeBase
 from flexmatch.config import ChainRef, KBConfig, load_config
-from flexmatch.engine.embedders import LocalEmbedder
+from flexmatch.engine.embedders import Embedder, make_embedder
 
 DEFAULT_DATA = Path("/work/data/multihop/normalized.jsonl")
 DEFAULT_KB = Path("/tmp/flexmatch-bench-multihop-content")
@@ -118,7 +118,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 
 def open_kb(
-    folder: Path, embedder: LocalEmbedder, llm: str | None, deep: dict[str, Any], matching: str
+    folder: Path, embedder: Embedder, llm: str | None, deep: dict[str, Any], matching: str
 ) -> KnowledgeBase:
     config = load_config(folder) if (folder / "flexmatch.yaml").exists() else KBConfig()
     config.sources["default"].matching_text = ChainRef(chain=matching)
@@ -202,7 +202,7 @@ def main() -> None:
         parts = {f"{args.part} on": parts[f"{args.part} on"]}
     if args.limit:
         parts = {name: part[: args.limit] for name, part in parts.items()}
-    embedder = LocalEmbedder()
+    embedder = make_embedder(KBConfig().models)  # the offline default's model (int8 ONNX)
     documents = corpus(questions)
     deep = parse_settings(args.deep)
     with open_kb(args.kb, embedder, None, deep, args.matching) as kb:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from flexmatch.engine.chains.query_transform.follow_ups import names_in
 from flexmatch.engine.query.deep import fuse
 from flexmatch.models import SearchResult
@@ -204,3 +207,31 @@ def test_without_a_knowledge_base_rarity_is_counted_among_the_results() -> None:
     written = asyncio.run(_seeds().follow_ups(asked, found))  # type: ignore[attr-defined]
     # "United States" is in every result: the album's label leads
     assert written[0] == "Blue Note Records founded label"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hops=st.lists(
+        st.lists(
+            st.lists(st.sampled_from("abcdefghijklmnop"), unique=True, max_size=12),
+            min_size=1,
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    top_n=st.integers(1, 8),
+    discount=st.floats(0.1, 1.0),
+)
+def test_the_first_top_n_of_each_search_decide_the_fused_top_n(
+    hops: list[list[list[str]]], top_n: int, discount: float
+) -> None:
+    """Why a deep search reads only each search's first ``top_n`` results: the fused
+    top ``top_n`` is the same as from the searches' whole lists."""
+
+    def searches(cut: int | None) -> list[list[tuple[str, Answer]]]:
+        return [[(f"s{i}", answer(*ids[:cut])) for i, ids in enumerate(hop)] for hop in hops]
+
+    whole = [r.chunk_id for r in fuse(searches(None), discount)][:top_n]
+    read = [r.chunk_id for r in fuse(searches(top_n), discount)][:top_n]
+    assert read == whole

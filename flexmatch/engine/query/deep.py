@@ -58,7 +58,10 @@ async def deep_search(
     deadline = started + settings.time_budget
     llm = follow_ups.context.llm if follow_ups.uses_llm else None
     calls, tokens = _usage(llm)
-    pool = max(top_n * 2, 10)  # each hop's results: room for what fusion lifts
+    # each search's results read: with a result's best rank as its score, one ranked
+    # below a search's first top_n is below those top_n after fusion too, so reading
+    # further changes nothing shown (``fuse``); the first search's also seed the next hop
+    pool = max(top_n, settings.seed_results)
     first = await search(text, pool, None)
     hops: list[list[tuple[str, Answer]]] = [[(text, first)]]
     cost = SearchCost(hops=1, searches=1)
