@@ -27,6 +27,7 @@ from flexmatch.models import Document, Element
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "sentences (one a text)": ("sentences", {}),
+    "sentences, no chunk text": ("sentences", {"include_content": False}),
     "packed-sentences (short lines joined to 12 words)": ("packed-sentences", {}),
     "short lines joined to 20 words": ("sentences", {"min_text_words": 20}),
     "windows of 2 sentences": ("sentences", {"window": 2}),

@@ -224,3 +224,37 @@ def test_rarity_is_counted_in_the_knowledge_base_as_the_caller_may_read_it(
     hers = store_rarity(kb.store, "default", access_filter(ALICE))
     assert asyncio.run(hers(["coltrane"]))["coltrane"] == 1.0
     assert asyncio.run(rarity(["coltrane"]))["coltrane"] == rare["coltrane"]
+
+
+def test_rarity_leaves_out_a_version_being_written(kb: KnowledgeBase) -> None:
+    """A version in flight may carry other access rules: its passages are not counted,
+    while the committed ones still are (rarity reads payloads only in that case)."""
+    from flexmatch.engine.documents import DocumentRegistry
+    from flexmatch.engine.query.deep import store_rarity
+    from flexmatch.engine.stores import StoredPoint
+
+    rarity = store_rarity(kb.store, "default", {})
+    before = asyncio.run(rarity(["coltrane", "quokka"]))
+    assert before["quokka"] == 1.0
+    registry = DocumentRegistry(kb.store)
+    record = next(r for r in registry.list("default") if r.id == "blue-train")
+    registry.begin("default", record, "v-next")  # a write of blue-train begins
+    (carrier,) = [
+        h.payload
+        for h in kb.store.scroll("default", {"record": "match", "document_id": "blue-train"})
+        if h.payload.get("match_kind") == "content"
+    ]
+    kb.store.upsert(
+        "default",
+        [
+            StoredPoint(
+                id=f"00000000-0000-0000-0000-{n:012d}",
+                vector=[0.1] * kb.runtime.embedder.dimension,
+                text="The quokka recorded Blue Train.",
+                payload={**carrier, "version": "v-next"},
+            )
+            for n in range(3)
+        ],
+    )
+    during = asyncio.run(rarity(["coltrane", "quokka"]))
+    assert during == before  # the new version's passages are not counted yet
