@@ -43,6 +43,9 @@ def test_a_result_becomes_flat_json_metadata() -> None:
         "matched_text": "How much is a night's mooring?",
         "qualifying_text": "The fees section of the handbook.",
         "metadata": {"year": 2026},
+        "hop": None,
+        "found_by": None,
+        "context": None,
     }
     json.dumps(metadata)
     unplaced = result_metadata(result.model_copy(update={"location": None}))
@@ -51,7 +54,11 @@ def test_a_result_becomes_flat_json_metadata() -> None:
 
 def test_a_tenant_is_a_local_knowledge_bases_only() -> None:
     with Client("http://127.0.0.1:9", "key") as client:
-        assert search_options(client, 3, None, None) == {"top_n": 3, "filters": None}
+        assert search_options(client, 3, None, None) == {
+            "top_n": 3,
+            "filters": None,
+            "depth": "fast",
+        }
         with pytest.raises(ConfigError, match=r"tenant 'acme'.*API key"):
             search_options(client, 3, None, "acme")
 

@@ -19,6 +19,14 @@ from tests.serving import KB_CONFIG, served_kb
 KEYS = "# Keys and locks\n\nThe spare key to the boathouse hangs behind the blue door.\n"
 FERRY = "# Ferry\n\n## Sundays\n\nThe last ferry to Gull Island leaves at 21:40 on Sundays.\n"
 QUESTION = "Where is the spare key to the boathouse?"
+# a heading with one short line (a chunk too short to stand alone), its answer in the next
+OFFICE = (
+    "# Harbour office hours\n\nThe office hours follow.\n\n## Summer\n\n"
+    + " ".join(
+        f"In summer week {i} the office opens at 08:00 and closes at 18:00." for i in range(40)
+    )
+    + "\n"
+)
 METADATA = {
     "chunk_id",
     "document_id",
@@ -32,6 +40,9 @@ METADATA = {
     "matched_text",
     "qualifying_text",
     "metadata",
+    "hop",
+    "found_by",
+    "context",
 }
 
 KB = KnowledgeBase | Client
@@ -146,7 +157,8 @@ def test_openai_agents_tool_in_an_agent_run(kb: KB, llm_server: FakeLLMServer) -
     found = json.loads(output)
     assert found["query"] == QUESTION and len(found["results"]) == 2
     first = found["results"][0]
-    assert METADATA - {"qualifying_text", "metadata"} <= set(first) | {"location"}
+    shown = METADATA - {"qualifying_text", "metadata", "hop", "found_by", "context"}
+    assert shown <= set(first) | {"location"}
     assert "keys.md" in first["cite"] and first["heading_path"] == ["Keys and locks"]
 
 
@@ -175,9 +187,39 @@ def test_openai_agents_tool_reports_mistakes_to_the_model(kb: KB) -> None:
 def test_a_tenant_is_refused_for_a_served_knowledge_base(kb: KB) -> None:
     from flexmatch.adapters.frameworks.langchain import FlexMatchRetriever
 
-    retriever = FlexMatchRetriever(kb=kb, tenant="default", top_n=1)
-    if isinstance(kb, Client):
+    if isinstance(kb, Client):  # refused when the retriever is made, not on its first use
         with pytest.raises(ConfigError, match="API key"):
-            retriever.invoke(QUESTION)
+            FlexMatchRetriever(kb=kb, tenant="default", top_n=1)
     else:
-        assert retriever.invoke(QUESTION)
+        assert FlexMatchRetriever(kb=kb, tenant="default", top_n=1).invoke(QUESTION)
+
+
+def test_deep_search_and_expansion_through_the_retrievers(kb: KB, tmp_path: Path) -> None:
+    """``depth`` and ``expand`` as ``kb.query`` takes them: a deep search's results say
+    their hop, an expanded one reads its neighbours; a bad option fails when the
+    retriever is made."""
+    from flexmatch import DepthError
+    from flexmatch.adapters.frameworks import langchain, llamaindex
+
+    deep = langchain.FlexMatchRetriever(kb=kb, top_n=2, depth="deep").invoke(QUESTION)
+    assert "blue door" in deep[0].page_content and deep[0].metadata["hop"] == 1
+    assert all(d.metadata["hop"] in (1, 2) for d in deep)
+    fast = langchain.FlexMatchRetriever(kb=kb, top_n=2).invoke(QUESTION)
+    assert fast[0].metadata["hop"] is None and fast[0].metadata["context"] is None
+
+    office = tmp_path / "office.md"
+    office.write_text(OFFICE, encoding="utf-8")
+    assert kb.ingest([office]).added == 1
+    asked = "What are the harbour office hours?"
+    expected = kb.query(asked, top_n=1, expand="neighbours")
+    assert expected[0].context is not None and "08:00" in expected[0].context.text
+    (node,) = llamaindex.FlexMatchRetriever(kb, top_n=1, expand="neighbours").retrieve(asked)
+    context = node.node.metadata["context"]
+    assert context["kind"] == "neighbours" and "text" not in context
+    assert node.node.get_content() == expected[0].context.text  # what the agent reads
+    assert node.node.metadata["cite"] == expected[0].context.cite
+
+    with pytest.raises(DepthError):
+        llamaindex.FlexMatchRetriever(kb, depth="deeper")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        langchain.FlexMatchRetriever(kb=kb, expand="chapter")  # type: ignore[arg-type]

@@ -8,11 +8,14 @@ from flexmatch import (
     DEFAULT_TENANT,
     Client,
     ConfigError,
+    ExpandMode,
     KnowledgeBase,
     Principal,
     Scope,
     SearchArguments,
     SearchResult,
+    check_depth,
+    check_expand,
     scoped,
 )
 
@@ -30,13 +33,21 @@ def search_options(
     filters: dict[str, Any] | None,
     tenant: str | None,
     principal: Scope | None = None,
+    depth: str = "fast",
+    expand: ExpandMode | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``kb.query``: a served knowledge base's tenant is its API
     key's, so naming one for a ``Client`` is refused rather than ignored. ``principal``:
     whom the search is for (``ADMIN``: everything); left out over a local knowledge base
     that holds restricted documents, the search is refused rather than reading them all
-    (docs/security.md, "Integrations")."""
-    options: dict[str, Any] = {"top_n": top_n, "filters": filters}
+    (docs/security.md, "Integrations"). ``depth`` and ``expand`` as ``kb.query`` takes
+    them, checked here so a bad one fails when the integration is made."""
+    check_depth(depth)
+    if expand is not None:
+        check_expand(expand)
+    options: dict[str, Any] = {"top_n": top_n, "filters": filters, "depth": depth}
+    if expand is not None:
+        options["expand"] = expand
     if isinstance(principal, Principal):
         options["principal"] = principal
     if tenant is not None:
@@ -58,28 +69,31 @@ def check_scope(kb: Searchable, tenant: str | None, principal: Scope | None) -> 
         scoped(kb, tenant if tenant is not None else DEFAULT_TENANT, principal)
 
 
-def search(
-    kb: Searchable,
-    query: str,
-    *,
-    top_n: int = 5,
-    filters: dict[str, Any] | None = None,
-    tenant: str | None = None,
-    principal: Scope | None = None,
-) -> list[SearchResult]:
-    return kb.query(query, **search_options(kb, top_n, filters, tenant, principal))
+def search(kb: Searchable, query: str, **options: Any) -> list[SearchResult]:
+    """``kb.query``'s results; ``options`` are ``search_options``' (``top_n``, ``filters``,
+    ``tenant``, ``principal``, ``depth``, ``expand``)."""
+    return kb.query(query, **search_options(kb, **_defaults(options)))
 
 
-async def asearch(
-    kb: Searchable,
-    query: str,
-    *,
-    top_n: int = 5,
-    filters: dict[str, Any] | None = None,
-    tenant: str | None = None,
-    principal: Scope | None = None,
-) -> list[SearchResult]:
-    return await kb.aquery(query, **search_options(kb, top_n, filters, tenant, principal))
+async def asearch(kb: Searchable, query: str, **options: Any) -> list[SearchResult]:
+    return await kb.aquery(query, **search_options(kb, **_defaults(options)))
+
+
+def _defaults(options: dict[str, Any]) -> dict[str, Any]:
+    return {"top_n": 5, "filters": None, "tenant": None, **options}
+
+
+def passage(result: SearchResult) -> str:
+    """The text an agent reads for a result: its section or neighbours when the search
+    expanded it (``expand``), else its chunk."""
+    context = result.context
+    return context.text if context is not None and context.text else result.content
+
+
+def _shown_cite(result: SearchResult) -> str:
+    """Where the text ``passage`` gives is: the expanded context's place, else the hit's."""
+    context = result.context
+    return context.cite if context is not None and context.text and context.cite else result.cite
 
 
 def result_metadata(result: SearchResult) -> dict[str, Any]:
@@ -96,9 +110,14 @@ def result_metadata(result: SearchResult) -> dict[str, Any]:
         "title": result.title,
         "heading_path": list(result.heading_path),
         "location": location.model_dump(exclude_none=True) if location is not None else None,
-        "cite": result.cite,
+        "cite": _shown_cite(result),
         "score": result.score,
         "matched_text": result.matched_text,
         "qualifying_text": result.qualifying_text,
         "metadata": dict(result.metadata),
+        "hop": result.signals.hop,  # deep search: the hop that found it, and by what query
+        "found_by": result.signals.found_by,
+        "context": (
+            result.context.model_dump(exclude={"text"}) if result.context is not None else None
+        ),
     }

@@ -17,9 +17,9 @@ score, matched text). ``kb`` may be a ``Client`` of a served knowledge base.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from flexmatch import Scope, SearchResult
+from flexmatch import ExpandMode, Scope, SearchResult
 from flexmatch.service import require_extra
 
 require_extra("langchain_core", "langchain", "The LangChain retriever")
@@ -39,9 +39,10 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
-    check_scope,
+    passage,
     result_metadata,
     search,
+    search_options,
 )
 
 # what the tool shows the model of each passage: where it is from, then its text
@@ -51,7 +52,7 @@ PASSAGE = PromptTemplate.from_template("[{cite}] {title}\n{page_content}")
 def to_document(result: SearchResult) -> Document:
     """A search result as a LangChain ``Document``."""
     return Document(
-        page_content=result.content, metadata=result_metadata(result), id=result.chunk_id
+        page_content=passage(result), metadata=result_metadata(result), id=result.chunk_id
     )
 
 
@@ -70,35 +71,36 @@ class FlexMatchRetriever(BaseRetriever):
         "everything; required over a knowledge base with restricted documents.",
     )
 
+    depth: Literal["fast", "deep"] = Field(
+        "fast", description="'deep': the first results seed follow-up searches (multi-hop)."
+    )
+    expand: ExpandMode | None = Field(
+        None, description="'section' or 'neighbours': each passage with its surroundings."
+    )
+
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
-        check_scope(self.kb, self.tenant, self.principal)
+        search_options(self.kb, **self._options())  # a bad option fails here, not on use
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "top_n": self.top_n,
+            "filters": self.filters,
+            "tenant": self.tenant,
+            "principal": self.principal,
+            "depth": self.depth,
+            "expand": self.expand,
+        }
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        found = search(
-            self.kb,
-            query,
-            top_n=self.top_n,
-            filters=self.filters,
-            tenant=self.tenant,
-            principal=self.principal,
-        )
-        return [to_document(r) for r in found]
+        return [to_document(r) for r in search(self.kb, query, **self._options())]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        found = await asearch(
-            self.kb,
-            query,
-            top_n=self.top_n,
-            filters=self.filters,
-            tenant=self.tenant,
-            principal=self.principal,
-        )
-        return [to_document(r) for r in found]
+        return [to_document(r) for r in await asearch(self.kb, query, **self._options())]
 
 
 def retriever_tool(
@@ -110,7 +112,8 @@ def retriever_tool(
 ) -> BaseTool:
     """The retriever as a tool an agent calls with a ``query``: the model reads each
     passage under its citation; the ``Document``s travel as the tool message's artifact.
-    ``options`` are the retriever's (``top_n``, ``filters``, ``tenant``, ``principal``)."""
+    ``options`` are the retriever's (``top_n``, ``filters``, ``tenant``, ``principal``,
+    ``depth``, ``expand``)."""
     retriever = kb if isinstance(kb, FlexMatchRetriever) else FlexMatchRetriever(kb=kb, **options)
     return create_retriever_tool(
         retriever,

@@ -17,9 +17,9 @@ not the ids and scores. ``kb`` may be a ``Client`` of a served knowledge base.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from flexmatch import Scope, SearchResult
+from flexmatch import ExpandMode, Scope, SearchResult
 from flexmatch.service import require_extra
 
 require_extra("llama_index.core", "llamaindex", "The LlamaIndex retriever")
@@ -34,9 +34,10 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
-    check_scope,
+    passage,
     result_metadata,
     search,
+    search_options,
 )
 
 # what a language model reading a node sees beside its text
@@ -48,7 +49,7 @@ def to_node(result: SearchResult) -> NodeWithScore:
     metadata = result_metadata(result)
     node = TextNode(
         id_=result.chunk_id,
-        text=result.content,
+        text=passage(result),
         metadata=metadata,
         excluded_llm_metadata_keys=[k for k in metadata if k not in SHOWN_TO_LLM],
         excluded_embed_metadata_keys=list(metadata),
@@ -67,38 +68,39 @@ class FlexMatchRetriever(BaseRetriever):
         filters: dict[str, Any] | None = None,
         tenant: str | None = None,
         principal: Scope | None = None,
+        depth: Literal["fast", "deep"] = "fast",
+        expand: ExpandMode | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         """``principal``: the person the agent serves, or ``flexmatch.ADMIN`` for
-        everything; required over a knowledge base with restricted documents."""
-        check_scope(kb, tenant, principal)
+        everything; required over a knowledge base with restricted documents. ``depth``
+        ``"deep"``: the first results seed follow-up searches (multi-hop); ``expand``
+        ``"section"`` or ``"neighbours"``: each passage with its surroundings."""
         super().__init__(callback_manager=callback_manager)
         self.kb = kb
         self.top_n = top_n
         self.filters = filters
         self.tenant = tenant
         self.principal = principal
+        self.depth = depth
+        self.expand = expand
+        search_options(kb, **self._options())  # a bad option fails here, not on use
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "top_n": self.top_n,
+            "filters": self.filters,
+            "tenant": self.tenant,
+            "principal": self.principal,
+            "depth": self.depth,
+            "expand": self.expand,
+        }
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        found = search(
-            self.kb,
-            query_bundle.query_str,
-            top_n=self.top_n,
-            filters=self.filters,
-            tenant=self.tenant,
-            principal=self.principal,
-        )
-        return [to_node(r) for r in found]
+        return [to_node(r) for r in search(self.kb, query_bundle.query_str, **self._options())]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        found = await asearch(
-            self.kb,
-            query_bundle.query_str,
-            top_n=self.top_n,
-            filters=self.filters,
-            tenant=self.tenant,
-            principal=self.principal,
-        )
+        found = await asearch(self.kb, query_bundle.query_str, **self._options())
         return [to_node(r) for r in found]
 
 
