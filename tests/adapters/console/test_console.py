@@ -324,6 +324,32 @@ def test_search_shows_the_document_first_with_its_signals_and_facts(
     expect(page.get_by_role("alert")).to_contain_text("uri")
 
 
+def test_deep_search_and_context_on_the_search_page(console: Console, page: Page) -> None:
+    """Depth and context as the API takes them: a deep search shows what it cost and the
+    hop that found each result, an expanded result its neighbours; a bad value is an
+    error on the page."""
+    sign_in(page, console, console.tokens["reader"])
+    page.get_by_role("link", name="Search").click()
+    page.get_by_label("Query").fill("who feeds the harbour cats")
+    page.get_by_label("Depth").select_option("deep")
+    page.get_by_label("Context").select_option("neighbours")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator(".deep-cost")).to_contain_text(re.compile(r"\d+ hops?, \d+ search"))
+    first = page.locator(".result").first
+    expect(first.get_by_role("heading", level=3)).to_contain_text("Harbour notes")
+    expect(first.locator(".hop")).to_contain_text("the query itself")
+    expect(first.locator("details.context")).to_contain_text("red ferry")  # its neighbour
+    expect(page.get_by_label("Depth")).to_have_value("deep")  # the form keeps the choice
+    page.goto(f"{console.url}/console/search?q=cats&depth=deeper")
+    expect(page.get_by_role("alert")).to_contain_text("depth must be")
+    page.get_by_label("Depth").select_option("fast")
+    page.get_by_label("Context").select_option("none")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator(".result").first).to_be_visible()
+    expect(page.locator(".deep-cost")).to_have_count(0)
+    expect(page.locator("details.context")).to_have_count(0)
+
+
 def test_thumbs_on_the_search_page_teach_the_knowledge_base(console: Console, page: Page) -> None:
     asked = "when are the pier lamps lit"
     sign_in(page, console, console.tokens["giver"])

@@ -15,7 +15,15 @@ from typing import Annotated, Any
 from fastapi import Query, Request, Response
 from starlette.datastructures import Headers
 
-from flexmatch import DocumentRecord, FlexMatchError, Principal, Usage, answer_result
+from flexmatch import (
+    DocumentRecord,
+    FlexMatchError,
+    Principal,
+    Usage,
+    answer_result,
+    check_depth,
+    check_expand,
+)
 from flexmatch.adapters.http.auth import check_key, client_host, identify
 from flexmatch.adapters.http.console.sessions import (
     COOKIE,
@@ -402,12 +410,16 @@ async def search_page(
     filters: str = "",
     as_user: str = "",
     as_groups: str = "",
+    depth: str = "fast",
+    expand: str = "none",
     notice: str = "",
 ) -> Response:
     """The query, its rewritten variants, the results with every signal, and the facts
     block an agent would get: the same search and formatter the API and agents use. An
     admin (or a service key) may search as a user, to check what they would see. A key
-    with the ``feedback`` permission marks each result helpful or not."""
+    with the ``feedback`` permission marks each result helpful or not. ``depth`` and
+    ``expand`` as the API takes them: a deep search shows its cost and each result's hop,
+    an expanded one each result's section or neighbours."""
     need(user, "read")
     default_top_n = state.kb.config.query.top_n
     key = user.principal.key
@@ -420,6 +432,8 @@ async def search_page(
         "source": source,
         "filters": filters,
         "sources": sorted(state.kb.config.sources),
+        "depth": depth,
+        "expand": expand,
         "error": None,
         "result": None,
         "facts": "",
@@ -436,6 +450,7 @@ async def search_page(
         if not 1 <= count <= 100:
             raise ApiError(422, "validation_error", "top N must be between 1 and 100")
         check_text(state, q)
+        searched_depth, mode = check_depth(depth), check_expand(expand)
         conditions = parse_filters(filters, source)
         groups = [g.strip() for g in as_groups.split(",") if g.strip()]
         named = None
@@ -448,6 +463,8 @@ async def search_page(
             q,
             top_n=count,
             filters=conditions,
+            depth=searched_depth,
+            expand=None if mode == "none" else mode,
             tenant=user.tenant,
             principal=user.principal.read_as(named),
         )
