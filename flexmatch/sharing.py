@@ -399,14 +399,15 @@ def call(
         return HERE
     conn, pid = connected
     with conn, conn.makefile("rb") as stream:
-        request = json.dumps({"call": name, "args": args(), "progress": progress is not None})
+        message = {"call": name, "args": args(), "progress": progress is not None}
+        request = json.dumps(message).encode("utf-8")
         if len(request) >= MAX_REQUEST:  # refused here, before a byte is sent
+            hint = "; give the file by path (ingest) instead" if name == "ingest_upload" else ""
             raise StoreError(
                 f"{name} through the process holding the store at {path.parent}: the request "
-                f"is {len(request):,} bytes, over the socket's {MAX_REQUEST:,}; give the file "
-                "by path (ingest) instead of as bytes"
+                f"is {len(request):,} bytes, over the socket's {MAX_REQUEST:,}{hint}"
             )
-        conn.sendall(request.encode("utf-8") + b"\n")
+        conn.sendall(request + b"\n")
         while True:
             line = stream.readline()
             if not line.endswith(b"\n"):  # nothing, or a line cut short: the owner died

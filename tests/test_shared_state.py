@@ -319,3 +319,17 @@ def test_a_server_that_never_answers_fails_within_the_connect_timeout(tmp_path: 
     # never before the timeout; after it, a loaded machine's moment, never a second try
     # (two attempts would take twice the timeout)
     assert CONNECT_TIMEOUT - 1 <= took < 2 * CONNECT_TIMEOUT - 0.5, took
+
+
+def test_a_state_file_removed_and_made_again_is_set_up_again(tmp_path: Path) -> None:
+    """Closed, its file deleted (a reset), then used again: the new file gets its tables,
+    whatever inode number the file system hands it."""
+    state = SharedState(open_database(tmp_path))
+    state.keys.create("acme", "read")
+    state.close()
+    for leftover in (tmp_path / ".flexmatch").glob("keys.sqlite*"):
+        leftover.unlink()
+    assert state.keys.list("acme") == []  # nothing there, and no "no such table"
+    state.keys.create("acme", "read")
+    assert len(state.keys.list("acme")) == 1
+    state.close()

@@ -180,6 +180,8 @@ class SqliteDatabase:
             fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)  # owner-only from the start
             os.close(fd)
             inode = path.stat().st_ino
+            with self._lock:  # a new file, whatever its inode number (one may be reused)
+                self._prepared = None
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == inode:
             return held[1]
@@ -224,6 +226,7 @@ class SqliteDatabase:
         """Close every thread's connection (the object still works: it reconnects)."""
         with self._lock:
             opened, self._opened = self._opened, []
+            self._prepared = None  # the file may be replaced before the next use
         for connection in opened:
             connection.close()
         self._local = threading.local()

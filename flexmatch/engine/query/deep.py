@@ -59,8 +59,11 @@ async def deep_search(
     llm = follow_ups.context.llm if follow_ups.uses_llm else None
     calls, tokens = _usage(llm)
     # each search's results read: with a result's best rank as its score, one ranked
-    # below a search's first top_n is below those top_n after fusion too, so reading
-    # further changes nothing shown (``fuse``); the first search's also seed the next hop
+    # below a search's first top_n is below those top_n after fusion too (``fuse``), so
+    # reading further changes nothing shown while each search ranks the same candidates
+    # (up to top_n 25 for the question, 10 for a follow-up, at the default top_k and
+    # follow_up_top_k). The first search's results also seed the next hop; past two hops
+    # a follow-up's result is new when no earlier search's first ``pool`` held it
     pool = max(top_n, settings.seed_results)
     first = await search(text, pool, None)
     hops: list[list[tuple[str, Answer]]] = [[(text, first)]]
