@@ -1,7 +1,8 @@
 """Retrieval quality and speed on SQuAD dev (BEIR layout) with the offline defaults.
 
-Two setups, same chunker and model (all-MiniLM-L6-v2, no LLM): the chunk text alone,
-and the default matching texts (each sentence with its title, plus the chunk).
+Two setups, same chunker and model (the default int8 all-MiniLM-L6-v2, no LLM): the
+chunk text alone, and the default matching texts (each sentence with its title, plus the
+chunk).
 Run:  .venv/bin/python bench/squad_dev.py [--data ../shared/data/squad-dev] [--limit N]
 """
 
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 from flexmatch.config import ChainRef, KBConfig
-from flexmatch.engine.embedders import LocalEmbedder
+from flexmatch.engine.embedders import make_embedder
 from flexmatch.evaluation import BeirDataset, evaluate_sync
 from flexmatch.knowledge_base import KnowledgeBase
 
@@ -27,7 +28,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="evaluate the first N queries")
     args = parser.parse_args()
     dataset = BeirDataset.load(args.data)
-    embedder = LocalEmbedder()
+    embedder = make_embedder(KBConfig().models)  # the offline default: the int8 model
     rows = []
     for label, matching in SETUPS.items():
         config = KBConfig()
