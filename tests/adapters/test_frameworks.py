@@ -182,6 +182,10 @@ def test_openai_agents_tool_reports_mistakes_to_the_model(kb: KB) -> None:
     assert call(tool, {"query": QUESTION, "source": "web"})["results"] == []
     unfit = search_tool(kb, filters={"colour": 1.5})  # the knowledge base's FilterError
     assert "colour" in str(call(unfit, {"query": QUESTION})["error"])
+    # depth and expand, as the MCP tool takes them; a wrong one is the model's to fix
+    deep = call(tool, {"query": QUESTION, "top_n": 2, "depth": "deep", "expand": "section"})
+    assert len(deep["results"]) == 2  # type: ignore[arg-type]
+    assert "depth" in str(call(tool, {"query": QUESTION, "depth": "deeper"}).get("error", ""))
 
 
 def test_a_tenant_is_refused_for_a_served_knowledge_base(kb: KB) -> None:
