@@ -69,6 +69,15 @@ def check_scope(kb: Searchable, tenant: str | None, principal: Scope | None) -> 
         scoped(kb, tenant if tenant is not None else DEFAULT_TENANT, principal)
 
 
+RETRIEVER_OPTIONS = ("top_n", "filters", "tenant", "principal", "depth", "expand")
+
+
+def options_of(retriever: Any) -> dict[str, Any]:
+    """A framework retriever's search options, read from its attributes of those names
+    (``search_options``' keywords), as they are at the time of the search."""
+    return {name: getattr(retriever, name) for name in RETRIEVER_OPTIONS}
+
+
 def search(kb: Searchable, query: str, **options: Any) -> list[SearchResult]:
     """``kb.query``'s results; ``options`` are ``search_options``' (``top_n``, ``filters``,
     ``tenant``, ``principal``, ``depth``, ``expand``)."""

@@ -39,6 +39,7 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
+    options_of,
     passage,
     result_metadata,
     search,
@@ -80,27 +81,17 @@ class FlexMatchRetriever(BaseRetriever):
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
-        search_options(self.kb, **self._options())  # a bad option fails here, not on use
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "top_n": self.top_n,
-            "filters": self.filters,
-            "tenant": self.tenant,
-            "principal": self.principal,
-            "depth": self.depth,
-            "expand": self.expand,
-        }
+        search_options(self.kb, **options_of(self))  # a bad option fails here, not on use
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return [to_document(r) for r in search(self.kb, query, **self._options())]
+        return [to_document(r) for r in search(self.kb, query, **options_of(self))]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return [to_document(r) for r in await asearch(self.kb, query, **self._options())]
+        return [to_document(r) for r in await asearch(self.kb, query, **options_of(self))]
 
 
 def retriever_tool(

@@ -34,6 +34,7 @@ from flexmatch.adapters.frameworks.common import (  # noqa: E402
     TOOL_NAME,
     Searchable,
     asearch,
+    options_of,
     passage,
     result_metadata,
     search,
@@ -84,23 +85,13 @@ class FlexMatchRetriever(BaseRetriever):
         self.principal = principal
         self.depth = depth
         self.expand = expand
-        search_options(kb, **self._options())  # a bad option fails here, not on use
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "top_n": self.top_n,
-            "filters": self.filters,
-            "tenant": self.tenant,
-            "principal": self.principal,
-            "depth": self.depth,
-            "expand": self.expand,
-        }
+        search_options(kb, **options_of(self))  # a bad option fails here, not on use
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [to_node(r) for r in search(self.kb, query_bundle.query_str, **self._options())]
+        return [to_node(r) for r in search(self.kb, query_bundle.query_str, **options_of(self))]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        found = await asearch(self.kb, query_bundle.query_str, **self._options())
+        found = await asearch(self.kb, query_bundle.query_str, **options_of(self))
         return [to_node(r) for r in found]
 
 
