@@ -81,15 +81,11 @@ def options_of(retriever: Any) -> dict[str, Any]:
 def search(kb: Searchable, query: str, **options: Any) -> list[SearchResult]:
     """``kb.query``'s results; ``options`` are ``search_options``' (``top_n``, ``filters``,
     ``tenant``, ``principal``, ``depth``, ``expand``)."""
-    return kb.query(query, **search_options(kb, **_defaults(options)))
+    return kb.query(query, **search_options(kb, **options))
 
 
 async def asearch(kb: Searchable, query: str, **options: Any) -> list[SearchResult]:
-    return await kb.aquery(query, **search_options(kb, **_defaults(options)))
-
-
-def _defaults(options: dict[str, Any]) -> dict[str, Any]:
-    return {"top_n": 5, "filters": None, "tenant": None, **options}
+    return await kb.aquery(query, **search_options(kb, **options))
 
 
 def passage(result: SearchResult) -> str:
